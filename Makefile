@@ -1,0 +1,69 @@
+# Entry points for humans and CI. Scripts live under e2e/; versions in e2e/versions.env.
+SHELL := /bin/bash
+export KOO_CACHE ?= $(HOME)/.cache/kafka-observer-operator
+export CARGO_TARGET_DIR ?= $(KOO_CACHE)/target
+export KOO_TESTBED ?= $(CURDIR)/.testbed
+CARGO ?= cargo
+
+.PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
+        kafka-jars kafka-patched drills-kafka drills bench bench-kafka bench-operator crds crds-check fmt clippy
+
+all: build
+
+build:
+	$(CARGO) build --workspace --release --bins
+
+## The main job: local test bed, operator, example ObserverSet and a failure drill.
+demo: build kafka-patched
+	bash e2e/demo.sh
+
+## All the tests: static checks, unit and property tests, then everything against the real bed.
+test: check unit testbed-up
+	bash e2e/integration.sh
+
+check: fmt clippy crds-check
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	KOO_TESTBED=off $(CARGO) test --workspace
+
+crds:
+	$(CARGO) run --quiet --bin kafka-observer-operator -- crd > crds/observerset.yaml
+
+crds-check:
+	$(CARGO) run --quiet --bin kafka-observer-operator -- crd | diff -u crds/observerset.yaml - \
+	  || { echo "crds/observerset.yaml is stale: run 'make crds'"; exit 1; }
+
+k8s-binaries:
+	bash e2e/build/k8s.sh
+
+kafka-jars:
+	bash e2e/build/kafka-jars.sh
+
+kafka-patched: kafka-jars
+	bash e2e/build/kafka-patched.sh
+
+testbed-up: build kafka-patched k8s-binaries
+	bash e2e/testbed/up.sh
+
+testbed-down:
+	bash e2e/testbed/down.sh
+
+testbed-status:
+	bash e2e/testbed/status.sh
+
+drills-kafka: testbed-up
+	bash e2e/drills/kafka/run.sh
+
+bench: bench-kafka bench-operator
+
+bench-kafka: testbed-up
+	bash e2e/bench/kafka.sh
+
+bench-operator: testbed-up
+	bash e2e/bench/operator.sh
