@@ -1,0 +1,3 @@
+//! Kubelet stand-in for the e2e test bed (work in progress).
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Access to the local e2e test bed (work in progress).
