@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Bring the whole local test bed up, idempotently: control plane, pods + kubelet stand-in,
+# patched Kafka KRaft cluster. Prints where everything is.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+source "$root/e2e/versions.env"
+tb="$root/.testbed"
+mkdir -p "$tb"/{logs,pids,bin,kafka}
+start=$(date +%s)
+
+bash "$root/e2e/build/k8s.sh" >/dev/null
+bash "$here/control-plane.sh" up
+kubectl() { "$tb/bin/kubectl" "$@"; }
+
+# Seed the observer lists the pods mount, only if absent, so the cluster can start before any
+# operator runs (broker 4 is the bed's observer). The operator adopts them for ObserverSet kafka/kafka.
+for role in controller broker; do
+  if ! kubectl -n kafka get configmap "kafka-observers-$role" >/dev/null 2>&1; then
+    kubectl -n kafka create configmap "kafka-observers-$role" \
+      --from-literal=observer.ids=$'# Seeded by the test bed (e2e/testbed/up.sh); the operator takes over.\n4\n' >/dev/null
+  fi
+done
+
+# Patched Kafka unless explicitly disabled (KOO_VANILLA_KAFKA=1, for comparisons).
+if [[ "${KOO_VANILLA_KAFKA:-0}" != 1 ]]; then
+  bash "$root/e2e/build/kafka-patched.sh" "$KAFKA_VERSION" | tail -n1 > "$tb/kafka/patch-jar"
+else
+  rm -f "$tb/kafka/patch-jar"
+fi
+
+bash "$here/standin.sh" up
+bash "$here/kafka.sh" up
+
+echo "test bed up in $(( $(date +%s) - start ))s"
+bash "$here/status.sh"
+cat <<INFO
+kubeconfig:        $tb/kubeconfig
+kafka bootstrap:   $(cat "$tb/kafka/bootstrap")
+tools:             $tb/bin (kubectl, helm, kafka-topics, kafka-node, ...)
+logs:              $tb/logs
+tests:             export KOO_TESTBED=$tb
+INFO
