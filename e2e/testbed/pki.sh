@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Create the test bed's PKI with openssl, idempotently: usage e2e/testbed/pki.sh DIR.
+# One CA signs everything: the apiserver and etcd serving certs, and the client certs of
+# the admin (system:masters), the apiserver towards etcd and kube-controller-manager.
+# A new CA (e.g. after deleting ca.key) re-issues every certificate.
+set -euo pipefail
+dir="${1:?usage: pki.sh DIR}"
+mkdir -p "$dir"
+cd "$dir"
+umask 077
+
+# EC P-256 keys: fast to make on a busy machine and accepted by every component.
+newkey() { [[ -f "$1.key" ]] || openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key"; }
+
+if [[ ! -f ca.crt || ! -f ca.key ]]; then
+  rm -f ./*.crt ./*.key ./*.srl
+  newkey ca
+  openssl req -x509 -new -key ca.key -sha256 -days 3650 -subj "/CN=koo-testbed-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -out ca.crt 2>/dev/null
+fi
+
+# issue NAME SUBJECT EXT_KEY_USAGE [SAN]
+issue() {
+  local name="$1" subj="$2" eku="$3" san="${4:-}"
+  [[ -f "$name.crt" ]] && return
+  newkey "$name"
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature"
+    echo "extendedKeyUsage=$eku"
+    [[ -n "$san" ]] && echo "subjectAltName=$san"
+  } > "$name.ext"
+  openssl req -new -key "$name.key" -subj "$subj" -out "$name.csr" 2>/dev/null
+  openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -sha256 -days 3650 \
+    -extfile "$name.ext" -out "$name.crt" 2>/dev/null
+  rm -f "$name.csr" "$name.ext"
+}
+
+# 10.96.0.1 is the `kubernetes` Service address in the (config-only) service range 10.96.0.0/16.
+issue apiserver "/CN=kube-apiserver" serverAuth \
+  "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1"
+issue etcd-server "/CN=etcd" serverAuth "DNS:localhost,IP:127.0.0.1"
+issue apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
+issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+issue kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
+
+# Service-account token signing key pair (RS256, the issuer's default algorithm).
+if [[ ! -f sa.key ]]; then
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
+  rm -f sa.pub
+fi
+[[ -f sa.pub ]] || openssl pkey -in sa.key -pubout -out sa.pub
