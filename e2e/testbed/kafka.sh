@@ -119,7 +119,7 @@ wait_healthy() {
 }
 
 cmd_up() {
-  local started id pid pids=() deadline
+  local started id pid cp pids=() deadline
   started=$(date +%s%N)
   mkdir -p "$tb/logs" "$tb/pids" "$kdir"
   record_patch_jar
@@ -129,8 +129,16 @@ cmd_up() {
   cluster_id > /dev/null
   generate_wrappers
   local to_start=()
+  cp="$(kafka_classpath)" || exit 1
   for id in "${ALL_IDS[@]}"; do
-    if pid="$(node_pid "$id")"; then say "node $id already running (pid $pid)"; else to_start+=("$id"); fi
+    if pid="$(node_pid "$id")"; then
+      say "node $id already running (pid $pid), left alone"
+      # Restarting is the caller's call; a silent mix of classpaths is not.
+      tr '\0' '\n' < "/proc/$pid/cmdline" | grep -qxF "$cp" ||
+        say "WARNING: node $id runs with another classpath than '$cp': 'kafka.sh restart $id' to switch"
+    else
+      to_start+=("$id")
+    fi
   done
   for id in "${to_start[@]}"; do render_config "$id"; done
   # Format in parallel: one short JVM per unformatted node.
@@ -169,8 +177,7 @@ cmd_status() {
     printf '%-5s %-10s %-18s %-17s %-8s %-8s %s\n' "$id" "$(node_role "$id")" "$(node_pod "$id")" \
       "$(node_addr "$id"):$(node_port "$id")" "${pid:--}" "$state" "$port"
   done
-  if [[ -s "$kdir/patch-jar" || -n "${KAFKA_PATCH_JAR:-}" ]]; then describe_classpath; else
-    echo "VANILLA Kafka $KAFKA_VERSION (no patch jar named)"; fi
+  (describe_classpath) || true
 }
 
 usage() {
