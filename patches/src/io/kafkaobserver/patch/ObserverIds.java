@@ -1,0 +1,226 @@
+/*
+ * Part of kafka-observer-operator's observer patch for Apache Kafka (Apache License 2.0).
+ */
+package io.kafkaobserver.patch;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
+
+/**
+ * The node ids this Kafka node treats as observers, read from the observer.ids file.
+ *
+ * Path: $KAFKA_OBSERVER_IDS_FILE, else /opt/kafka/observer.ids. A missing file falls back to
+ * $KAFKA_OBSERVER_BROKER_IDS (comma separated), then to the empty set (compatible with the public
+ * observer patch set). An unreadable or corrupt file keeps the last good value and logs a WARN;
+ * this class never throws to its callers.
+ *
+ * It sits on the follower-fetch path (Partition's ISR and HW checks) and on the controller's
+ * election path, so a lookup is a volatile read plus a clock compare; once the snapshot is older
+ * than the TTL ($KAFKA_OBSERVER_IDS_TTL_MS, default 1000 ms) exactly one caller (a CAS picks it)
+ * re-reads the file while every other caller keeps using the previous snapshot.
+ */
+public final class ObserverIds {
+    public static final String FILE_ENV = "KAFKA_OBSERVER_IDS_FILE";
+    public static final String FALLBACK_ENV = "KAFKA_OBSERVER_BROKER_IDS";
+    public static final String TTL_ENV = "KAFKA_OBSERVER_IDS_TTL_MS";
+    public static final String DEFAULT_PATH = "/opt/kafka/observer.ids";
+    static final long DEFAULT_TTL_MS = 1000;
+    // Below this the "not on every call" promise gets thin; above it promotions get slow.
+    static final long MIN_TTL_MS = 100;
+    static final long MAX_TTL_MS = 60_000;
+    // The observer list is a few ids; a bigger file is not one of ours.
+    static final long MAX_FILE_BYTES = 1 << 20;
+    private static final long WARN_EVERY_NS = TimeUnit.SECONDS.toNanos(60);
+
+    private static final Logger LOG = LoggerFactory.getLogger(ObserverIds.class);
+
+    /** Lazily built on first use, so the first read happens once per JVM. */
+    private static final class Holder {
+        static final ObserverIds INSTANCE = fromEnvironment(System.getenv(), System::nanoTime);
+    }
+
+    public static ObserverIds get() {
+        return Holder.INSTANCE;
+    }
+
+    /** The gate every patched call site uses. */
+    public static boolean isObserver(int nodeId) {
+        return Holder.INSTANCE.contains(nodeId);
+    }
+
+    private static final class Snapshot {
+        final Set<Integer> ids;
+        final String source;
+        final long readAtNs;
+
+        Snapshot(Set<Integer> ids, String source, long readAtNs) {
+            this.ids = ids;
+            this.source = source;
+            this.readAtNs = readAtNs;
+        }
+    }
+
+    private final Path path;
+    private final String fallback;
+    private final long ttlNs;
+    private final LongSupplier nanoClock;
+    private final AtomicBoolean refreshing = new AtomicBoolean();
+    private final AtomicLong readFailures = new AtomicLong();
+    private volatile Snapshot snapshot;
+    // Only touched by the thread holding `refreshing` (or the constructor).
+    private boolean failing;
+    private long lastWarnNs;
+
+    ObserverIds(Path path, String fallback, long ttlMs, LongSupplier nanoClock) {
+        this.path = path;
+        this.fallback = fallback;
+        this.ttlNs = TimeUnit.MILLISECONDS.toNanos(ttlMs);
+        this.nanoClock = nanoClock;
+        long now = nanoClock.getAsLong();
+        // If the very first read fails, the set is empty.
+        this.snapshot = new Snapshot(Set.of(), "empty", now);
+        LOG.info("observer ids: reading {} every {} ms (missing file: ${} then empty)",
+            path, ttlMs, FALLBACK_ENV);
+        refresh(now, true);
+    }
+
+    static ObserverIds fromEnvironment(Map<String, String> env, LongSupplier nanoClock) {
+        return new ObserverIds(pathFrom(env), env.get(FALLBACK_ENV), ttlFrom(env), nanoClock);
+    }
+
+    private static Path pathFrom(Map<String, String> env) {
+        String configured = env.get(FILE_ENV);
+        if (configured == null || configured.isBlank()) {
+            return Path.of(DEFAULT_PATH);
+        }
+        try {
+            return Path.of(configured.trim());
+        } catch (RuntimeException e) {
+            LOG.warn("observer ids: ${}={} is not a usable path ({}); using {}",
+                FILE_ENV, configured, e.getMessage(), DEFAULT_PATH);
+            return Path.of(DEFAULT_PATH);
+        }
+    }
+
+    static long ttlFrom(Map<String, String> env) {
+        String configured = env.get(TTL_ENV);
+        if (configured == null || configured.isBlank()) {
+            return DEFAULT_TTL_MS;
+        }
+        try {
+            long ttl = Long.parseLong(configured.trim());
+            if (ttl >= MIN_TTL_MS && ttl <= MAX_TTL_MS) {
+                return ttl;
+            }
+        } catch (NumberFormatException e) {
+            // reported below
+        }
+        LOG.warn("observer ids: ${}={} is not a whole number of ms in [{}, {}]; using {} ms",
+            TTL_ENV, configured, MIN_TTL_MS, MAX_TTL_MS, DEFAULT_TTL_MS);
+        return DEFAULT_TTL_MS;
+    }
+
+    public boolean contains(int nodeId) {
+        return current().contains(nodeId);
+    }
+
+    /** The current set; re-reads the file at most once per TTL, on one thread. */
+    public Set<Integer> current() {
+        Snapshot s = snapshot;
+        long now = nanoClock.getAsLong();
+        if (now - s.readAtNs >= ttlNs && refreshing.compareAndSet(false, true)) {
+            try {
+                refresh(now, false);
+            } finally {
+                refreshing.set(false);
+            }
+            return snapshot.ids;
+        }
+        return s.ids;
+    }
+
+    public Path path() {
+        return path;
+    }
+
+    public long readFailures() {
+        return readFailures.get();
+    }
+
+    private void refresh(long now, boolean initial) {
+        Snapshot previous = snapshot;
+        Snapshot next;
+        try {
+            next = load(now);
+        } catch (Exception e) {
+            readFailures.incrementAndGet();
+            // Keep the last value; try again after one TTL.
+            snapshot = new Snapshot(previous.ids, previous.source, now);
+            if (!failing || now - lastWarnNs >= WARN_EVERY_NS) {
+                LOG.warn("observer ids: cannot use {} ({}: {}); keeping the last value {} from {} ({} failed reads so far)",
+                    path, e.getClass().getSimpleName(), e.getMessage(),
+                    ObserverIdsFormat.render(previous.ids), previous.source, readFailures.get());
+                lastWarnNs = now;
+            }
+            failing = true;
+            return;
+        }
+        if (failing) {
+            LOG.info("observer ids: {} is usable again", path);
+            failing = false;
+        }
+        snapshot = next;
+        if (initial || !next.ids.equals(previous.ids) || !next.source.equals(previous.source)) {
+            LOG.info("observer ids {}: before={} after={} added={} removed={} source={}",
+                initial ? "loaded" : "changed",
+                ObserverIdsFormat.render(previous.ids), ObserverIdsFormat.render(next.ids),
+                ObserverIdsFormat.render(ObserverIdsFormat.minus(next.ids, previous.ids)),
+                ObserverIdsFormat.render(ObserverIdsFormat.minus(previous.ids, next.ids)),
+                next.source);
+        }
+    }
+
+    private Snapshot load(long now) throws IOException {
+        byte[] bytes;
+        try {
+            if (Files.size(path) > MAX_FILE_BYTES) {
+                throw new IOException("larger than " + MAX_FILE_BYTES + " bytes");
+            }
+            bytes = Files.readAllBytes(path);
+        } catch (NoSuchFileException e) {
+            if (fallback != null && !fallback.isBlank()) {
+                return new Snapshot(ObserverIdsFormat.ids(fallback), "env:" + FALLBACK_ENV, now);
+            }
+            return new Snapshot(Set.of(), "empty", now);
+        }
+        // Binary junk is corruption, not "a file without integers".
+        String text = StandardCharsets.UTF_8.newDecoder()
+            .onMalformedInput(CodingErrorAction.REPORT)
+            .onUnmappableCharacter(CodingErrorAction.REPORT)
+            .decode(ByteBuffer.wrap(bytes))
+            .toString();
+        if (text.indexOf('\0') >= 0) {
+            throw new IOException("contains NUL bytes");
+        }
+        ObserverIdsFormat.Parsed parsed = ObserverIdsFormat.parse(text);
+        if (parsed.onlyGarbage) {
+            // Reading "garbage" as "no observers" would promote every observer at once.
+            throw new IOException("has tokens but not one integer");
+        }
+        return new Snapshot(parsed.ids, "file:" + path, now);
+    }
+}
