@@ -13,15 +13,16 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 source "$root/e2e/versions.env"
 source "$here/kafka/lib.sh"
+source "$here/kafka/cds.sh"
 source "$here/kafka/wrappers.sh"
 
 # A zombie still answers kill -0; only a running or sleeping process counts as alive.
 alive() { [[ -e "/proc/$1" ]] && ! grep -q '^[^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
 
 launch_node() {
-  local id="$1" dir log pidfile cp
+  local id="$1" dir log pidfile cp cds
   dir="$(node_dir "$id")" log="$(node_log "$id")" pidfile="$(node_pidfile "$id")"
-  cp="$(kafka_classpath)" || exit 1
+  cp="$(kafka_classpath)" && cds="$(cds_opts "node-$id")" || exit 1
   rm -f "$pidfile"
   echo "==== $(date -u +%FT%TZ) kafka.sh: starting node $id ($(node_role "$id"), pod $(node_pod "$id")): $(describe_classpath)" >> "$log"
   # Where kafka.sh waits for this start's "Kafka Server started" line.
@@ -32,7 +33,7 @@ launch_node() {
   # shellcheck disable=SC2016,SC2086
   KAFKA_OBSERVER_IDS_FILE="$(node_observer_file "$id")" KAFKA_OBSERVER_IDS_TTL_MS="$KAFKA_OBSERVER_IDS_TTL_MS" \
     setsid bash -c 'echo $$ > "$0"; exec "$@"' "$pidfile" \
-    java $KAFKA_NODE_HEAP_OPTS $KAFKA_JVM_OPTS \
+    java $KAFKA_NODE_HEAP_OPTS $KAFKA_JVM_OPTS $cds \
     -Dkafka.logs.dir="$dir/logs" -Dlog4j2.configurationFile="$tmpl/log4j2.properties" \
     -cp "$cp" kafka.Kafka "$dir/server.properties" >> "$log" 2>&1 < /dev/null &
   local i
@@ -97,11 +98,11 @@ kill_node() {
 
 # The cluster as the tools see it: voters in the quorum and unfenced registered brokers.
 quorum_voters() {
-  "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$(controller_bootstrap)" describe --status \
+  KOO_KAFKA_CLASSLIST="$(cds_tool_list quorum)" "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$(controller_bootstrap)" describe --status \
     2>/dev/null | grep '^CurrentVoters:' | grep -o '"id": *[0-9]*' | wc -l
 }
 unfenced_brokers() {
-  "$tb/bin/kafka-cluster" list-endpoints --bootstrap-server "$(broker_bootstrap)" --include-fenced-brokers \
+  KOO_KAFKA_CLASSLIST="$(cds_tool_list cluster)" "$tb/bin/kafka-cluster" list-endpoints --bootstrap-server "$(broker_bootstrap)" --include-fenced-brokers \
     2>/dev/null | grep -cw unfenced
 }
 
@@ -150,11 +151,13 @@ cmd_up() {
   deadline=$(($(date +%s) + KAFKA_START_TIMEOUT_S))
   for id in "${to_start[@]}"; do wait_started "$id" "$deadline"; done
   wait_healthy "$deadline"
+  cds_build_async
   say "up in $((($(date +%s%N) - started) / 1000000)) ms; bootstrap $(cat "$kdir/bootstrap")"
 }
 
 cmd_down() {
   local group id jobs
+  cds_stop_builder
   for group in brokers controllers; do
     jobs=()
     if [[ $group == brokers ]]; then set -- "${BROKER_IDS[@]}"; else set -- "${CONTROLLER_IDS[@]}"; fi
@@ -187,6 +190,7 @@ usage() {
 
 main() {
   local cmd="${1:-}"
+  case "$cmd" in up | start | restart | wrappers) cds_init ;; esac
   case "$cmd" in
     up) cmd_up ;;
     down) cmd_down ;;
