@@ -132,6 +132,8 @@ up() {
     --trusted-ca-file="$pki/ca.crt" --client-cert-auth=true --log-level=warn
   wait_for etcd healthy etcd_healthy
 
+  # The `kubernetes` Service gets no Endpoints: they may not be loopback addresses, and nothing
+  # in the bed goes through that Service (every client uses the kubeconfig's 127.0.0.1:6443).
   start kube-apiserver --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port=6443 \
     --etcd-servers="$etcd_url" --etcd-cafile="$pki/ca.crt" \
     --etcd-certfile="$pki/apiserver-etcd-client.crt" --etcd-keyfile="$pki/apiserver-etcd-client.key" \
@@ -140,7 +142,8 @@ up() {
     --service-cluster-ip-range=10.96.0.0/16 \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-    --api-audiences=https://kubernetes.default.svc.cluster.local --profiling=false
+    --api-audiences=https://kubernetes.default.svc.cluster.local --profiling=false \
+    --endpoint-reconciler-type=none
   wait_for kube-apiserver "ready (/readyz)" api_ready
 
   start kube-controller-manager --kubeconfig="$pki/kube-controller-manager.kubeconfig" \

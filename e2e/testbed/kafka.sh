@@ -8,6 +8,14 @@
 #   kafka.sh down                       stop every node that has a pid file (brokers, then controllers)
 #   kafka.sh status                     per node: pid alive, port answering
 #   kafka.sh wrappers                   (re)generate the .testbed/bin tool wrappers only
+#
+# Environment: KAFKA_VERSION (e2e/versions.env), KAFKA_PATCH_JAR (recorded into
+# .testbed/kafka/patch-jar by `up`), KAFKA_REPLICA_LAG_TIME_MAX_MS (10000),
+# KAFKA_OBSERVER_IDS_TTL_MS (500), KAFKA_START_WAIT=0 (start/restart return without waiting for
+# "Kafka Server started"), KAFKA_START_TIMEOUT_S (120), KAFKA_STOP_TIMEOUT_S (60, then kill -9),
+# KAFKA_NODE_HEAP_OPTS, KAFKA_TOOL_HEAP_OPTS, KAFKA_JVM_OPTS, KAFKA_CDS=off.
+# Any other setting: key=value lines in .testbed/kafka/overrides.properties, applied to every node
+# at its next start.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -184,8 +192,13 @@ cmd_status() {
 }
 
 usage() {
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
   exit 2
+}
+
+start_and_wait() {
+  start_node "$1"
+  [[ "${KAFKA_START_WAIT:-1}" == 0 ]] || wait_started "$1" $(($(date +%s) + KAFKA_START_TIMEOUT_S))
 }
 
 main() {
@@ -200,10 +213,10 @@ main() {
       [[ $# -eq 2 ]] || usage
       check_node_id "$2"
       case "$cmd" in
-        start) generate_wrappers; start_node "$2"; wait_started "$2" $(($(date +%s) + KAFKA_START_TIMEOUT_S)) ;;
+        start) generate_wrappers; start_and_wait "$2" ;;
         stop) stop_node "$2" ;;
         kill) kill_node "$2" ;;
-        restart) stop_node "$2"; start_node "$2"; wait_started "$2" $(($(date +%s) + KAFKA_START_TIMEOUT_S)) ;;
+        restart) stop_node "$2"; start_and_wait "$2" ;;
       esac
       ;;
     *) usage ;;
