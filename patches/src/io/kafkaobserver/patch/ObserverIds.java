@@ -31,7 +31,9 @@ import java.util.function.LongSupplier;
  * It sits on the follower-fetch path (Partition's ISR and HW checks) and on the controller's
  * election path, so a lookup is a volatile read plus a clock compare; once the snapshot is older
  * than the TTL ($KAFKA_OBSERVER_IDS_TTL_MS, default 1000 ms) exactly one caller (a CAS picks it)
- * re-reads the file while every other caller keeps using the previous snapshot.
+ * re-reads the file while every other caller keeps using the previous snapshot. A daemon thread
+ * (started by ObserverPatch at node start-up) makes the same call once per TTL, so a node that
+ * never consults the set (a follower-only broker) still notices and audits every change.
  */
 public final class ObserverIds {
     public static final String FILE_ENV = "KAFKA_OBSERVER_IDS_FILE";
@@ -81,6 +83,7 @@ public final class ObserverIds {
     private final AtomicBoolean refreshing = new AtomicBoolean();
     private final AtomicLong readFailures = new AtomicLong();
     private volatile Snapshot snapshot;
+    private Thread refresher;
     // Only touched by the thread holding `refreshing` (or the constructor).
     private boolean failing;
     private long lastWarnNs;
@@ -151,6 +154,28 @@ public final class ObserverIds {
             return snapshot.ids;
         }
         return s.ids;
+    }
+
+    /** Re-checks the file once per TTL on a daemon thread; idempotent. */
+    public synchronized void startRefresher() {
+        if (refresher != null) {
+            return;
+        }
+        long periodNs = ttlNs;
+        refresher = new Thread(() -> {
+            while (!Thread.currentThread().isInterrupted()) {
+                try {
+                    TimeUnit.NANOSECONDS.sleep(periodNs);
+                    current();
+                } catch (InterruptedException e) {
+                    return;
+                } catch (RuntimeException e) {
+                    LOG.warn("observer ids: refresh failed", e);
+                }
+            }
+        }, "observer-ids-refresher");
+        refresher.setDaemon(true);
+        refresher.start();
     }
 
     public Path path() {

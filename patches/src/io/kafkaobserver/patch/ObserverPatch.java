@@ -57,6 +57,7 @@ public final class ObserverPatch {
         }
         LOG.info(proof);
         ObserverIds ids = ObserverIds.get();
+        ids.startRefresher();
         KafkaMetricsGroup metrics = new KafkaMetricsGroup("kafka.server", "ObserverIds");
         metrics.newGauge("ObserverCount", () -> ids.current().size());
         metrics.newGauge("ReadFailures", ids::readFailures);

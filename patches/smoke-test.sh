@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Throwaway smoke test of the observer patch: 1 KRaft controller (id 100) + 3 brokers (1, 2, 3)
+# on 127.0.2.x (the shared test bed uses 127.0.1.x), broker 3 the observer. Checks the start-up
+# proof, the initial ISR filter, ISR admission, promotion, demotion, election and the audit line.
+# Usage: patches/smoke-test.sh [kafka-version]   (state in $SMOKE_DIR, default /tmp/koo-observer-smoke)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+source "$repo/e2e/versions.env"
+version="${1:-$KAFKA_VERSION}"
+dir="${SMOKE_DIR:-/tmp/koo-observer-smoke}"
+jar="$(bash "$repo/e2e/build/kafka-patched.sh" "$version" | tail -n 1)"
+lib="$KOO_CACHE/kafka/$version/lib"
+cp_all="$jar:$lib/*"
+controller=100
+brokers=(1 2 3)
+bootstrap="127.0.2.1:9092,127.0.2.2:9092"
+failures=0
+
+say() { echo "smoke: $*"; }
+check() { # check <description> <command...>: records a failure instead of stopping
+  local what="$1"; shift
+  if "$@"; then say "PASS $what"; else say "FAIL $what"; failures=$((failures + 1)); fi
+}
+stop_all() {
+  local f
+  for f in "$dir"/*.pid; do
+    [[ -f "$f" ]] || continue
+    kill "$(cat "$f")" 2>/dev/null || true
+  done
+  sleep 2
+  for f in "$dir"/*.pid; do
+    [[ -f "$f" ]] || continue
+    kill -9 "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+trap stop_all EXIT
+
+tool() { # tool <main class> <args...>
+  java -Xmx128m -XX:+UseSerialGC -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/tools-log4j2.properties" \
+    -cp "$lib/*" "$@"
+}
+describe() { tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --describe --topic "$1"; }
+isr_of() { describe "$1" | sed -n 's/.*Isr: \([0-9,]*\).*/\1/p' | head -n 1; }
+leader_of() { describe "$1" | sed -n 's/.*Leader: \([0-9a-z]*\).*/\1/p' | head -n 1; }
+wait_for() { # wait_for <seconds> <command...>
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 1
+  done
+}
+isr_is() { [[ "$(isr_of "$1")" == "$2" ]]; }
+leader_is() { [[ "$(leader_of "$1")" == "$2" ]]; }
+log_has() { grep -q -- "$2" "$dir/$1.log"; }
+
+render() { # render <id> <role>
+  local id="$1" role="$2" addr="127.0.2.$1" conf="$dir/$1/server.properties"
+  mkdir -p "$dir/$id/data"
+  {
+    echo "node.id=$id"
+    echo "process.roles=$role"
+    echo "controller.quorum.voters=$controller@127.0.2.$controller:9093"
+    echo "controller.listener.names=CONTROLLER"
+    echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    echo "log.dirs=$dir/$id/data"
+    echo "min.insync.replicas=2"
+    echo "replica.lag.time.max.ms=4000"
+    echo "broker.session.timeout.ms=6000"
+    echo "broker.heartbeat.interval.ms=1000"
+    echo "offsets.topic.replication.factor=1"
+    echo "num.network.threads=2"
+    echo "num.io.threads=2"
+    echo "auto.leader.rebalance.enable=false"
+    if [[ "$role" == controller ]]; then
+      echo "listeners=CONTROLLER://$addr:9093"
+    else
+      echo "listeners=PLAINTEXT://$addr:9092"
+      echo "inter.broker.listener.name=PLAINTEXT"
+    fi
+  } > "$conf"
+}
+start() { # start <id> <observer-ids file>
+  local id="$1"
+  KAFKA_OBSERVER_IDS_FILE="$2" KAFKA_OBSERVER_IDS_TTL_MS=500 \
+    nohup java -Xmx256m -XX:+UseSerialGC \
+    -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/log4j2.properties" -Dkafka.logs.dir="$dir/$id" \
+    -cp "$cp_all" kafka.Kafka "$dir/$id/server.properties" > "$dir/$id.log" 2>&1 &
+  echo $! > "$dir/$id.pid"
+  disown
+}
+
+stop_all
+rm -rf "$dir"
+mkdir -p "$dir"
+echo 3 > "$dir/observers-controller.ids"
+printf '# observers\n3\n' > "$dir/observers-broker.ids"
+cluster_id="$(tool kafka.tools.StorageTool random-uuid)"
+render "$controller" controller
+for b in "${brokers[@]}"; do render "$b" broker; done
+for id in "$controller" "${brokers[@]}"; do
+  tool kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/$id/server.properties" >/dev/null
+done
+start "$controller" "$dir/observers-controller.ids"
+sleep 3
+for b in "${brokers[@]}"; do start "$b" "$dir/observers-broker.ids"; done
+wait_for 90 tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --list >/dev/null 2>&1
+sleep 3
+
+for id in "$controller" "${brokers[@]}"; do
+  check "node $id logs the start-up proof" log_has "$id" "observer patch active: $version"
+done
+grep -h "observer patch active\|observer ids loaded" "$dir"/*.log | sed 's/^/  /'
+
+# Initial ISR filter: broker 3 is a replica of every partition but never starts in the ISR.
+tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --create --topic smoke \
+  --replica-assignment 3:1:2 >/dev/null
+sleep 2
+describe smoke | sed 's/^/  /'
+check "initial ISR leaves the observer out and the leader is not the observer" isr_is smoke "1,2"
+tool org.apache.kafka.tools.ProducerPerformance --topic smoke --num-records 20000 --record-size 100 \
+  --throughput -1 --producer-props bootstrap.servers="$bootstrap" acks=all >/dev/null
+sleep 6
+check "a caught-up observer stays out of the ISR" isr_is smoke "1,2"
+
+# Files inconsistent (S6): brokers promoted, controller not: the leader proposes 3, the
+# controller rejects it as an observer and the ISR stays; aligning the controller heals it.
+echo "" > "$dir/observers-broker.ids"
+sleep 6
+check "controller rejects the expansion while it still sees an observer" isr_is smoke "1,2"
+check "the rejection names the observer" log_has "$controller" "Rejecting AlterPartition.*ineligible replicas \[3 (observer)\]"
+check "the broker logs an audit line for the edit" log_has 1 "observer ids changed: before=\[3\] after=\[\] added=\[\] removed=\[3\]"
+echo "" > "$dir/observers-controller.ids"
+check "promoted broker 3 joins the ISR once the controller agrees" wait_for 30 isr_is smoke "1,2,3"
+
+# Demotion: brokers' isr-expiration shrinks it out; the controller then refuses to elect it.
+echo 3 > "$dir/observers-controller.ids"
+echo 3 > "$dir/observers-broker.ids"
+check "demoted broker 3 leaves the ISR" wait_for 30 isr_is smoke "1,2"
+
+# Election: with both primaries gone the observer must not lead (Leader: none).
+kill -9 "$(cat "$dir/1.pid")"; rm -f "$dir/1.pid"
+check "leader moves to primary 2 after kill -9 of 1" wait_for 30 leader_is smoke 2
+bootstrap="127.0.2.2:9092,127.0.2.3:9092"
+kill -9 "$(cat "$dir/2.pid")"; rm -f "$dir/2.pid"
+bootstrap="127.0.2.3:9092"
+sleep 12
+describe smoke | sed 's/^/  /'
+check "with every primary down the observer is not elected" leader_is smoke none
+tool org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$bootstrap" --election-type unclean \
+  --topic smoke --partition 0 > "$dir/unclean.out" 2>&1 || true
+sed 's/^/  /' "$dir/unclean.out"
+sleep 2
+check "not even an unclean election elects the observer" leader_is smoke none
+
+# Unreadable and corrupt files: the broker keeps the last value and warns.
+if [[ $(id -u) -ne 0 ]]; then
+  chmod 000 "$dir/observers-broker.ids"
+  sleep 2
+  check "an unreadable file keeps the last value with a WARN" log_has 3 "cannot use .*AccessDenied.*keeping the last value \[3\]"
+  chmod 644 "$dir/observers-broker.ids"
+else
+  say "SKIP chmod 000 (root reads it anyway)"
+fi
+printf 'garbage\n' > "$dir/observers-broker.ids"
+sleep 2
+check "garbage keeps the last value with a WARN" log_has 3 "cannot use .*keeping the last value \[3\]"
+
+# Positive control for the election gate: promote 3 on the controller, then the same unclean
+# election must elect it (S4), so the refusal above came from the observer gate.
+echo "" > "$dir/observers-controller.ids"
+sleep 2
+tool org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$bootstrap" --election-type unclean \
+  --topic smoke --partition 0 >/dev/null 2>&1 || true
+check "once promoted on the controller, the unclean election elects 3" wait_for 15 leader_is smoke 3
+
+say "logs in $dir; $failures failure(s)"
+[[ $failures -eq 0 ]]
