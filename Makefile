@@ -34,10 +34,13 @@ unit:
 
 crds:
 	$(CARGO) run --quiet --bin kafka-observer-operator -- crd > crds/observerset.yaml
+	cp crds/observerset.yaml charts/kafka-observer-operator/crds/observerset.yaml
 
 crds-check:
 	$(CARGO) run --quiet --bin kafka-observer-operator -- crd | diff -u crds/observerset.yaml - \
 	  || { echo "crds/observerset.yaml is stale: run 'make crds'"; exit 1; }
+	diff -q crds/observerset.yaml charts/kafka-observer-operator/crds/observerset.yaml \
+	  || { echo "the chart's copy of the CRD is stale: run 'make crds'"; exit 1; }
 
 k8s-binaries:
 	bash e2e/build/k8s.sh

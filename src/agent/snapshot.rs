@@ -1,0 +1,203 @@
+//! What the agent reports: the observer file as the Kafka node in the same pod reads it.
+//!
+//! Pure: the shell reads the file and hands the outcome here; this module decides whether the
+//! report changes. The ids are parsed with the broker patch's rules (see `file_format`), so
+//! the agent acknowledges exactly what Kafka will act on, and the header tells which
+//! ObserverSet revision the content came from.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::file_format;
+
+/// Where the reported ids come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The file was read.
+    File,
+    /// No file: the broker patch would fall back to `KAFKA_OBSERVER_BROKER_IDS`, then to no
+    /// observers at all. The operator must treat this as "not acknowledged".
+    Missing,
+    /// The file exists but could not be read before any successful read (permissions, I/O).
+    /// After a successful read an unreadable file keeps the last report, as the broker does.
+    Unreadable,
+}
+
+/// The JSON body of `GET /observer-ids`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Revision from the managed-file header; `None` without a file or header.
+    pub revision: Option<u64>,
+    /// `namespace/name` of the ObserverSet from the header.
+    pub observer_set: Option<String>,
+    /// Observer node ids, sorted and unique; `None` when there is no file.
+    pub ids: Option<Vec<i32>>,
+    /// Hex SHA-256 of the file's bytes; `None` when there is no file.
+    pub sha256: Option<String>,
+    /// When the agent first saw this content (not the time of the request).
+    #[serde(serialize_with = "rfc3339")]
+    pub seen_at: DateTime<Utc>,
+    pub source: Source,
+}
+
+/// The outcome of one read of the file.
+#[derive(Debug)]
+pub enum Observation {
+    Content(Vec<u8>),
+    Missing,
+    Unreadable(String),
+}
+
+impl Snapshot {
+    /// The report for `observation` seen at `now`, without regard to any previous report.
+    pub fn from_observation(observation: &Observation, now: DateTime<Utc>) -> Self {
+        match observation {
+            Observation::Content(bytes) => {
+                let text = String::from_utf8_lossy(bytes);
+                let header = file_format::parse_header(&text);
+                Self {
+                    revision: header.as_ref().map(|h| h.revision),
+                    observer_set: header.map(|h| format!("{}/{}", h.namespace, h.name)),
+                    ids: Some(file_format::parse_ids(&text).into_iter().collect()),
+                    sha256: Some(sha256_hex(bytes)),
+                    seen_at: now,
+                    source: Source::File,
+                }
+            }
+            Observation::Missing => Self::empty(Source::Missing, now),
+            Observation::Unreadable(_) => Self::empty(Source::Unreadable, now),
+        }
+    }
+
+    fn empty(source: Source, now: DateTime<Utc>) -> Self {
+        Self {
+            revision: None,
+            observer_set: None,
+            ids: None,
+            sha256: None,
+            seen_at: now,
+            source,
+        }
+    }
+
+    /// Same content and source, ignoring when it was seen.
+    fn same_as(&self, other: &Snapshot) -> bool {
+        self.source == other.source && self.sha256 == other.sha256
+    }
+}
+
+/// The next report after `previous`, or `None` when the report stays as it is (content
+/// unchanged, or the file became unreadable after a good read: keep the last value).
+pub fn next(
+    previous: Option<&Snapshot>,
+    observation: &Observation,
+    now: DateTime<Utc>,
+) -> Option<Snapshot> {
+    if let (Some(prev), Observation::Unreadable(_)) = (previous, observation) {
+        if prev.source == Source::File {
+            return None;
+        }
+    }
+    let candidate = Snapshot::from_observation(observation, now);
+    match previous {
+        Some(prev) if prev.same_as(&candidate) => None,
+        _ => Some(candidate),
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&at.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    const FILE: &str = "# Managed by kafka-observer-operator: ObserverSet kafka/kafka, revision 7\n\
+                        # One observer node id per line. Do not edit: changes are reverted.\n4\n";
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+    }
+
+    fn content(s: &str) -> Observation {
+        Observation::Content(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_managed_file_reports_revision_set_ids_and_digest() {
+        let snap = Snapshot::from_observation(&content(FILE), at(0));
+        assert_eq!(snap.revision, Some(7));
+        assert_eq!(snap.observer_set.as_deref(), Some("kafka/kafka"));
+        assert_eq!(snap.ids, Some(vec![4]));
+        assert_eq!(snap.source, Source::File);
+        let json = serde_json::to_value(&snap).unwrap();
+        assert_eq!(json["observerSet"], "kafka/kafka");
+        assert_eq!(json["seenAt"], "2027-01-15T08:00:00.000Z");
+        assert_eq!(json["source"], "file");
+        assert_eq!(json["sha256"].as_str().unwrap().len(), 64);
+    }
+
+    #[test]
+    fn the_digest_is_sha256_of_the_bytes() {
+        let snap = Snapshot::from_observation(&content("abc"), at(0));
+        assert_eq!(
+            snap.sha256.as_deref(),
+            Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        );
+    }
+
+    #[test]
+    fn a_hand_written_file_has_ids_but_no_revision() {
+        let snap = Snapshot::from_observation(&content("3, 4\n# 5\n"), at(0));
+        assert_eq!(snap.revision, None);
+        assert_eq!(snap.observer_set, None);
+        assert_eq!(snap.ids, Some(vec![3, 4]));
+    }
+
+    #[test]
+    fn a_missing_file_reports_null_ids() {
+        let snap = Snapshot::from_observation(&Observation::Missing, at(0));
+        let json = serde_json::to_value(&snap).unwrap();
+        assert_eq!(json["source"], "missing");
+        assert!(json["ids"].is_null());
+        assert!(json["revision"].is_null());
+        assert!(json["sha256"].is_null());
+    }
+
+    #[test]
+    fn unchanged_content_keeps_the_first_seen_time() {
+        let first = next(None, &content(FILE), at(0)).unwrap();
+        assert_eq!(next(Some(&first), &content(FILE), at(5)), None);
+        let changed = FILE.replace("revision 7", "revision 8");
+        let second = next(Some(&first), &content(&changed), at(9)).unwrap();
+        assert_eq!((second.revision, second.seen_at), (Some(8), at(9)));
+    }
+
+    #[test]
+    fn an_unreadable_file_keeps_the_last_good_report() {
+        let first = next(None, &content(FILE), at(0)).unwrap();
+        let denied = Observation::Unreadable("permission denied".into());
+        assert_eq!(next(Some(&first), &denied, at(1)), None);
+        let initial = next(None, &denied, at(1)).unwrap();
+        assert_eq!((initial.source, initial.ids), (Source::Unreadable, None));
+    }
+
+    #[test]
+    fn deletion_and_recreation_are_changes() {
+        let first = next(None, &content(FILE), at(0)).unwrap();
+        let gone = next(Some(&first), &Observation::Missing, at(1)).unwrap();
+        assert_eq!(gone.source, Source::Missing);
+        assert_eq!(next(Some(&gone), &Observation::Missing, at(2)), None);
+        let back = next(Some(&gone), &content(FILE), at(3)).unwrap();
+        assert_eq!(back.revision, Some(7));
+    }
+}

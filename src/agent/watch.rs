@@ -1,0 +1,106 @@
+//! Follows the mounted ConfigMap directory and publishes a new [`Snapshot`] on every change.
+//!
+//! The kubelet updates a ConfigMap volume by writing a new `..<timestamp>` directory and
+//! renaming a `..data` symlink over the old one; the visible file is a symlink through
+//! `..data`. So the agent watches the *directory* with inotify (any event there means "read
+//! again") and also re-reads on a slow timer, a safety net for missed events or a directory
+//! that appeared after start-up.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::{watch, Notify};
+
+use super::snapshot::{self, Observation, Snapshot};
+use crate::shutdown::Shutdown;
+
+/// Reads the file once.
+pub async fn observe(path: &Path) -> Observation {
+    match tokio::fs::read(path).await {
+        Ok(bytes) => Observation::Content(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Observation::Missing,
+        Err(e) => Observation::Unreadable(e.to_string()),
+    }
+}
+
+/// Reads `path` and updates `reports` if the report changed; logs the change.
+pub async fn refresh(path: &Path, reports: &watch::Sender<Snapshot>) {
+    let observation = observe(path).await;
+    if let Observation::Unreadable(error) = &observation {
+        tracing::warn!(path = %path.display(), %error, "cannot read the observer file; keeping the last report");
+    }
+    let previous = reports.borrow().clone();
+    if let Some(next) = snapshot::next(Some(&previous), &observation, chrono::Utc::now()) {
+        log_change(&previous, &next);
+        reports.send_replace(next);
+    }
+}
+
+fn log_change(before: &Snapshot, after: &Snapshot) {
+    tracing::info!(
+        before.source = ?before.source,
+        before.revision = ?before.revision,
+        before.ids = ?before.ids,
+        after.source = ?after.source,
+        after.revision = ?after.revision,
+        after.ids = ?after.ids,
+        after.observer_set = ?after.observer_set,
+        after.sha256 = ?after.sha256,
+        "observer file changed"
+    );
+}
+
+/// Watches `dir` for changes of `dir/key` until `shutdown`, keeping `reports` current.
+pub async fn follow(
+    dir: PathBuf,
+    key: String,
+    resync: Duration,
+    reports: watch::Sender<Snapshot>,
+    shutdown: Shutdown,
+) {
+    let path = dir.join(&key);
+    let wake = Arc::new(Notify::new());
+    let mut watcher: Option<RecommendedWatcher> = None;
+    let mut ticker = tokio::time::interval(resync);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if watcher.is_none() {
+            watcher = start_watcher(&dir, wake.clone());
+        }
+        refresh(&path, &reports).await;
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = wake.notified() => {}
+            _ = ticker.tick() => {}
+        }
+    }
+}
+
+// A failure here is not fatal: the periodic re-read still works and the next tick retries.
+fn start_watcher(dir: &Path, wake: Arc<Notify>) -> Option<RecommendedWatcher> {
+    let handler = move |event: notify::Result<notify::Event>| match event {
+        // `notify_one` stores a permit when nobody waits, so a burst of events between two
+        // reads coalesces into one re-read and none is lost.
+        Ok(_) => wake.notify_one(),
+        Err(e) => tracing::warn!(error = %e, "inotify reported an error; relying on the periodic re-read"),
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot create an inotify watcher; relying on the periodic re-read");
+            return None;
+        }
+    };
+    match watcher.watch(dir, RecursiveMode::NonRecursive) {
+        Ok(()) => {
+            tracing::info!(dir = %dir.display(), "watching the observer directory");
+            Some(watcher)
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the observer directory yet; will retry");
+            None
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! `kubectl observer`: the kubectl plugin for ObserverSets (status, promote, demote, plan).
+
+use clap::Parser;
+use kafka_observer_operator::cli::{run, Cli};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! How a change of the observer set reaches the pods (`spec.rollout`).
+
+use serde::{Deserialize, Serialize};
+
+use super::duration::DURATION_PATTERN;
+
+/// Rollout settings; every field has a default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// How the operator learns that a pod has seen a revision.
+    #[serde(default)]
+    pub acknowledgement: AckMode,
+    /// Port of the observer-agent sidecar (Agent mode).
+    #[serde(default = "default_agent_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub agent_port: i32,
+    /// Time mode: how long after the write and nudge a pod counts as acknowledged.
+    #[serde(default = "default_settle_time")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub settle_time: String,
+    /// A step not acknowledged by every pod within this time sets the Degraded phase.
+    #[serde(default = "default_timeout")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub timeout: String,
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        RolloutSpec {
+            acknowledgement: AckMode::default(),
+            agent_port: default_agent_port(),
+            settle_time: default_settle_time(),
+            timeout: default_timeout(),
+        }
+    }
+}
+
+fn default_agent_port() -> i32 {
+    9180
+}
+
+fn default_settle_time() -> String {
+    "15s".into()
+}
+
+fn default_timeout() -> String {
+    "120s".into()
+}
+
+/// Acknowledgement mode of a rollout step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum AckMode {
+    /// The observer-agent sidecar reports the revision it reads from the mounted file.
+    #[default]
+    Agent,
+    /// No sidecar: a pod counts as acknowledged `settleTime` after the write and nudge.
+    Time,
+}

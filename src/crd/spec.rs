@@ -1,0 +1,62 @@
+//! The ObserverSet root: `spec` and the generated `ObserverSet` resource type.
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::kafka::KafkaConnection;
+use super::nodes::NodesSpec;
+use super::promotion::PromotionSpec;
+use super::rollout::RolloutSpec;
+use super::status::ObserverSetStatus;
+use super::NodeId;
+
+/// Declares which Kafka nodes are observers and how the operator keeps their observer.ids files.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[kube(
+    group = "kafkaobserver.io",
+    version = "v1alpha1",
+    kind = "ObserverSet",
+    plural = "observersets",
+    shortname = "obs",
+    namespaced,
+    status = "ObserverSetStatus",
+    derive = "PartialEq",
+    doc = "Observer replicas of one Kafka cluster: the declared observers, promotion policy and rollout of the observer.ids files",
+    printcolumn(name = "Desired", type_ = "string", description = "Effective observer set wanted now", json_path = ".status.desiredObservers"),
+    printcolumn(name = "Effective", type_ = "string", description = "Observer set acknowledged by every pod", json_path = ".status.effectiveObservers"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.promotion) || !has(self.promotion.promoted) || self.promotion.promoted.all(id, id in self.observers)").message("every id in promotion.promoted must also be listed in observers"))]
+pub struct ObserverSetSpec {
+    /// How to reach the Kafka cluster.
+    pub kafka: KafkaConnection,
+    /// Which pods run controllers and brokers, and their node ids.
+    pub nodes: NodesSpec,
+    /// Node ids that are observers in normal operation (non-negative, unique).
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new("self.all(id, id >= 0)").message("observers must be node ids >= 0"))]
+    #[x_kube(validation = Rule::new("self.all(id, self.filter(x, x == id).size() == 1)").message("observers must not list a node id twice"))]
+    pub observers: Vec<NodeId>,
+    /// Promotion policy and manual promotions.
+    #[serde(default)]
+    pub promotion: PromotionSpec,
+    /// How changes reach the pods.
+    #[serde(default)]
+    pub rollout: RolloutSpec,
+    /// What happens to the observer ConfigMaps when the ObserverSet is deleted.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+}
+
+/// Fate of the ConfigMaps when their ObserverSet is deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum DeletionPolicy {
+    /// Keep the ConfigMaps and their content (owner references removed): the brokers keep
+    /// their observers. Deleting them would promote every observer at once.
+    #[default]
+    Retain,
+    /// Delete the ConfigMaps with the ObserverSet.
+    Delete,
+}

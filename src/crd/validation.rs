@@ -1,0 +1,314 @@
+//! Validate once: turn a raw ObserverSet into the model every later stage works from.
+//!
+//! The apiserver already enforces the same rules through the schema and CEL; this is defence in
+//! depth (an old CRD installed, a rule that CEL cannot express such as regex syntax) and the
+//! only place the rest of the code learns about the spec. Downstream code takes
+//! [`ValidatedObserverSet`], never the raw spec.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+use regex::Regex;
+
+use super::duration::parse_duration;
+use super::kafka::{SaslSpec, TlsSpec};
+use super::nodes::{NodeIdSource, RoleNodes};
+use super::promotion::PromotionPolicy;
+use super::rollout::AckMode;
+use super::spec::{DeletionPolicy, ObserverSet};
+use super::{NodeId, Role};
+
+/// One thing wrong with a spec, worded as what to change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecViolation {
+    #[error("spec.kafka.bootstrapServers is empty: list at least one host:port, comma-separated")]
+    NoBootstrapServers,
+    #[error("spec.kafka.bootstrapServers entry {0:?} is not host:port: write it like 127.0.1.1:9092")]
+    BadBootstrapServer(String),
+    #[error("spec.nodes has neither controllers nor brokers: add a selector for at least one role")]
+    NoRoles,
+    #[error("spec.nodes.controllers is missing but the brokers are not combined-mode: add controllers or set brokers.combined: true")]
+    ControllersMissing,
+    #[error("spec.nodes.{0}s.selector is empty and would match every pod: add matchLabels or matchExpressions")]
+    EmptySelector(Role),
+    #[error("spec.nodes.{0}s.nodeId must set exactly one of label or ordinalOffset")]
+    NodeIdSource(Role),
+    #[error("spec.nodes.{0}s.nodeId.ordinalOffset is {1}: use a value >= 0")]
+    NegativeOffset(Role, i32),
+    #[error("spec.observers contains {0}: node ids are >= 0")]
+    NegativeObserver(NodeId),
+    #[error("spec.observers lists {0} more than once: list each node id once")]
+    DuplicateObserver(NodeId),
+    #[error("spec.promotion.promoted lists {0}, which is not in spec.observers: promote only declared observers")]
+    PromotedNotObserver(NodeId),
+    #[error("spec.promotion.promoted lists {0} more than once: list each node id once")]
+    DuplicatePromoted(NodeId),
+    #[error("spec.promotion.confirmations is {0}: use 1 or more")]
+    Confirmations(i32),
+    #[error("spec.promotion.maxConcurrentPromotions is {0}: use 1 or more")]
+    MaxConcurrent(i32),
+    #[error("spec.promotion.maxLagMessages is {0}: use 0 or more")]
+    MaxLag(i64),
+    #[error("spec.{field}: {source}")]
+    Duration { field: &'static str, source: super::duration::DurationError },
+    #[error("spec.promotion.topics.{list}[{index}] {pattern:?} is not a valid regex: {message}")]
+    TopicRegex { list: &'static str, index: usize, pattern: String, message: String },
+    #[error("spec.rollout.agentPort is {0}: use a port between 1 and 65535")]
+    AgentPort(i32),
+    #[error("spec.rollout.timeout must be longer than settleTime, or Time-mode rollouts always degrade")]
+    TimeoutNotAfterSettle,
+}
+
+/// Every problem found in a spec, so the user fixes them in one edit rather than one per reconcile.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct SpecError {
+    pub violations: Vec<SpecViolation>,
+}
+
+/// How a pod's node id is derived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeIdRule {
+    Label(String),
+    OrdinalOffset(i32),
+}
+
+/// The pods of one role, as the pod reader needs them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleSelection {
+    pub role: Role,
+    pub selector: LabelSelector,
+    pub node_id: NodeIdRule,
+    /// Broker pods that also run a controller (their single file serves both).
+    pub combined: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidatedKafka {
+    pub bootstrap_servers: Vec<String>,
+    pub tls: Option<TlsSpec>,
+    pub sasl: Option<SaslSpec>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ValidatedPromotion {
+    pub policy: PromotionPolicy,
+    pub promoted: BTreeSet<NodeId>,
+    pub max_lag_messages: i64,
+    pub confirmations: u32,
+    pub scan_interval: Duration,
+    pub cooldown: Duration,
+    pub max_concurrent_promotions: u32,
+    pub topics_include: Vec<Regex>,
+    pub topics_exclude: Vec<Regex>,
+    pub dry_run: bool,
+    /// `None` when automatic demotion is disabled.
+    pub auto_demote_after: Option<Duration>,
+    pub unclean_takeover: bool,
+}
+
+impl ValidatedPromotion {
+    /// True when the policy looks at this topic (matches an include and no exclude).
+    pub fn watches_topic(&self, topic: &str) -> bool {
+        self.topics_include.iter().any(|r| r.is_match(topic)) && !self.topics_exclude.iter().any(|r| r.is_match(topic))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidatedRollout {
+    pub acknowledgement: AckMode,
+    pub agent_port: u16,
+    pub settle_time: Duration,
+    pub timeout: Duration,
+}
+
+/// An ObserverSet whose spec passed every rule; the only model later stages read.
+#[derive(Debug, Clone)]
+pub struct ValidatedObserverSet {
+    pub name: String,
+    pub namespace: String,
+    pub generation: Option<i64>,
+    pub kafka: ValidatedKafka,
+    /// Configured roles in rollout order (controllers first).
+    pub roles: Vec<RoleSelection>,
+    pub observers: BTreeSet<NodeId>,
+    pub promotion: ValidatedPromotion,
+    pub rollout: ValidatedRollout,
+    pub deletion_policy: DeletionPolicy,
+}
+
+impl ValidatedObserverSet {
+    /// Whether the given role has pods to write to.
+    pub fn has_role(&self, role: Role) -> bool {
+        self.roles.iter().any(|r| r.role == role)
+    }
+}
+
+/// Checks every rule of docs/api.md and returns the validated model or every violation.
+pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
+    let spec = &obs.spec;
+    let mut errors = Vec::new();
+
+    let bootstrap_servers = bootstrap_list(&spec.kafka.bootstrap_servers, &mut errors);
+
+    let roles = role_selections(spec.nodes.controllers.as_ref(), spec.nodes.brokers.as_ref(), &mut errors);
+
+    let observers = unique_ids(&spec.observers, SpecViolation::DuplicateObserver, &mut errors);
+    for &id in spec.observers.iter().filter(|&&id| id < 0) {
+        errors.push(SpecViolation::NegativeObserver(id));
+    }
+    let p = &spec.promotion;
+    let promoted = unique_ids(&p.promoted, SpecViolation::DuplicatePromoted, &mut errors);
+    for &id in promoted.iter().filter(|id| !observers.contains(id)) {
+        errors.push(SpecViolation::PromotedNotObserver(id));
+    }
+    if p.confirmations < 1 {
+        errors.push(SpecViolation::Confirmations(p.confirmations));
+    }
+    if p.max_concurrent_promotions < 1 {
+        errors.push(SpecViolation::MaxConcurrent(p.max_concurrent_promotions));
+    }
+    if p.max_lag_messages < 0 {
+        errors.push(SpecViolation::MaxLag(p.max_lag_messages));
+    }
+    let mut duration = |field: &'static str, value: &str| {
+        parse_duration(value).unwrap_or_else(|source| {
+            errors.push(SpecViolation::Duration { field, source });
+            Duration::ZERO
+        })
+    };
+    let scan_interval = duration("promotion.scanInterval", &p.scan_interval);
+    let cooldown = duration("promotion.cooldown", &p.cooldown);
+    let stabilization = duration("promotion.autoDemote.stabilizationWindow", &p.auto_demote.stabilization_window);
+    let settle_time = duration("rollout.settleTime", &spec.rollout.settle_time);
+    let timeout = duration("rollout.timeout", &spec.rollout.timeout);
+    let topics_include = compile_all("include", &p.topics.include, &mut errors);
+    let topics_exclude = compile_all("exclude", &p.topics.exclude, &mut errors);
+
+    let agent_port = u16::try_from(spec.rollout.agent_port).ok().filter(|&port| port > 0);
+    if agent_port.is_none() {
+        errors.push(SpecViolation::AgentPort(spec.rollout.agent_port));
+    }
+    if spec.rollout.acknowledgement == AckMode::Time && timeout <= settle_time {
+        errors.push(SpecViolation::TimeoutNotAfterSettle);
+    }
+
+    if !errors.is_empty() {
+        return Err(SpecError { violations: errors });
+    }
+    Ok(ValidatedObserverSet {
+        name: obs.name_any(),
+        namespace: obs.namespace().unwrap_or_default(),
+        generation: obs.metadata.generation,
+        kafka: ValidatedKafka {
+            bootstrap_servers,
+            tls: spec.kafka.tls.clone(),
+            sasl: spec.kafka.sasl.clone(),
+        },
+        roles,
+        observers,
+        promotion: ValidatedPromotion {
+            policy: p.policy,
+            promoted,
+            max_lag_messages: p.max_lag_messages,
+            confirmations: p.confirmations as u32,
+            scan_interval,
+            cooldown,
+            max_concurrent_promotions: p.max_concurrent_promotions as u32,
+            topics_include,
+            topics_exclude,
+            dry_run: p.dry_run,
+            auto_demote_after: p.auto_demote.enabled.then_some(stabilization),
+            unclean_takeover: p.unclean_takeover,
+        },
+        rollout: ValidatedRollout {
+            acknowledgement: spec.rollout.acknowledgement,
+            agent_port: agent_port.unwrap_or_default(),
+            settle_time,
+            timeout,
+        },
+        deletion_policy: spec.deletion_policy,
+    })
+}
+
+fn bootstrap_list(raw: &str, errors: &mut Vec<SpecViolation>) -> Vec<String> {
+    let servers: Vec<String> = raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    if servers.is_empty() {
+        errors.push(SpecViolation::NoBootstrapServers);
+    }
+    for server in &servers {
+        let well_formed = server
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !well_formed {
+            errors.push(SpecViolation::BadBootstrapServer(server.clone()));
+        }
+    }
+    servers
+}
+
+fn role_selections(
+    controllers: Option<&RoleNodes>,
+    brokers: Option<&RoleNodes>,
+    errors: &mut Vec<SpecViolation>,
+) -> Vec<RoleSelection> {
+    match (controllers, brokers) {
+        (None, None) => errors.push(SpecViolation::NoRoles),
+        (None, Some(b)) if !b.combined => errors.push(SpecViolation::ControllersMissing),
+        _ => {}
+    }
+    [(Role::Controller, controllers), (Role::Broker, brokers)]
+        .into_iter()
+        .filter_map(|(role, nodes)| nodes.map(|n| (role, n)))
+        .filter_map(|(role, nodes)| role_selection(role, nodes, errors))
+        .collect()
+}
+
+fn role_selection(role: Role, nodes: &RoleNodes, errors: &mut Vec<SpecViolation>) -> Option<RoleSelection> {
+    let sel = &nodes.selector;
+    let has_labels = sel.match_labels.as_ref().is_some_and(|m| !m.is_empty());
+    let has_exprs = sel.match_expressions.as_ref().is_some_and(|e| !e.is_empty());
+    if !has_labels && !has_exprs {
+        errors.push(SpecViolation::EmptySelector(role));
+    }
+    let node_id = match &nodes.node_id {
+        NodeIdSource { label: Some(label), ordinal_offset: None } if !label.is_empty() => NodeIdRule::Label(label.clone()),
+        NodeIdSource { label: None, ordinal_offset: Some(offset) } if *offset >= 0 => NodeIdRule::OrdinalOffset(*offset),
+        NodeIdSource { label: None, ordinal_offset: Some(offset) } => {
+            errors.push(SpecViolation::NegativeOffset(role, *offset));
+            return None;
+        }
+        _ => {
+            errors.push(SpecViolation::NodeIdSource(role));
+            return None;
+        }
+    };
+    Some(RoleSelection { role, selector: sel.clone(), node_id, combined: nodes.combined })
+}
+
+fn unique_ids(ids: &[NodeId], dup: fn(NodeId) -> SpecViolation, errors: &mut Vec<SpecViolation>) -> BTreeSet<NodeId> {
+    let mut seen = BTreeSet::new();
+    let mut reported = BTreeSet::new();
+    for &id in ids {
+        if !seen.insert(id) && reported.insert(id) {
+            errors.push(dup(id));
+        }
+    }
+    seen
+}
+
+fn compile_all(list: &'static str, patterns: &[String], errors: &mut Vec<SpecViolation>) -> Vec<Regex> {
+    patterns
+        .iter()
+        .enumerate()
+        .filter_map(|(index, pattern)| match Regex::new(pattern) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                errors.push(SpecViolation::TopicRegex { list, index, pattern: pattern.clone(), message: e.to_string() });
+                None
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,31 @@
+//! The Kafka shell: watches a cluster's replication state for the policy engine and runs the
+//! leader elections the engine asks for. librdkafka (rdkafka) reads metadata and configs; a
+//! small hand-written ListOffsets client reads each replica's log end offset (see
+//! `list_offsets` and docs/promotion-policies.md, "Where lag comes from").
+
+mod connection;
+mod election;
+mod list_offsets;
+mod offset_probe;
+mod scan;
+mod watcher;
+
+use thiserror::Error;
+
+pub use connection::ConnectionSettings;
+pub use election::{elect_leaders, ElectionError, ElectionKind, ElectionOutcome};
+pub use list_offsets::{OffsetKind, PartitionOffset};
+pub use offset_probe::{OffsetProbe, ProbeError};
+pub use watcher::{KafkaWatcher, WatcherOptions};
+
+#[derive(Debug, Error)]
+pub enum KafkaError {
+    #[error("no Kafka bootstrap servers configured: set spec.kafka.bootstrapServers")]
+    NoBootstrap,
+    #[error("cannot create the Kafka client: {0}")]
+    Client(String),
+    #[error("cannot read cluster metadata from Kafka: {0} (are the bootstrap servers reachable?)")]
+    Metadata(String),
+    #[error("Kafka metadata task failed: {0}")]
+    Join(String),
+}

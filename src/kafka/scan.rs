@@ -1,0 +1,153 @@
+//! The reads one scan makes: metadata (replicas, ISR, leader, live brokers) and topic configs
+//! through librdkafka, offsets through the ListOffsets probe.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
+
+use super::list_offsets::OffsetKind;
+use super::offset_probe::OffsetProbe;
+use super::KafkaError;
+
+pub(super) type Admin = Arc<AdminClient<DefaultClientContext>>;
+
+/// One partition as the metadata reports it.
+#[derive(Clone, Debug)]
+pub(super) struct MetaPartition {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub leader: Option<i32>,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct Metadata {
+    /// Registered brokers and their `host:port`.
+    pub brokers: BTreeMap<i32, String>,
+    pub partitions: Vec<MetaPartition>,
+}
+
+pub(super) async fn read_metadata(admin: &Admin, timeout: Duration) -> Result<Metadata, KafkaError> {
+    let admin = admin.clone();
+    tokio::task::spawn_blocking(move || {
+        let md = admin.inner().fetch_metadata(None, timeout).map_err(|e| KafkaError::Metadata(e.to_string()))?;
+        let brokers = md.brokers().iter().map(|b| (b.id(), format!("{}:{}", b.host(), b.port()))).collect();
+        let mut partitions = Vec::new();
+        for t in md.topics().iter().filter(|t| t.error().is_none()) {
+            let topic: Arc<str> = Arc::from(t.name());
+            for p in t.partitions() {
+                partitions.push(MetaPartition {
+                    topic: topic.clone(),
+                    partition: p.id(),
+                    leader: (p.leader() >= 0).then_some(p.leader()),
+                    replicas: p.replicas().to_vec(),
+                    isr: p.isr().to_vec(),
+                });
+            }
+        }
+        Ok(Metadata { brokers, partitions })
+    })
+    .await
+    .map_err(|e| KafkaError::Join(e.to_string()))?
+}
+
+/// `min.insync.replicas` per topic: DescribeConfigs returns the effective value (the topic's own
+/// setting, else the broker default). A topic whose config cannot be read falls back to the
+/// broker default read from `broker`; if that fails too, it is left out (unknown).
+pub(super) async fn read_min_isr(admin: &Admin, topics: &[Arc<str>], broker: Option<i32>, timeout: Duration) -> HashMap<Arc<str>, u32> {
+    const KEY: &str = "min.insync.replicas";
+    let opts = AdminOptions::new().request_timeout(Some(timeout));
+    let specs: Vec<ResourceSpecifier> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let mut out = HashMap::new();
+    let mut missing = Vec::new();
+    let results = admin.describe_configs(&specs, &opts).await.unwrap_or_default();
+    for (i, topic) in topics.iter().enumerate() {
+        let value = results.get(i).and_then(|r| r.as_ref().ok()).and_then(|c| c.get(KEY)).and_then(|e| e.value.as_deref());
+        match value.and_then(|v| v.parse().ok()) {
+            Some(v) => {
+                out.insert(topic.clone(), v);
+            }
+            None => missing.push(topic.clone()),
+        }
+    }
+    if let (false, Some(id)) = (missing.is_empty(), broker) {
+        let default = admin
+            .describe_configs(&[ResourceSpecifier::Broker(id)], &opts)
+            .await
+            .ok()
+            .and_then(|r| r.into_iter().next())
+            .and_then(|r| r.ok())
+            .and_then(|c| c.get(KEY).and_then(|e| e.value.as_deref()).and_then(|v| v.parse().ok()));
+        if let Some(v) = default {
+            out.extend(missing.into_iter().map(|t| (t, v)));
+        }
+    }
+    out
+}
+
+/// What the offset probe learned in one scan.
+#[derive(Debug, Default)]
+pub(super) struct Offsets {
+    /// Brokers that answered the log end offset request.
+    pub reachable: BTreeMap<i32, bool>,
+    pub log_end: HashMap<(Arc<str>, i32, i32), i64>,
+    pub high_watermark: HashMap<(Arc<str>, i32), i64>,
+    /// Why brokers did not answer, for logs.
+    pub errors: Vec<String>,
+}
+
+/// Asks every registered broker, concurrently, for the log end offsets of the replicas it hosts
+/// and the high watermarks of the partitions it leads.
+pub(super) async fn read_offsets(probe: &OffsetProbe, md: &Metadata) -> Offsets {
+    let mut hosted: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = md.brokers.keys().map(|&b| (b, BTreeMap::new())).collect();
+    let mut led: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
+    for p in &md.partitions {
+        for r in &p.replicas {
+            if let Some(topics) = hosted.get_mut(r) {
+                topics.entry(&p.topic).or_default().push(p.partition);
+            }
+        }
+        if let Some(l) = p.leader.filter(|l| md.brokers.contains_key(l)) {
+            led.entry(l).or_default().entry(&p.topic).or_default().push(p.partition);
+        }
+    }
+    let ask = |broker: i32, kind: OffsetKind, topics: &BTreeMap<&str, Vec<i32>>| {
+        let address = md.brokers[&broker].clone();
+        let topics: Vec<(&str, Vec<i32>)> = topics.iter().map(|(t, p)| (*t, p.clone())).collect();
+        async move { (broker, kind, probe.query(broker, &address, kind, &topics).await) }
+    };
+    let requests = hosted
+        .iter()
+        .map(|(b, t)| ask(*b, OffsetKind::LocalLogEnd, t))
+        .chain(led.iter().map(|(b, t)| ask(*b, OffsetKind::HighWatermark, t)));
+    let topic_names: HashMap<&str, Arc<str>> = md.partitions.iter().map(|p| (&*p.topic, p.topic.clone())).collect();
+    let mut out = Offsets::default();
+    for (broker, kind, answer) in join_all(requests).await {
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                out.errors.push(e.to_string());
+                if kind == OffsetKind::LocalLogEnd {
+                    out.reachable.insert(broker, false);
+                }
+                continue;
+            }
+        };
+        if kind == OffsetKind::LocalLogEnd {
+            out.reachable.insert(broker, true);
+        }
+        for po in answer {
+            let (Ok(offset), Some(topic)) = (po.result, topic_names.get(po.topic.as_str())) else { continue };
+            match kind {
+                OffsetKind::LocalLogEnd => out.log_end.insert((topic.clone(), po.partition, broker), offset),
+                OffsetKind::HighWatermark => out.high_watermark.insert((topic.clone(), po.partition), offset),
+            };
+        }
+    }
+    out
+}

@@ -1,0 +1,141 @@
+//! The per-ObserverSet cluster watcher: one scan a `scan_interval`, each scan turned into a
+//! `ClusterSnapshot` for the policy engine and published on a watch channel.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use super::connection::ConnectionSettings;
+use super::offset_probe::OffsetProbe;
+use super::scan::{read_metadata, read_min_isr, read_offsets, Admin, Metadata, Offsets};
+use super::KafkaError;
+use crate::policy::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
+
+#[derive(Clone, Debug)]
+pub struct WatcherOptions {
+    /// How long one request (metadata, configs, offsets) may take.
+    pub request_timeout: Duration,
+    /// Topic configs change rarely: `min.insync.replicas` is re-read this often (and for new topics).
+    pub config_refresh: Duration,
+}
+
+impl Default for WatcherOptions {
+    fn default() -> Self {
+        WatcherOptions { request_timeout: Duration::from_secs(5), config_refresh: Duration::from_secs(30) }
+    }
+}
+
+/// Reads one Kafka cluster. Construct with [`KafkaWatcher::new`], then call [`KafkaWatcher::scan`]
+/// or hand it to [`KafkaWatcher::run`].
+pub struct KafkaWatcher {
+    admin: Admin,
+    probe: Option<OffsetProbe>,
+    options: WatcherOptions,
+    min_isr: HashMap<Arc<str>, u32>,
+    min_isr_read_at: Option<Instant>,
+}
+
+impl KafkaWatcher {
+    pub fn new(settings: &ConnectionSettings, options: WatcherOptions) -> Result<Self, KafkaError> {
+        // The probe speaks plain Kafka protocol only; with TLS or SASL log end offsets stay
+        // unknown, and the engine then never promotes (it never acts on unknown lag).
+        let probe = settings.is_plaintext().then(|| OffsetProbe::new("kafka-observer-operator", options.request_timeout));
+        Ok(KafkaWatcher { admin: settings.admin_client()?, probe, options, min_isr: HashMap::new(), min_isr_read_at: None })
+    }
+
+    /// The admin client, shared with the leader elections.
+    pub fn admin(&self) -> Admin {
+        self.admin.clone()
+    }
+
+    /// One scan. Never fails: a scan that cannot read the metadata yields an unhealthy snapshot,
+    /// which the engine refuses to act on.
+    pub async fn scan(&mut self) -> ClusterSnapshot {
+        // Stamped with the start: what the engine sees is at least this old.
+        let started = Utc::now();
+        let md = match read_metadata(&self.admin, self.options.request_timeout).await {
+            Ok(md) => md,
+            Err(e) => {
+                return ClusterSnapshot {
+                    taken_at: started,
+                    source: SourceHealth::Unhealthy { reason: e.to_string() },
+                    brokers: BTreeMap::new(),
+                    partitions: Vec::new(),
+                }
+            }
+        };
+        self.refresh_min_isr(&md).await;
+        let offsets = match &self.probe {
+            Some(probe) => read_offsets(probe, &md).await,
+            // Without the probe, trust the metadata for liveness and leave offsets unknown.
+            None => Offsets { reachable: md.brokers.keys().map(|&b| (b, true)).collect(), ..Offsets::default() },
+        };
+        for e in &offsets.errors {
+            tracing::debug!(error = %e, "offset probe failed");
+        }
+        assemble(started, &md, &self.min_isr, &offsets)
+    }
+
+    async fn refresh_min_isr(&mut self, md: &Metadata) {
+        let mut topics: Vec<Arc<str>> = md.partitions.iter().map(|p| p.topic.clone()).collect();
+        topics.dedup();
+        let due = self.min_isr_read_at.is_none_or(|t| t.elapsed() >= self.options.config_refresh);
+        if !due && topics.iter().all(|t| self.min_isr.contains_key(t)) {
+            return;
+        }
+        let any_broker = md.brokers.keys().next().copied();
+        self.min_isr = read_min_isr(&self.admin, &topics, any_broker, self.options.request_timeout).await;
+        self.min_isr_read_at = Some(Instant::now());
+    }
+
+    /// Scans every `interval` and publishes each snapshot, until every receiver is dropped.
+    pub async fn run(mut self, interval: Duration, publish: watch::Sender<Option<Arc<ClusterSnapshot>>>) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = publish.closed() => return,
+            }
+            let snapshot = self.scan().await;
+            if publish.send(Some(Arc::new(snapshot))).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn assemble(taken_at: DateTime<Utc>, md: &Metadata, min_isr: &HashMap<Arc<str>, u32>, offsets: &Offsets) -> ClusterSnapshot {
+    let mut brokers: BTreeMap<i32, BrokerState> = md
+        .brokers
+        .keys()
+        .map(|&b| (b, BrokerState { registered: true, reachable: offsets.reachable.get(&b).copied().unwrap_or(false) }))
+        .collect();
+    let partitions = md
+        .partitions
+        .iter()
+        .map(|p| {
+            for r in &p.replicas {
+                brokers.entry(*r).or_insert(BrokerState { registered: false, reachable: false });
+            }
+            PartitionState {
+                topic: p.topic.to_string(),
+                partition: p.partition,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader: p.leader,
+                min_isr: min_isr.get(&p.topic).copied(),
+                high_watermark: offsets.high_watermark.get(&(p.topic.clone(), p.partition)).copied(),
+                log_end_offsets: p
+                    .replicas
+                    .iter()
+                    .filter_map(|&r| offsets.log_end.get(&(p.topic.clone(), p.partition, r)).map(|&o| (r, o)))
+                    .collect(),
+            }
+        })
+        .collect();
+    ClusterSnapshot { taken_at, source: SourceHealth::Healthy, brokers, partitions }
+}

@@ -1,0 +1,67 @@
+//! The reconciler's error type. Each variant has a `category()` used as a metric label and as the
+//! reason of the Warning event, and a message that says what to fix.
+
+use crate::crd::SpecError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The spec passed the apiserver's schema but not the operator's own validation.
+    #[error("ObserverSet {object} is invalid: {source}")]
+    InvalidSpec {
+        object: String,
+        #[source]
+        source: SpecError,
+    },
+    /// A selected pod carries no usable node id.
+    #[error("{0}")]
+    Dereference(#[from] super::dereference::DereferenceError),
+    /// A call to the Kubernetes API failed; `action` says which one.
+    #[error("{action} failed: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Adding or removing the finalizer, or the cleanup behind it, failed.
+    #[error("finalizer of ObserverSet {object}: {message}")]
+    Finalizer { object: String, message: String },
+    /// The object as served lacks a namespace or name (never for a namespaced custom resource).
+    #[error("ObserverSet has no {0}; it must be a namespaced, named object")]
+    MissingMetadata(&'static str),
+}
+
+impl Error {
+    /// A short, stable label for metrics and events.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::InvalidSpec { .. } => "invalid_spec",
+            Error::Dereference(_) => "dereference",
+            Error::Kube { .. } => "kube_api",
+            Error::Finalizer { .. } => "finalizer",
+            Error::MissingMetadata(_) => "metadata",
+        }
+    }
+
+    /// Wraps a failed API call with a description of what was attempted.
+    pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+        let action = action.into();
+        move |source| Error::Kube { action, source }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_are_distinct_labels() {
+        let errors = [
+            Error::MissingMetadata("namespace"),
+            Error::Finalizer { object: "a/b".into(), message: "x".into() },
+        ];
+        let labels: Vec<_> = errors.iter().map(Error::category).collect();
+        assert_eq!(labels, ["metadata", "finalizer"]);
+    }
+}

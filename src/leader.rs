@@ -1,0 +1,367 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, so that of several operator replicas
+//! exactly one writes ConfigMaps and promotes or demotes at any time.
+//!
+//! The lease itself is managed by `kube-lease-manager`. What this module adds is the rule for
+//! *acting*: a replica acts only between "acquired" and the first sign that it may no longer
+//! hold the lease (lost it, or a renewal failed). Every API call of the campaign has a timeout
+//! shorter than the renewal grace period, so a hung request surfaces as a failed renewal, and
+//! the replica stops acting, before the lease can expire and another replica take over.
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
+
+/// Leader election options, to be flattened into the operator's `run` command.
+#[derive(Clone, Debug, clap::Args)]
+pub struct LeaderArgs {
+    /// Campaign for the Lease before acting. Turn off only when exactly one replica runs.
+    #[arg(long = "leader-elect", env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enabled: bool,
+    /// Name of the Lease object.
+    #[arg(long, env = "LEASE_NAME", default_value = "kafka-observer-operator")]
+    pub lease_name: String,
+    /// Namespace of the Lease (the chart passes the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease; defaults to $HOSTNAME (the pod name).
+    #[arg(long = "leader-identity", env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// How long a lease stays valid after its last renewal (whole seconds).
+    #[arg(long, env = "LEASE_DURATION", default_value = "15s", value_parser = crate::crd::parse_duration)]
+    pub lease_duration: Duration,
+    /// How long before expiry the holder renews; also the clock skew tolerated between nodes.
+    #[arg(long, env = "LEASE_GRACE", default_value = "5s", value_parser = crate::crd::parse_duration)]
+    pub lease_grace: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("--lease-grace must be at least 2s (it bounds each API call to half of it), got {0:?}")]
+    GraceTooShort(Duration),
+    #[error("--lease-duration ({duration:?}) must be longer than --lease-grace ({grace:?})")]
+    DurationNotAboveGrace { duration: Duration, grace: Duration },
+    #[error("no identity for the leader lease: set POD_NAME (the chart does) or --leader-identity")]
+    NoIdentity,
+    #[error("cannot build the Kubernetes client for leader election: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// Validated lease timings, in the whole seconds the Lease API uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseTiming {
+    pub duration_secs: u64,
+    pub grace_secs: u64,
+}
+
+impl LeaseTiming {
+    pub fn new(duration: Duration, grace: Duration) -> Result<Self, LeaderError> {
+        let (duration_secs, grace_secs) = (duration.as_secs(), grace.as_secs());
+        if grace_secs < 2 {
+            return Err(LeaderError::GraceTooShort(grace));
+        }
+        if duration_secs <= grace_secs {
+            return Err(LeaderError::DurationNotAboveGrace { duration, grace });
+        }
+        Ok(Self {
+            duration_secs,
+            grace_secs,
+        })
+    }
+
+    /// Bound on every API call of the campaign: a renewal starts `grace` before expiry, so a
+    /// call that gives up after half of it leaves the other half to stop acting.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.grace_secs * 1000 / 2)
+    }
+}
+
+/// Whether this replica currently acts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Candidate,
+    Leader,
+}
+
+/// What the campaign observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Acquired,
+    Lost,
+    /// A call to the API server failed or timed out: the lease may be expiring unseen.
+    Failed,
+}
+
+/// What the replica does about an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    StartActing,
+    StopActing,
+    Nothing,
+}
+
+/// The decision rule, pure. After `Failed` the campaign also rebuilds its lease manager, so
+/// that a lease still held is re-reported as `Acquired` rather than silently renewed.
+pub fn decide(role: Role, event: Event) -> (Role, Action) {
+    match (role, event) {
+        (Role::Candidate, Event::Acquired) => (Role::Leader, Action::StartActing),
+        (Role::Leader, Event::Lost | Event::Failed) => (Role::Candidate, Action::StopActing),
+        (Role::Leader, Event::Acquired) => (Role::Leader, Action::Nothing),
+        (Role::Candidate, Event::Lost | Event::Failed) => (Role::Candidate, Action::Nothing),
+    }
+}
+
+/// A read-only view of the campaign: whether to act now, and waits for changes.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    receiver: watch::Receiver<bool>,
+}
+
+impl Leadership {
+    /// Always the leader: for `--leader-elect=false`.
+    pub fn always() -> Self {
+        let (sender, receiver) = watch::channel(true);
+        // Keep the channel open for the life of the process: nothing ever changes it.
+        std::mem::forget(sender);
+        Self { receiver }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        *self.receiver.borrow()
+    }
+
+    /// Resolves once this replica leads; `false` if the campaign ended first.
+    pub async fn acquired(&mut self) -> bool {
+        self.receiver.wait_for(|leading| *leading).await.is_ok()
+    }
+
+    /// Resolves once this replica must stop acting (lost, failed renewal, campaign ended).
+    pub async fn lost(&mut self) {
+        let _ = self.receiver.wait_for(|leading| !*leading).await;
+    }
+}
+
+/// Starts campaigning in a background task (until `shutdown`, which also releases the lease).
+pub fn campaign(
+    config: kube::Config,
+    args: &LeaderArgs,
+    metrics: Metrics,
+    shutdown: Shutdown,
+) -> Result<Leadership, LeaderError> {
+    if !args.enabled {
+        metrics.set_leader(true);
+        return Ok(Leadership::always());
+    }
+    let timing = LeaseTiming::new(args.lease_duration, args.lease_grace)?;
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .filter(|id| !id.is_empty())
+        .ok_or(LeaderError::NoIdentity)?;
+    let mut config = config;
+    let timeout = Some(timing.request_timeout());
+    (config.connect_timeout, config.read_timeout, config.write_timeout) = (timeout, timeout, timeout);
+    let client = kube::Client::try_from(config).map_err(LeaderError::Client)?;
+
+    let (sender, receiver) = watch::channel(false);
+    let lease = LeaseTarget {
+        client,
+        name: args.lease_name.clone(),
+        namespace: args.lease_namespace.clone(),
+        params: LeaseParams::new(identity, timing.duration_secs, timing.grace_secs),
+    };
+    tokio::spawn(run_campaign(lease, sender, metrics, shutdown));
+    Ok(Leadership { receiver })
+}
+
+/// Runs `work` only while leading: starts it on acquisition, drops (cancels) it on loss, and
+/// starts it afresh on the next acquisition. Returns on shutdown or when `work` returns.
+pub async fn while_leader<F, Fut>(mut leadership: Leadership, shutdown: Shutdown, mut work: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            acquired = leadership.acquired() => if !acquired { return },
+        }
+        tracing::info!("leading: starting to act");
+        let mut watching = leadership.clone();
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = work() => return,
+            _ = watching.lost() => tracing::warn!("no longer leading: stopped acting"),
+        }
+    }
+}
+
+struct LeaseTarget {
+    client: kube::Client,
+    name: String,
+    namespace: String,
+    params: LeaseParams,
+}
+
+const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+async fn run_campaign(
+    lease: LeaseTarget,
+    sender: watch::Sender<bool>,
+    metrics: Metrics,
+    shutdown: Shutdown,
+) {
+    let mut role = Role::Candidate;
+    let publish = |role: Role| {
+        let leading = role == Role::Leader;
+        sender.send_replace(leading);
+        metrics.set_leader(leading);
+    };
+    while !shutdown.is_triggered() {
+        let manager = match LeaseManager::new(
+            lease.client.clone(),
+            &lease.name,
+            &lease.namespace,
+            lease.params.clone(),
+            LeaseCreateMode::AutoCreate,
+        )
+        .await
+        {
+            Ok(manager) => manager,
+            Err(error) => {
+                tracing::warn!(%error, lease = %lease.name, "cannot reach the leader Lease; retrying");
+                pause(&shutdown).await;
+                continue;
+            }
+        };
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.wait() => {
+                    publish(Role::Candidate);
+                    if let Err(error) = manager.release().await {
+                        tracing::warn!(%error, "could not release the leader Lease; it expires by itself");
+                    }
+                    return;
+                }
+                result = manager.changed() => match result {
+                    Ok(true) => Event::Acquired,
+                    Ok(false) => Event::Lost,
+                    Err(error) => {
+                        tracing::warn!(%error, "leader Lease call failed");
+                        Event::Failed
+                    }
+                },
+            };
+            let (next, action) = decide(role, event);
+            role = next;
+            match action {
+                Action::StartActing => tracing::info!(lease = %lease.name, "acquired the leader Lease"),
+                Action::StopActing => tracing::warn!(lease = %lease.name, ?event, "stepping down"),
+                Action::Nothing => {}
+            }
+            publish(role);
+            if event == Event::Failed {
+                pause(&shutdown).await;
+                break;
+            }
+        }
+    }
+    publish(Role::Candidate);
+}
+
+async fn pause(shutdown: &Shutdown) {
+    tokio::select! {
+        _ = shutdown.wait() => {}
+        _ = tokio::time::sleep(RETRY_AFTER) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn only_acquisition_starts_acting_and_any_doubt_stops_it() {
+        use Action::*;
+        use Event::*;
+        use Role::*;
+        assert_eq!(decide(Candidate, Acquired), (Leader, StartActing));
+        assert_eq!(decide(Leader, Acquired), (Leader, Nothing));
+        assert_eq!(decide(Leader, Lost), (Candidate, StopActing));
+        assert_eq!(decide(Leader, Failed), (Candidate, StopActing));
+        assert_eq!(decide(Candidate, Lost), (Candidate, Nothing));
+        assert_eq!(decide(Candidate, Failed), (Candidate, Nothing));
+    }
+
+    #[test]
+    fn timings_leave_room_to_stop_before_expiry() {
+        let t = LeaseTiming::new(Duration::from_secs(15), Duration::from_secs(5)).unwrap();
+        assert_eq!(t.request_timeout(), Duration::from_millis(2500));
+        assert!(t.request_timeout() < Duration::from_secs(t.grace_secs));
+        assert!(matches!(
+            LeaseTiming::new(Duration::from_secs(15), Duration::from_millis(1500)),
+            Err(LeaderError::GraceTooShort(_))
+        ));
+        let err = LeaseTiming::new(Duration::from_secs(5), Duration::from_secs(5)).unwrap_err();
+        assert!(err.to_string().contains("--lease-duration"), "{err}");
+    }
+
+    /// Counts live `work` futures: +1 when one starts, -1 when it is dropped.
+    struct Running(Arc<AtomicI32>);
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn work_runs_only_while_leading_and_restarts_on_reacquisition() {
+        let (sender, receiver) = watch::channel(false);
+        let leadership = Leadership { receiver };
+        let shutdown = Shutdown::new();
+        let running = Arc::new(AtomicI32::new(0));
+        let starts = Arc::new(AtomicI32::new(0));
+        let runner = tokio::spawn(while_leader(leadership, shutdown.clone(), {
+            let (running, starts) = (running.clone(), starts.clone());
+            move || {
+                running.fetch_add(1, Ordering::SeqCst);
+                starts.fetch_add(1, Ordering::SeqCst);
+                let guard = Running(running.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await
+                }
+            }
+        }));
+        let settle = || tokio::time::sleep(Duration::from_millis(50));
+        settle().await;
+        assert_eq!(starts.load(Ordering::SeqCst), 0, "acts before leading");
+
+        sender.send_replace(true);
+        settle().await;
+        assert_eq!((starts.load(Ordering::SeqCst), running.load(Ordering::SeqCst)), (1, 1));
+
+        sender.send_replace(false);
+        settle().await;
+        assert_eq!(running.load(Ordering::SeqCst), 0, "still acting after the loss");
+
+        sender.send_replace(true);
+        settle().await;
+        assert_eq!((starts.load(Ordering::SeqCst), running.load(Ordering::SeqCst)), (2, 1));
+
+        shutdown.trigger();
+        tokio::time::timeout(Duration::from_secs(1), runner)
+            .await
+            .expect("stops on shutdown")
+            .unwrap();
+        assert_eq!(running.load(Ordering::SeqCst), 0);
+    }
+}

@@ -1,0 +1,191 @@
+//! `decide`: from a snapshot, the config and the history, the actions to take now and why.
+//! Deterministic: no clock reads, no I/O, ordered collections only in the output.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::config::PolicyConfig;
+use super::health::{assess, Health};
+use super::history::PolicyHistory;
+use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
+use super::{demotion, promotion, takeover};
+
+/// One thing the reconciler should do. Carry them out in the order given.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    /// Remove the broker from the effective observer set (record it in `status.autoPromotions`).
+    Promote { node_id: BrokerId, reason: String },
+    /// Put an automatically promoted broker back into the effective observer set.
+    Demote { node_id: BrokerId, reason: String },
+    /// Run a preferred leader election on these partitions so the broker stops leading them;
+    /// the demotion follows on a later scan once it leads nothing.
+    MoveLeadership { node_id: BrokerId, partitions: Vec<TopicPartition>, reason: String },
+    /// Elect the broker leader of these offline partitions by unclean election.
+    UncleanElect { node_id: BrokerId, partitions: Vec<TopicPartition>, reason: String },
+}
+
+impl Action {
+    pub fn node_id(&self) -> BrokerId {
+        match self {
+            Action::Promote { node_id, .. }
+            | Action::Demote { node_id, .. }
+            | Action::MoveLeadership { node_id, .. }
+            | Action::UncleanElect { node_id, .. } => *node_id,
+        }
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            Action::Promote { reason, .. }
+            | Action::Demote { reason, .. }
+            | Action::MoveLeadership { reason, .. }
+            | Action::UncleanElect { reason, .. } => reason,
+        }
+    }
+}
+
+/// The outcome of one decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// What to do now; empty means nothing. With `dry_run` these are only to be reported.
+    pub actions: Vec<Action>,
+    /// Why the engine did not act where it might have (held back, blocked, unknown state).
+    pub reasons: Vec<String>,
+    /// The history to keep for the next decision, assuming `actions` are carried out.
+    pub next_history: PolicyHistory,
+    pub dry_run: bool,
+}
+
+/// What every step of one decision reads.
+pub(super) struct Scan<'a> {
+    pub snapshot: &'a ClusterSnapshot,
+    pub config: &'a PolicyConfig,
+    pub history: &'a PolicyHistory,
+    pub now: DateTime<Utc>,
+    /// Brokers that are observers for trigger purposes: declared, not promoted by hand or by us.
+    pub observers_now: BTreeSet<BrokerId>,
+    /// Partition indexes hosted by each broker the engine may act on.
+    pub hosted: HashMap<BrokerId, Vec<usize>>,
+    /// `assess` of every partition with `observers_now`, by partition index.
+    pub health: Vec<Health>,
+    pub cooldown: TimeDelta,
+}
+
+impl<'a> Scan<'a> {
+    pub fn partitions_of(&self, broker: BrokerId) -> impl Iterator<Item = (usize, &'a PartitionState)> + '_ {
+        let all: &'a [PartitionState] = &self.snapshot.partitions;
+        let idx = self.hosted.get(&broker).map(Vec::as_slice).unwrap_or(&[]);
+        idx.iter().map(move |&i| (i, &all[i]))
+    }
+
+    /// High watermark to measure a replica's lag against: the live one, or for a partition
+    /// without leader the last one seen while it had one.
+    pub fn reference_hw(&self, p: &PartitionState) -> Option<i64> {
+        match p.leader {
+            Some(_) => p.high_watermark,
+            None => self.history.last_known_hw.get(&p.id()).copied(),
+        }
+    }
+
+    pub fn cooling_until(&self, broker: BrokerId) -> Option<DateTime<Utc>> {
+        self.history.cooling_until(broker, self.cooldown, self.now)
+    }
+}
+
+/// Decides what to do about observers now. See docs/promotion-policies.md for the rules.
+pub fn decide(snapshot: &ClusterSnapshot, config: &PolicyConfig, history: &PolicyHistory, now: DateTime<Utc>) -> Decision {
+    let mut next = history.clone();
+    if let Some(why) = untrustworthy(snapshot, config, now) {
+        // An unknown scan breaks every streak: confirmations must be consecutive known scans.
+        next.promote_streak.clear();
+        next.recovered_since.clear();
+        return Decision { actions: Vec::new(), reasons: vec![why], next_history: next, dry_run: config.dry_run };
+    }
+
+    next.last_known_hw = remember_high_watermarks(snapshot, history);
+    let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
+    let observers_now: BTreeSet<BrokerId> =
+        config.observers.iter().copied().filter(|id| !config.promoted.contains(id) && !auto.contains(id)).collect();
+    let interesting: BTreeSet<BrokerId> = config.observers.iter().chain(&auto).copied().collect();
+    let mut hosted: HashMap<BrokerId, Vec<usize>> = HashMap::new();
+    for (i, p) in snapshot.partitions.iter().enumerate() {
+        for r in &p.replicas {
+            if interesting.contains(r) {
+                hosted.entry(*r).or_default().push(i);
+            }
+        }
+    }
+    let health = snapshot.partitions.iter().map(|p| assess(p, snapshot, |b| observers_now.contains(&b))).collect();
+    let scan = Scan {
+        snapshot,
+        config,
+        history,
+        now,
+        observers_now,
+        hosted,
+        health,
+        cooldown: TimeDelta::from_std(config.cooldown).unwrap_or(TimeDelta::MAX),
+    };
+
+    let mut out = Outcome::default();
+    demotion::plan(&scan, &mut next, &mut out);
+    promotion::plan(&scan, &mut next, &mut out);
+    takeover::plan(&scan, &mut out);
+
+    if config.dry_run {
+        // Nothing is carried out, so nothing is recorded; the streaks still count.
+        next.auto_promotions = history.auto_promotions.clone();
+        next.last_action = history.last_action.clone();
+    }
+    Decision { actions: out.actions, reasons: out.reasons, next_history: next, dry_run: config.dry_run }
+}
+
+/// Actions and reasons collected by the planning steps, in the order they were decided.
+#[derive(Default)]
+pub(super) struct Outcome {
+    pub actions: Vec<Action>,
+    pub reasons: Vec<String>,
+}
+
+fn untrustworthy(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: DateTime<Utc>) -> Option<String> {
+    if let SourceHealth::Unhealthy { reason } = &snapshot.source {
+        return Some(format!("not acting: the last scan failed ({reason})"));
+    }
+    let age = now.signed_duration_since(snapshot.taken_at);
+    let limit = TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX);
+    (age > limit).then(|| {
+        format!("not acting: the cluster snapshot from {} is stale ({}s old, limit {}s)", snapshot.taken_at, age.num_seconds(), limit.num_seconds())
+    })
+}
+
+fn remember_high_watermarks(snapshot: &ClusterSnapshot, history: &PolicyHistory) -> HashMap<TopicPartition, i64> {
+    let mut hw = HashMap::with_capacity(snapshot.partitions.len());
+    for p in &snapshot.partitions {
+        let id = p.id();
+        let seen = match (p.leader, p.high_watermark) {
+            (Some(_), Some(h)) => Some(h),
+            _ => history.last_known_hw.get(&id).copied(),
+        };
+        if let Some(h) = seen {
+            hw.insert(id, h);
+        }
+    }
+    hw
+}
+
+/// "t-0, t-1, t-2 and 4 more": partition lists in reasons stay short.
+pub(super) fn list_partitions<'a>(parts: impl IntoIterator<Item = &'a PartitionState>) -> String {
+    let names: Vec<String> = parts.into_iter().map(|p| format!("{}-{}", p.topic, p.partition)).collect();
+    summarize(&names)
+}
+
+pub(super) fn summarize(names: &[String]) -> String {
+    const SHOWN: usize = 3;
+    if names.len() <= SHOWN {
+        names.join(", ")
+    } else {
+        format!("{} and {} more", names[..SHOWN].join(", "), names.len() - SHOWN)
+    }
+}

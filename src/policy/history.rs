@@ -1,0 +1,72 @@
+//! What the engine remembers between scans. `decide` never mutates it: it returns the next one.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::{BrokerId, TopicPartition};
+
+/// A promotion the engine made on its own (mirrors `status.autoPromotions`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoPromotion {
+    pub node_id: BrokerId,
+    pub at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// The kind of the last automatic action on a broker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActionKind {
+    Promote,
+    Demote,
+    MoveLeadership,
+    UncleanElect,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastAction {
+    pub kind: ActionKind,
+    pub at: DateTime<Utc>,
+}
+
+/// Memory carried from one decision to the next.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyHistory {
+    /// Promotions made automatically and not yet undone, oldest first.
+    pub auto_promotions: Vec<AutoPromotion>,
+    /// Consecutive scans in which a broker was a valid promotion candidate.
+    pub promote_streak: BTreeMap<BrokerId, u32>,
+    /// Since when an auto-promoted broker's partitions have been healthy without it.
+    pub recovered_since: BTreeMap<BrokerId, DateTime<Utc>>,
+    /// Last automatic action per broker: the cooldown is measured from it.
+    pub last_action: BTreeMap<BrokerId, LastAction>,
+    /// Last high watermark seen while the partition had a leader: the bar an unclean takeover
+    /// must clear. Kept in memory only; after a restart a takeover waits until it is known again.
+    #[serde(skip)]
+    pub last_known_hw: HashMap<TopicPartition, i64>,
+}
+
+impl PolicyHistory {
+    /// Rebuilds the durable part of the history from `status.autoPromotions` after a restart:
+    /// each promotion also starts the cooldown of its broker.
+    pub fn from_auto_promotions(auto_promotions: Vec<AutoPromotion>) -> Self {
+        let last_action = auto_promotions
+            .iter()
+            .map(|p| (p.node_id, LastAction { kind: ActionKind::Promote, at: p.at }))
+            .collect();
+        PolicyHistory { auto_promotions, last_action, ..PolicyHistory::default() }
+    }
+
+    pub fn is_auto_promoted(&self, broker: BrokerId) -> bool {
+        self.auto_promotions.iter().any(|p| p.node_id == broker)
+    }
+
+    /// When the broker's cooldown ends, if it is still running at `now`.
+    pub fn cooling_until(&self, broker: BrokerId, cooldown: chrono::TimeDelta, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let last = self.last_action.get(&broker)?;
+        // An absurdly long cooldown saturates instead of overflowing the date.
+        let until = last.at.checked_add_signed(cooldown).unwrap_or(DateTime::<Utc>::MAX_UTC);
+        (until > now).then_some(until)
+    }
+}

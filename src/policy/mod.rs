@@ -1,0 +1,28 @@
+//! The promotion policy engine: pure functions from what the Kafka watcher saw, the ObserverSet's
+//! `spec.promotion` and the engine's own history to the actions to take (promote, demote, move
+//! leadership, unclean takeover) with reasons. No I/O and no clock: the caller passes `now`.
+//! The rules are specified in docs/promotion-policies.md.
+
+mod config;
+mod decide;
+mod demotion;
+mod health;
+mod history;
+mod manual;
+mod promotion;
+mod snapshot;
+mod takeover;
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod tests;
+
+pub use config::{PolicyConfig, PolicyKind, TopicFilter};
+pub use decide::{decide, Action, Decision};
+pub use health::{assess, Health};
+pub use manual::{check_demotion, check_promotion, led_by, CheckReport};
+pub use history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
+pub use snapshot::{BrokerId, BrokerState, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};

@@ -1,0 +1,67 @@
+//! Unclean takeover: when every primary replica of a partition is lost, elect the promoted
+//! observer by unclean election, only when allowed and only when it holds everything that was
+//! acknowledged (its log end offset reaches the last known high watermark).
+
+use std::collections::BTreeSet;
+
+use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
+use super::snapshot::{BrokerId, PartitionState};
+
+pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
+    let config = scan.config;
+    let auto = scan.history.auto_promotions.iter().map(|p| p.node_id);
+    let promoted: BTreeSet<BrokerId> = config.promoted.iter().copied().chain(auto).collect();
+    for x in promoted {
+        let orphaned: Vec<&PartitionState> = scan
+            .partitions_of(x)
+            .map(|(_, p)| p)
+            .filter(|p| config.topics.watches(&p.topic) && only_live_replica(scan, p, x))
+            .collect();
+        if orphaned.is_empty() {
+            continue;
+        }
+        let names = list_partitions(orphaned.iter().copied());
+        if !config.unclean_takeover {
+            out.reasons.push(format!("broker {x}: {names} offline with every primary lost; uncleanTakeover is disabled, not electing it"));
+            continue;
+        }
+        if config.acknowledged_observers.contains(&x) {
+            out.reasons.push(format!("broker {x}: {names} offline; waiting until every pod acknowledged its promotion before electing it"));
+            continue;
+        }
+        let mut elect = Vec::new();
+        let mut refused = Vec::new();
+        for p in orphaned {
+            let name = format!("{}-{}", p.topic, p.partition);
+            match (p.log_end_offsets.get(&x), scan.history.last_known_hw.get(&p.id())) {
+                (Some(&leo), Some(&hw)) if leo >= hw => elect.push(p),
+                (Some(&leo), Some(&hw)) => refused.push(format!("{name}: log end offset {leo} < last known high watermark {hw}")),
+                (None, _) => refused.push(format!("{name}: its log end offset is unknown")),
+                (_, None) => refused.push(format!("{name}: no high watermark known since the operator started")),
+            }
+        }
+        if !refused.is_empty() {
+            out.reasons.push(format!("broker {x}: not electing it by unclean election on {}", summarize(&refused)));
+        }
+        if !elect.is_empty() {
+            out.actions.push(Action::UncleanElect {
+                node_id: x,
+                partitions: elect.iter().map(|p| p.id()).collect(),
+                reason: format!(
+                    "every primary replica lost; broker {x} holds every acknowledged message of {}",
+                    list_partitions(elect.iter().copied())
+                ),
+            });
+        }
+    }
+}
+
+/// No leader, `x` alive, and every other replica that is not an observer gone from the cluster.
+fn only_live_replica(scan: &Scan, p: &PartitionState, x: BrokerId) -> bool {
+    p.leader.is_none()
+        && scan.snapshot.is_alive(x)
+        && p.replicas
+            .iter()
+            .filter(|&&r| r != x && !scan.observers_now.contains(&r))
+            .all(|r| !scan.snapshot.brokers.get(r).is_some_and(|b| b.registered))
+}
