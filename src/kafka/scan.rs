@@ -32,11 +32,21 @@ pub(super) struct Metadata {
     pub partitions: Vec<MetaPartition>,
 }
 
-pub(super) async fn read_metadata(admin: &Admin, timeout: Duration) -> Result<Metadata, KafkaError> {
+pub(super) async fn read_metadata(
+    admin: &Admin,
+    timeout: Duration,
+) -> Result<Metadata, KafkaError> {
     let admin = admin.clone();
     tokio::task::spawn_blocking(move || {
-        let md = admin.inner().fetch_metadata(None, timeout).map_err(|e| KafkaError::Metadata(e.to_string()))?;
-        let brokers = md.brokers().iter().map(|b| (b.id(), format!("{}:{}", b.host(), b.port()))).collect();
+        let md = admin
+            .inner()
+            .fetch_metadata(None, timeout)
+            .map_err(|e| KafkaError::Metadata(e.to_string()))?;
+        let brokers = md
+            .brokers()
+            .iter()
+            .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
+            .collect();
         let mut partitions = Vec::new();
         for t in md.topics().iter().filter(|t| t.error().is_none()) {
             let topic: Arc<str> = Arc::from(t.name());
@@ -50,7 +60,10 @@ pub(super) async fn read_metadata(admin: &Admin, timeout: Duration) -> Result<Me
                 });
             }
         }
-        Ok(Metadata { brokers, partitions })
+        Ok(Metadata {
+            brokers,
+            partitions,
+        })
     })
     .await
     .map_err(|e| KafkaError::Join(e.to_string()))?
@@ -59,15 +72,28 @@ pub(super) async fn read_metadata(admin: &Admin, timeout: Duration) -> Result<Me
 /// `min.insync.replicas` per topic: DescribeConfigs returns the effective value (the topic's own
 /// setting, else the broker default). A topic whose config cannot be read falls back to the
 /// broker default read from `broker`; if that fails too, it is left out (unknown).
-pub(super) async fn read_min_isr(admin: &Admin, topics: &[Arc<str>], broker: Option<i32>, timeout: Duration) -> HashMap<Arc<str>, u32> {
+pub(super) async fn read_min_isr(
+    admin: &Admin,
+    topics: &[Arc<str>],
+    broker: Option<i32>,
+    timeout: Duration,
+) -> HashMap<Arc<str>, u32> {
     const KEY: &str = "min.insync.replicas";
     let opts = AdminOptions::new().request_timeout(Some(timeout));
-    let specs: Vec<ResourceSpecifier> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let specs: Vec<ResourceSpecifier> =
+        topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
     let mut out = HashMap::new();
     let mut missing = Vec::new();
-    let results = admin.describe_configs(&specs, &opts).await.unwrap_or_default();
+    let results = admin
+        .describe_configs(&specs, &opts)
+        .await
+        .unwrap_or_default();
     for (i, topic) in topics.iter().enumerate() {
-        let value = results.get(i).and_then(|r| r.as_ref().ok()).and_then(|c| c.get(KEY)).and_then(|e| e.value.as_deref());
+        let value = results
+            .get(i)
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|c| c.get(KEY))
+            .and_then(|e| e.value.as_deref());
         match value.and_then(|v| v.parse().ok()) {
             Some(v) => {
                 out.insert(topic.clone(), v);
@@ -82,7 +108,11 @@ pub(super) async fn read_min_isr(admin: &Admin, topics: &[Arc<str>], broker: Opt
             .ok()
             .and_then(|r| r.into_iter().next())
             .and_then(|r| r.ok())
-            .and_then(|c| c.get(KEY).and_then(|e| e.value.as_deref()).and_then(|v| v.parse().ok()));
+            .and_then(|c| {
+                c.get(KEY)
+                    .and_then(|e| e.value.as_deref())
+                    .and_then(|v| v.parse().ok())
+            });
         if let Some(v) = default {
             out.extend(missing.into_iter().map(|t| (t, v)));
         }
@@ -104,7 +134,8 @@ pub(super) struct Offsets {
 /// Asks every registered broker, concurrently, for the log end offsets of the replicas it hosts
 /// and the high watermarks of the partitions it leads.
 pub(super) async fn read_offsets(probe: &OffsetProbe, md: &Metadata) -> Offsets {
-    let mut hosted: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = md.brokers.keys().map(|&b| (b, BTreeMap::new())).collect();
+    let mut hosted: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> =
+        md.brokers.keys().map(|&b| (b, BTreeMap::new())).collect();
     let mut led: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
     for p in &md.partitions {
         for r in &p.replicas {
@@ -113,19 +144,47 @@ pub(super) async fn read_offsets(probe: &OffsetProbe, md: &Metadata) -> Offsets 
             }
         }
         if let Some(l) = p.leader.filter(|l| md.brokers.contains_key(l)) {
-            led.entry(l).or_default().entry(&p.topic).or_default().push(p.partition);
+            led.entry(l)
+                .or_default()
+                .entry(&p.topic)
+                .or_default()
+                .push(p.partition);
         }
     }
-    let ask = |broker: i32, kind: OffsetKind, topics: &BTreeMap<&str, Vec<i32>>| {
+    // The topic list is flattened at the call site: a closure parameter typed `&...` would be
+    // higher-ranked, and the returned future could not borrow from it.
+    let flatten = |topics: &BTreeMap<&'_ str, Vec<i32>>| -> Vec<(String, Vec<i32>)> {
+        topics
+            .iter()
+            .map(|(t, p)| ((*t).to_owned(), p.clone()))
+            .collect()
+    };
+    let ask = |broker: i32, kind: OffsetKind, topics: Vec<(String, Vec<i32>)>| {
         let address = md.brokers[&broker].clone();
-        let topics: Vec<(&str, Vec<i32>)> = topics.iter().map(|(t, p)| (*t, p.clone())).collect();
-        async move { (broker, kind, probe.query(broker, &address, kind, &topics).await) }
+        async move {
+            let topics: Vec<(&str, Vec<i32>)> = topics
+                .iter()
+                .map(|(t, p)| (t.as_str(), p.clone()))
+                .collect();
+            (
+                broker,
+                kind,
+                probe.query(broker, &address, kind, &topics).await,
+            )
+        }
     };
     let requests = hosted
         .iter()
-        .map(|(b, t)| ask(*b, OffsetKind::LocalLogEnd, t))
-        .chain(led.iter().map(|(b, t)| ask(*b, OffsetKind::HighWatermark, t)));
-    let topic_names: HashMap<&str, Arc<str>> = md.partitions.iter().map(|p| (&*p.topic, p.topic.clone())).collect();
+        .map(|(b, t)| ask(*b, OffsetKind::LocalLogEnd, flatten(t)))
+        .chain(
+            led.iter()
+                .map(|(b, t)| ask(*b, OffsetKind::HighWatermark, flatten(t))),
+        );
+    let topic_names: HashMap<&str, Arc<str>> = md
+        .partitions
+        .iter()
+        .map(|p| (&*p.topic, p.topic.clone()))
+        .collect();
     let mut out = Offsets::default();
     for (broker, kind, answer) in join_all(requests).await {
         let answer = match answer {
@@ -142,10 +201,16 @@ pub(super) async fn read_offsets(probe: &OffsetProbe, md: &Metadata) -> Offsets 
             out.reachable.insert(broker, true);
         }
         for po in answer {
-            let (Ok(offset), Some(topic)) = (po.result, topic_names.get(po.topic.as_str())) else { continue };
+            let (Ok(offset), Some(topic)) = (po.result, topic_names.get(po.topic.as_str())) else {
+                continue;
+            };
             match kind {
-                OffsetKind::LocalLogEnd => out.log_end.insert((topic.clone(), po.partition, broker), offset),
-                OffsetKind::HighWatermark => out.high_watermark.insert((topic.clone(), po.partition), offset),
+                OffsetKind::LocalLogEnd => out
+                    .log_end
+                    .insert((topic.clone(), po.partition, broker), offset),
+                OffsetKind::HighWatermark => out
+                    .high_watermark
+                    .insert((topic.clone(), po.partition), offset),
             };
         }
     }
