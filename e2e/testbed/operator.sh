@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The operator as a local process against the bed, the way the chart runs it in a cluster
+# (`kafka-observer-operator run`, configured through the same environment variables the chart
+# sets), with the bed's admin kubeconfig. Installs the CRD the binary prints (`crd`) and waits
+# for it to be Established before starting.
+#
+# Usage: operator.sh up | down | restart | status | kill
+#   up       install/refresh the CRD, start the operator unless running, wait for /readyz
+#   down     SIGTERM (graceful: the operator releases its Lease), SIGKILL after 20s
+#   kill     SIGKILL (a crash, for drills and restart tests)
+#   restart  down + up
+#   status   pid, /readyz, metrics address
+#
+# Environment: KOO_OPERATOR_BIN (default $CARGO_TARGET_DIR/release/kafka-observer-operator),
+# KOO_OPERATOR_METRICS (default 127.0.0.1:8480), KOO_OPERATOR_ARGS (extra arguments after
+# `run`), RUST_LOG (default info), LOG_FORMAT (default text).
+# State: pid .testbed/pids/operator.pid, log .testbed/logs/operator.log, metrics address in
+# .testbed/operator/metrics-addr (read by tests and the bench).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+source "$root/e2e/versions.env"
+
+tb="$root/.testbed"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
+bin="${KOO_OPERATOR_BIN:-$CARGO_TARGET_DIR/release/kafka-observer-operator}"
+metrics="${KOO_OPERATOR_METRICS:-127.0.0.1:8480}"
+pidfile="$tb/pids/operator.pid"
+logfile="$tb/logs/operator.log"
+lease_ns="${KOO_OPERATOR_NAMESPACE:-kafka-observer-system}"
+start_timeout="${KOO_OPERATOR_TIMEOUT:-60}"
+
+log() { printf 'operator: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+kubectl() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+
+pid() { [[ -f "$pidfile" ]] && cat "$pidfile"; }
+
+# True if the pid file names a live process that is still the operator binary (not a reused pid).
+alive() {
+  local p; p="$(pid)" || return 1
+  [[ -n "$p" && -r "/proc/$p/cmdline" ]] || return 1
+  tr '\0' '\n' < "/proc/$p/cmdline" | head -n1 | grep -q '/kafka-observer-operator$'
+}
+
+readyz() { curl -sf -m 2 -o /dev/null "http://$metrics/readyz"; }
+
+install_crd() {
+  [[ -x "$bin" ]] || die "no operator binary at $bin: run 'make build' (cargo build --release --bins)"
+  [[ -f "$tb/kubeconfig" ]] || die "no test bed at $tb: run 'make testbed-up'"
+  # The binary's own CRD, so the bed always runs the schema the operator was built with.
+  "$bin" crd | kubectl apply --server-side --force-conflicts --field-manager=koo-testbed -f - >/dev/null
+  kubectl wait --for=condition=Established --timeout=60s crd/observersets.kafkaobserver.io >/dev/null
+  kubectl get namespace "$lease_ns" >/dev/null 2>&1 || kubectl create namespace "$lease_ns" >/dev/null
+  log "CRD observersets.kafkaobserver.io Established"
+}
+
+up() {
+  install_crd
+  if alive; then log "already running (pid $(pid))"; return; fi
+  mkdir -p "$tb/pids" "$tb/logs" "$tb/operator"
+  echo "$metrics" > "$tb/operator/metrics-addr"
+  printf '\n==== %s operator start\n' "$(date -u +%FT%TZ)" >> "$logfile"
+  # A stable identity: a restarted process holds the same Lease again at once instead of waiting
+  # for the previous holder's lease to expire.
+  KUBECONFIG="$tb/kubeconfig" \
+  RUST_LOG="${RUST_LOG:-info}" LOG_FORMAT="${LOG_FORMAT:-text}" \
+  METRICS_LISTEN="$metrics" LEADER_ELECT=true LEASE_NAME=kafka-observer-operator \
+  POD_NAMESPACE="$lease_ns" POD_NAME="testbed-operator" \
+    setsid "$bin" run ${KOO_OPERATOR_ARGS:-} >> "$logfile" 2>&1 < /dev/null &
+  echo $! > "$pidfile"
+  log "started (pid $!), log $logfile, metrics http://$metrics/metrics"
+  local deadline=$((SECONDS + start_timeout))
+  until readyz; do
+    if ! alive; then tail -n 30 "$logfile" >&2; die "exited during start-up; see $logfile"; fi
+    if ((SECONDS > deadline)); then tail -n 30 "$logfile" >&2; die "not ready after ${start_timeout}s; see $logfile"; fi
+    sleep 0.5
+  done
+  log "ready"
+}
+
+stop() {
+  local sig="$1" p
+  if ! alive; then log "not running"; rm -f "$pidfile"; return; fi
+  p="$(pid)"
+  kill "-$sig" "$p"
+  local deadline=$((SECONDS + 20))
+  while kill -0 "$p" 2>/dev/null; do
+    if ((SECONDS > deadline)); then log "pid $p still running after 20s: SIGKILL"; kill -KILL "$p"; fi
+    sleep 0.2
+  done
+  rm -f "$pidfile"
+  log "stopped (SIG$sig, pid $p)"
+}
+
+status() {
+  if alive; then
+    local rss; rss=$(awk '/^VmRSS/ {print $2 " " $3}' "/proc/$(pid)/status")
+    printf 'operator: running, pid %s, RSS %s, metrics http://%s/metrics, ready: %s\n' \
+      "$(pid)" "$rss" "$metrics" "$(readyz && echo yes || echo no)"
+  else
+    echo "operator: not running"
+  fi
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) stop TERM ;;
+  kill) stop KILL ;;
+  restart) stop TERM; up ;;
+  status) status ;;
+  *) echo "usage: $0 up|down|restart|status|kill" >&2; exit 2 ;;
+esac
