@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Operator drill: lose a zone, the operator promotes the observer (controllers first), writes
+# resume; the zone comes back, the operator demotes the observer after its stabilization window.
+#
+# Against the real bed: the example ObserverSet kafka/kafka (examples/observerset.yaml, policy
+# UnderMinIsr, broker 4 the observer, autoDemote on), a topic with replicas 4,1,2 and min ISR 2,
+# a synchronous acks=all producer writing 5 records a second and a consumer stamping arrivals.
+#
+#   1. precondition: ISR = {1,2}, broker 4 (observer) outside it, writes flowing
+#   2. kill -9 the partition leader (broker 1 or 2): the ISR shrinks to one replica, under min ISR
+#   3. the operator records an automatic promotion of 4; the controllers' ConfigMap loses 4
+#      before the brokers' one does; broker 4 joins the ISR; writes resume
+#   4. restart the killed broker: it rejoins the ISR; after the stabilization window the operator
+#      demotes 4 (both ConfigMaps list 4 again, controllers first) and 4 leaves the ISR
+# Each step has a timeout; timings are printed from the kill (and from the restart).
+#
+# Environment: KOO_DRILL_RESUME_TIMEOUT (120 s), KOO_DRILL_DEMOTE_TIMEOUT (300 s).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+tb="${KOO_TESTBED:-$root/.testbed}"
+[[ "$tb" != off ]] || { echo "promotion-drill: SKIP (KOO_TESTBED=off)"; exit 0; }
+[[ -f "$tb/kubeconfig" ]] || { echo "promotion-drill: no test bed at $tb: run make testbed-up"; exit 1; }
+resume_timeout="${KOO_DRILL_RESUME_TIMEOUT:-120}"
+demote_timeout="${KOO_DRILL_DEMOTE_TIMEOUT:-300}"
+bootstrap="$(cat "$tb/kafka/bootstrap")"
+topic="drill-promotion-$(date +%s)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/koo-drill.XXXXXX")"
+k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+
+say() { printf '%s promotion-drill: %s\n' "$(date -u +%T)" "$*"; }
+fail() { say "FAIL: $*"; dump; exit 1; }
+now() { echo "$EPOCHREALTIME"; }
+since() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+bg_pids=()
+killed=""
+cleanup() {
+  local p
+  for p in "${bg_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done
+  if [[ -n "$killed" ]]; then bash "$root/e2e/testbed/kafka.sh" start "$killed" >/dev/null 2>&1 || true; fi
+  "$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --delete --topic "$topic" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+dump() {
+  say "ObserverSet:"; k -n kafka get obs kafka -o yaml 2>&1 | sed -n '/^status:/,$p' | head -60
+  say "last ISR samples:"; tail -n 5 "$work/isr.log" 2>/dev/null
+  say "last ConfigMap samples:"; tail -n 5 "$work/cm.log" 2>/dev/null
+  say "operator log tail:"; tail -n 20 "$tb/logs/operator.log" 2>/dev/null
+}
+
+# The ids a ConfigMap lists (comments dropped), space-separated.
+cm_ids() {
+  k -n kafka get configmap "kafka-observers-$1" -o jsonpath='{.data.observer\.ids}' 2>/dev/null \
+    | grep -v '^[[:space:]]*#' | tr -s ' ,\n\t' ' ' | sed 's/^ //; s/ $//'
+}
+auto_promoted() { k -n kafka get obs kafka -o jsonpath='{.status.autoPromotions[*].nodeId}' 2>/dev/null; }
+has_id() { [[ " $1 " == *" $2 "* ]]; }
+
+# Background samplers, each line prefixed with the sample time.
+start_bg() { setsid bash -c "$1" > "$2" 2>&1 < /dev/null & bg_pids+=($!); }
+
+isr_sampler() {
+  cat <<EOF
+while :; do
+  line=\$("$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --describe --topic "$topic" 2>/dev/null | grep -m1 'Partition: 0')
+  t=\$EPOCHREALTIME
+  leader=\$(sed -n 's/.*Leader: *\([-0-9]*\).*/\1/p' <<<"\$line")
+  isr=\$(sed -n 's/.*Isr: *\([0-9,]*\).*/\1/p' <<<"\$line")
+  echo "\$t leader=\$leader isr=\$isr"
+  sleep 0.3
+done
+EOF
+}
+cm_sampler() {
+  cat <<EOF
+# "?" when the read fails, so a failed read never looks like "4 is gone".
+ids() {
+  local d
+  d=\$("$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" -n kafka get configmap "kafka-observers-\$1" -o jsonpath='{.data.observer\.ids}' 2>/dev/null) || { echo '?'; return; }
+  grep -v '^[[:space:]]*#' <<<"\$d" | tr -s ' ,\n\t' ',' | sed 's/^,//; s/,\$//'
+}
+while :; do echo "\$EPOCHREALTIME controller=\$(ids controller) broker=\$(ids broker)"; sleep 0.2; done
+EOF
+}
+
+# First sample time (after $2) at which the sampler file $1 has a line matching the awk condition $3.
+first_sample() {
+  awk -v after="$2" "\$1 >= after && ($3) { print \$1; exit }" "$1"
+}
+# wait_sample FILE AFTER COND TIMEOUT WHAT: poll until first_sample finds a line; echo its time.
+wait_sample() {
+  local file="$1" after="$2" cond="$3" timeout="$4" what="$5" deadline t
+  deadline=$(awk -v a="$(now)" -v t="$timeout" 'BEGIN { printf "%d", a + t }')
+  while :; do
+    t="$(first_sample "$file" "$after" "$cond")"
+    [[ -n "$t" ]] && { echo "$t"; return; }
+    (( ${EPOCHSECONDS} > deadline )) && { fail "$what: not seen within ${timeout}s" >&2; }
+    sleep 0.2
+  done
+}
+
+say "== setup"
+bash "$root/e2e/testbed/operator.sh" up
+k apply -f "$root/examples/observerset.yaml" >/dev/null
+k -n kafka wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null \
+  || fail "ObserverSet kafka/kafka not Ready after 180s"
+[[ -z "$(auto_promoted)" ]] || fail "ObserverSet kafka/kafka already has automatic promotions: $(auto_promoted)"
+has_id "$(cm_ids controller)" 4 && has_id "$(cm_ids broker)" 4 || fail "ConfigMaps do not list observer 4"
+
+"$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --create --topic "$topic" \
+  --replica-assignment 4:1:2 --config min.insync.replicas=2 >/dev/null || fail "cannot create topic $topic"
+start_bg "$(isr_sampler)" "$work/isr.log"
+start_bg "$(cm_sampler)" "$work/cm.log"
+# Consumer: one line per record as it becomes readable (committed), stamped with its arrival time.
+start_bg "\"$tb/bin/kafka-console-consumer\" --bootstrap-server $bootstrap --topic $topic --from-beginning 2>>\"$work/consumer.err\" \
+  | while IFS= read -r l; do echo \"\$EPOCHREALTIME \$l\"; done" "$work/consumed.log"
+# Producer: synchronous acks=all sends of \"<seq> <generation time>\", 5 a second. A record that
+# cannot be written (NOT_ENOUGH_REPLICAS) is retried until it can, so the first record generated
+# after the kill that reaches the consumer marks the moment writes resumed.
+start_bg "seq=0; while :; do seq=\$((seq+1)); echo \"\$seq \$EPOCHREALTIME\"; sleep 0.2; done \
+  | \"$tb/bin/kafka-console-producer\" --bootstrap-server $bootstrap --topic $topic --sync \
+      --producer-property acks=all --producer-property request.timeout.ms=3000 \
+      --producer-property delivery.timeout.ms=600000 --producer-property retry.backoff.max.ms=200" "$work/producer.log"
+
+t0="$(now)"
+wait_sample "$work/consumed.log" "$t0" 'NF >= 3' 120 "first record consumed" >/dev/null
+wait_sample "$work/isr.log" "$t0" '$3 == "isr=1,2" || $3 == "isr=2,1"' 60 "ISR {1,2} without the observer" >/dev/null
+leader="$(tail -n1 "$work/isr.log" | sed -n 's/.*leader=\([0-9]*\).*/\1/p')"
+[[ "$leader" == 1 || "$leader" == 2 ]] || fail "partition leader is '$leader', expected a primary (1 or 2)"
+say "precondition ok: replicas 4,1,2, ISR {1,2}, observer 4 outside the ISR, leader $leader, writes flowing"
+
+say "== lose a zone: kill -9 broker $leader (the leader)"
+t_kill="$(now)"
+killed="$leader"
+bash "$root/e2e/testbed/kafka.sh" kill "$leader" >/dev/null
+t_under="$(wait_sample "$work/isr.log" "$t_kill" '$3 ~ /^isr=[0-9]+$/' 60 "ISR shrink to one replica (under min ISR)")"
+say "under min ISR after $(since "$t_kill" "$t_under")s ($(awk -v t="$t_under" '$1 == t { print $2, $3 }' "$work/isr.log"))"
+t_ctrl="$(wait_sample "$work/cm.log" "$t_kill" '$2 !~ /(^|[=,])4(,|$)/ && $2 !~ /[?]/' "$resume_timeout" "controllers' ConfigMap without 4")"
+t_brk="$(wait_sample "$work/cm.log" "$t_kill" '$3 !~ /(^|[=,])4(,|$)/ && $3 !~ /[?]/' "$resume_timeout" "brokers' ConfigMap without 4")"
+[[ "$(auto_promoted)" == *4* ]] || fail "status.autoPromotions does not record node 4"
+awk -v c="$t_ctrl" -v b="$t_brk" 'BEGIN { exit !(c <= b) }' \
+  || fail "brokers' ConfigMap changed before the controllers' one (controllers $t_ctrl, brokers $t_brk)"
+t_isr4="$(wait_sample "$work/isr.log" "$t_kill" '$3 ~ /[=,]4(,|$)/' "$resume_timeout" "broker 4 in the ISR")"
+t_resume="$(wait_sample "$work/consumed.log" "$t_kill" "NF >= 3 && \$3 > $t_kill" "$resume_timeout" "writes resumed")"
+say "promotion: controllers' ConfigMap +$(since "$t_kill" "$t_ctrl")s, brokers' +$(since "$t_kill" "$t_brk")s (controllers first: ok)"
+say "broker 4 in the ISR +$(since "$t_kill" "$t_isr4")s"
+echo "DRILL kill_to_writes_resumed_s=$(since "$t_kill" "$t_resume") kill_to_under_min_isr_s=$(since "$t_kill" "$t_under") kill_to_controllers_cm_s=$(since "$t_kill" "$t_ctrl") kill_to_brokers_cm_s=$(since "$t_kill" "$t_brk") kill_to_isr_with_4_s=$(since "$t_kill" "$t_isr4")"
+
+say "== the zone comes back: restart broker $leader"
+t_restart="$(now)"
+bash "$root/e2e/testbed/kafka.sh" start "$leader" >/dev/null
+killed=""
+t_back="$(wait_sample "$work/isr.log" "$t_restart" "\$3 ~ /[=,]$leader(,|\$)/" "$demote_timeout" "broker $leader back in the ISR")"
+say "broker $leader back in the ISR +$(since "$t_restart" "$t_back")s"
+t_dctrl="$(wait_sample "$work/cm.log" "$t_restart" '$2 ~ /(^|[=,])4(,|$)/' "$demote_timeout" "controllers' ConfigMap lists 4 again (demotion)")"
+t_dbrk="$(wait_sample "$work/cm.log" "$t_restart" '$3 ~ /(^|[=,])4(,|$)/' "$demote_timeout" "brokers' ConfigMap lists 4 again (demotion)")"
+awk -v c="$t_dctrl" -v b="$t_dbrk" 'BEGIN { exit !(c <= b) }' \
+  || fail "demotion: brokers' ConfigMap changed before the controllers' one"
+t_out="$(wait_sample "$work/isr.log" "$t_dbrk" '$3 !~ /[=,]4(,|$)/ && $2 != "leader=4"' 120 "broker 4 out of the ISR")"
+[[ -z "$(auto_promoted)" ]] || fail "status.autoPromotions still lists $(auto_promoted) after the demotion"
+t_after="$(now)"
+sleep 2
+wait_sample "$work/consumed.log" "$t_after" 'NF >= 3' 30 "writes after the demotion" >/dev/null
+say "demotion: controllers' ConfigMap +$(since "$t_restart" "$t_dctrl")s, brokers' +$(since "$t_restart" "$t_dbrk")s after the restart; 4 out of the ISR +$(since "$t_restart" "$t_out")s"
+echo "DRILL restart_to_isr_back_s=$(since "$t_restart" "$t_back") restart_to_demotion_cm_s=$(since "$t_restart" "$t_dbrk") restart_to_observer_out_of_isr_s=$(since "$t_restart" "$t_out")"
+k -n kafka wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=120s >/dev/null || fail "ObserverSet not Ready after the demotion"
+say "PASS ($(since "$t_kill" "$(now)")s from the kill)"
