@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Operator benchmark against the real bed (make bench-operator):
+#   - operator RSS (VmRSS from /proc/<pid>/status) idle, i.e. with only the bed's ObserverSet;
+#   - reconcile latency with 200 ObserverSets: spec change -> both ConfigMaps written, p50/p99
+#     (examples/bench_operator.rs), plus first-write time for all 200 and a 200-change burst;
+#   - operator RSS at 200 ObserverSets (peak during the run and settled afterwards).
+# What is measured honestly: the bench's ObserverSets select pods that do not exist and use Time
+# acknowledgement with settleTime 0s, so the numbers are the operator's pipeline (watch, validate,
+# plan, two ConfigMap writes, status) on the real apiserver, not the kubelet's volume sync or the
+# agents (the drill and tests/operator_rollout.rs cover those on the bed's real pods).
+# Environment: KOO_BENCH_SETS (200), KOO_BENCH_SAMPLES (100).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+source "$root/e2e/versions.env"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
+tb="${KOO_TESTBED:-$root/.testbed}"
+[[ -f "$tb/kubeconfig" ]] || { echo "bench-operator: no test bed at $tb: run make testbed-up"; exit 1; }
+sets="${KOO_BENCH_SETS:-200}"
+samples="${KOO_BENCH_SAMPLES:-100}"
+ns="koo-bench"
+k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$(cat "$tb/pids/operator.pid")/status"; }
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
+
+cd "$root"
+cargo build --release --quiet --example bench_operator
+bash e2e/testbed/operator.sh up
+if k get namespace "$ns" >/dev/null 2>&1; then
+  echo "bench-operator: deleting the namespace $ns left by a previous run"
+  k delete namespace "$ns" --wait=true --timeout=300s >/dev/null
+fi
+sleep 5
+idle=$(rss_kib)
+echo "BENCH operator RSS idle (bed ObserverSet only): $(mib "$idle")"
+
+peak_file="$(mktemp)"
+( peak=0; while :; do r=$(rss_kib 2>/dev/null || echo 0); (( r > peak )) && { peak=$r; echo "$peak" > "$peak_file"; }; sleep 0.5; done ) &
+sampler=$!
+trap 'kill "$sampler" 2>/dev/null || true; rm -f "$peak_file"' EXIT
+
+"$CARGO_TARGET_DIR/release/examples/bench_operator" --kubeconfig "$tb/kubeconfig" --namespace "$ns" \
+  --sets "$sets" --samples "$samples" --keep
+sleep 10
+settled=$(rss_kib)
+echo "BENCH operator RSS at $sets ObserverSets: settled $(mib "$settled"), peak during the run $(mib "$(cat "$peak_file")")"
+k delete namespace "$ns" --wait=false >/dev/null
+echo "bench-operator: done (namespace $ns is being deleted)"

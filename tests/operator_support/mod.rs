@@ -1,0 +1,217 @@
+//! Shared helpers of the operator integration tests (`tests/operator_*.rs`): reach the bed,
+//! run the bed's operator, create throw-away namespaces, wait for conditions, read agents.
+//!
+//! Every test starts with [`bed`]: `KOO_TESTBED=off` prints a skip line and the test passes;
+//! unset fails with a message saying how to bring the bed up.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use kafka_observer_operator::crd::ObserverSet;
+
+/// A running bed: its `.testbed/` directory and an admin client.
+pub struct Bed {
+    pub dir: PathBuf,
+    pub client: Client,
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The bed named by `KOO_TESTBED`, or `None` (after printing a skip line) when it is `off`.
+pub async fn bed(test: &str) -> Option<Bed> {
+    let dir = match std::env::var("KOO_TESTBED") {
+        Ok(v) if v == "off" => {
+            println!("SKIP {test}: KOO_TESTBED=off (run `make test` to run it against the real test bed)");
+            return None;
+        }
+        Ok(v) => PathBuf::from(v),
+        Err(_) => panic!("KOO_TESTBED is not set: run `make testbed-up` and export KOO_TESTBED=$PWD/.testbed, or run `make test`; KOO_TESTBED=off skips bed tests"),
+    };
+    let kubeconfig = dir.join("kubeconfig");
+    assert!(kubeconfig.is_file(), "no kubeconfig at {}: is the bed up? run `make testbed-up`", kubeconfig.display());
+    let kc = Kubeconfig::read_from(&kubeconfig).expect("read the bed's kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("kubeconfig to config");
+    let client = Client::try_from(config).expect("kube client");
+    Some(Bed { dir, client })
+}
+
+impl Bed {
+    /// `e2e/testbed/operator.sh <cmd>`; panics with its output when it fails.
+    pub fn operator(&self, cmd: &str) {
+        let out = Command::new("bash")
+            .arg(repo_root().join("e2e/testbed/operator.sh"))
+            .arg(cmd)
+            .env("KOO_TESTBED", &self.dir)
+            .output()
+            .expect("run e2e/testbed/operator.sh");
+        assert!(
+            out.status.success(),
+            "operator.sh {cmd} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join("logs/operator.log")).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// A fresh namespace `koo-it-<name>-<suffix>`; delete it with [`Bed::drop_namespace`].
+    pub async fn namespace(&self, name: &str) -> String {
+        let ns = format!("koo-it-{name}-{}", std::process::id());
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        match api.create(&PostParams::default(), &body).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create namespace {ns}: {e}"),
+        }
+        ns
+    }
+
+    pub async fn drop_namespace(&self, ns: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let _ = api.delete(ns, &DeleteParams::default()).await;
+    }
+
+    pub fn observer_sets(&self, ns: &str) -> Api<ObserverSet> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub fn config_maps(&self, ns: &str) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+}
+
+/// An ObserverSet for a namespace without Kafka pods: the selectors match nothing, Time
+/// acknowledgement with no settle time, so a rollout has no pod to wait for.
+pub fn podless_observer_set(name: &str, observers: &[i32], promoted: &[i32]) -> Value {
+    json!({
+        "apiVersion": "kafkaobserver.io/v1alpha1",
+        "kind": "ObserverSet",
+        "metadata": {"name": name},
+        "spec": {
+            "kafka": {"bootstrapServers": "127.0.1.1:9092"},
+            "nodes": {
+                "controllers": {"selector": {"matchLabels": {"koo-it/role": "controller", "koo-it/set": name}}, "nodeId": {"label": "kafkaobserver.io/node-id"}},
+                "brokers": {"selector": {"matchLabels": {"koo-it/role": "broker", "koo-it/set": name}}, "nodeId": {"ordinalOffset": 1}}
+            },
+            "observers": observers,
+            "promotion": {"policy": "Manual", "promoted": promoted},
+            "rollout": {"acknowledgement": "Time", "settleTime": "0s", "timeout": "30s"}
+        }
+    })
+}
+
+pub async fn create_observer_set(api: &Api<ObserverSet>, body: Value) -> ObserverSet {
+    let obj: ObserverSet = serde_json::from_value(body).expect("ObserverSet json");
+    api.create(&PostParams::default(), &obj).await.expect("create ObserverSet")
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The node ids a ConfigMap's `observer.ids` lists (comments and blank lines dropped).
+pub fn listed_ids(cm: &ConfigMap) -> Option<Vec<i32>> {
+    let text = cm.data.as_ref()?.get("observer.ids")?;
+    let mut ids: Vec<i32> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.split([',', ' ', '\t']))
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    ids.sort_unstable();
+    Some(ids)
+}
+
+pub fn revision_of(cm: &ConfigMap) -> Option<u64> {
+    cm.metadata.annotations.as_ref()?.get("kafkaobserver.io/revision")?.parse().ok()
+}
+
+pub async fn get_cm(api: &Api<ConfigMap>, name: &str) -> Option<ConfigMap> {
+    api.get_opt(name).await.expect("get ConfigMap")
+}
+
+/// The ObserverSet's status as JSON (`Value::Null` when absent).
+pub async fn status_of(api: &Api<ObserverSet>, name: &str) -> Value {
+    let raw: Value = serde_json::to_value(api.get(name).await.expect("get ObserverSet")).unwrap();
+    raw.get("status").cloned().unwrap_or(Value::Null)
+}
+
+pub fn phase(status: &Value) -> &str {
+    status.get("phase").and_then(Value::as_str).unwrap_or("")
+}
+
+/// `GET http://<addr>/observer-ids` of an observer agent, as JSON; `None` when unreachable.
+pub async fn agent_snapshot(addr: &str) -> Option<Value> {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let req = format!("GET /observer-ids HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf);
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.1 200") {
+            return None;
+        }
+        serde_json::from_str(body.trim()).ok()
+    };
+    tokio::time::timeout(Duration::from_secs(2), fut).await.ok().flatten()
+}
+
+/// The bed's pods: (pod name, agent address) per role.
+pub const CONTROLLER_PODS: [(&str, &str); 3] = [
+    ("kafka-controller-0", "127.0.1.101:9180"),
+    ("kafka-controller-1", "127.0.1.102:9180"),
+    ("kafka-controller-2", "127.0.1.103:9180"),
+];
+pub const BROKER_PODS: [(&str, &str); 4] = [
+    ("kafka-broker-0", "127.0.1.1:9180"),
+    ("kafka-broker-1", "127.0.1.2:9180"),
+    ("kafka-broker-2", "127.0.1.3:9180"),
+    ("kafka-broker-3", "127.0.1.4:9180"),
+];
+
+/// The example ObserverSet kafka/kafka (examples/observerset.yaml) with a Manual policy, so the
+/// promotion engine cannot act during the test; `promoted` as given.
+pub fn bed_observer_set(promoted: &[i32]) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("examples/observerset.yaml")).expect("read examples/observerset.yaml");
+    let mut v: Value = serde_yaml::from_str(&text).expect("examples/observerset.yaml is YAML");
+    v["spec"]["promotion"]["policy"] = json!("Manual");
+    v["spec"]["promotion"]["promoted"] = json!(promoted);
+    v
+}
+
+/// Server-side apply of an ObserverSet as the tests' field manager.
+pub async fn apply_observer_set(api: &Api<ObserverSet>, body: &Value) {
+    let name = body["metadata"]["name"].as_str().expect("metadata.name");
+    let pp = kube::api::PatchParams::apply("koo-integration-tests").force();
+    api.patch(name, &pp, &kube::api::Patch::Apply(body)).await.expect("apply ObserverSet");
+}
