@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Helm chart validation against the real bed (run by e2e/integration.sh):
+#   1. the chart's CRD copy equals crds/observerset.yaml and what the operator binary prints;
+#   2. helm lint --strict (values.schema.json included) and helm template of several value sets;
+#   3. values.schema.json rejects bad values (each case must fail with the offending key named);
+#   4. kubectl apply --dry-run=server of every rendering (CRD included) against the bed's
+#      apiserver: admission, schema and RBAC validation by a real kube-apiserver.
+# KOO_TESTBED=off: steps 1-3 only (helm needs no cluster), the dry-run is skipped with a line.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+source "$root/e2e/versions.env"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
+tb="${KOO_TESTBED:-$root/.testbed}"
+chart="$root/charts/kafka-observer-operator"
+ns="koo-chart-check"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+fails=0
+ok() { echo "chart-check: ok   $*"; }
+bad() { echo "chart-check: FAIL $*"; fails=$((fails + 1)); }
+
+helm="$tb/bin/helm"
+[[ -x "$helm" ]] || helm="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"
+[[ -x "$helm" ]] || { echo "chart-check: no helm at $helm: run make k8s-binaries"; exit 1; }
+export HELM_CACHE_HOME="$work/helm-cache" HELM_CONFIG_HOME="$work/helm-config" HELM_DATA_HOME="$work/helm-data"
+
+# 1. CRD copies in sync.
+if cmp -s "$root/crds/observerset.yaml" "$chart/crds/observerset.yaml"; then ok "chart CRD == crds/observerset.yaml"
+else bad "charts/kafka-observer-operator/crds/observerset.yaml differs from crds/observerset.yaml: run make crds"; fi
+bin="$CARGO_TARGET_DIR/release/kafka-observer-operator"
+if [[ -x "$bin" ]]; then
+  if "$bin" crd | cmp -s - "$chart/crds/observerset.yaml"; then ok "chart CRD == \`kafka-observer-operator crd\`"
+  else bad "the chart's CRD is stale against the binary: run make crds"; fi
+fi
+
+# 2. lint and template.
+if out=$("$helm" lint --strict "$chart" 2>&1); then ok "helm lint --strict"; else bad "helm lint --strict:"$'\n'"$out"; fi
+declare -A variants=(
+  [defaults]=""
+  [single-replica]="--set replicaCount=1 --set leaderElection.enabled=false --set podDisruptionBudget.enabled=false"
+  [no-rbac-secrets]="--set rbac.readSecrets=false --set logging.format=text --set metrics.service.enabled=false"
+  [existing-sa]="--set serviceAccount.create=false --set serviceAccount.name=koo-sa --set rbac.create=false"
+)
+for v in "${!variants[@]}"; do
+  # shellcheck disable=SC2086
+  if "$helm" template koo "$chart" --namespace "$ns" --include-crds ${variants[$v]} > "$work/$v.yaml" 2> "$work/$v.err"; then
+    ok "helm template ($v): $(grep -c '^kind:' "$work/$v.yaml") objects"
+  else bad "helm template ($v): $(cat "$work/$v.err")"; fi
+done
+grep -q 'kind: CustomResourceDefinition' "$work/defaults.yaml" || bad "the rendering does not include the CRD"
+grep -q 'kind: Lease\|leases' "$work/defaults.yaml" || bad "no RBAC for leader election Leases in the default rendering"
+
+# 3. values.schema.json must reject bad values, naming the key.
+reject() { # description, expected text, helm args...
+  local what="$1" want="$2"; shift 2
+  local out
+  if out=$("$helm" template koo "$chart" "$@" 2>&1); then bad "schema accepted $what"
+  elif grep -q -- "$want" <<<"$out"; then ok "schema rejects $what"
+  else bad "schema rejected $what without naming $want: $out"; fi
+}
+reject "logging.format=xml" "format" --set logging.format=xml
+reject "an unknown top-level key" "additional" --set nosuchkey=1
+reject "a bad lease duration" "leaseDuration" --set leaderElection.leaseDuration=15sec
+reject "metrics.port=0" "port" --set metrics.port=0
+reject "2 replicas without leader election" "leaderElection" --set replicaCount=2 --set leaderElection.enabled=false
+
+# 4. server-side dry run against the bed's apiserver.
+if [[ "$tb" == off || ! -f "$tb/kubeconfig" ]]; then
+  echo "chart-check: SKIP kubectl apply --dry-run=server (no test bed; KOO_TESTBED=$tb)"
+else
+  k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+  k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null
+  for v in "${!variants[@]}"; do
+    [[ -s "$work/$v.yaml" ]] || continue
+    if out=$(k apply --dry-run=server --server-side --force-conflicts --field-manager=chart-check -f "$work/$v.yaml" 2>&1); then
+      ok "kubectl apply --dry-run=server ($v): $(grep -c 'serverside-applied\|created\|configured' <<<"$out") objects accepted"
+    else bad "kubectl apply --dry-run=server ($v):"$'\n'"$out"; fi
+  done
+  k delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+fi
+
+if ((fails)); then echo "chart-check: $fails check(s) failed"; exit 1; fi
+echo "chart-check: PASS"
