@@ -11,11 +11,12 @@
 #
 # Environment: KAFKA_VERSION (e2e/versions.env), KAFKA_PATCH_JAR (recorded into
 # .testbed/kafka/patch-jar by `up`), KAFKA_REPLICA_LAG_TIME_MAX_MS (10000),
-# KAFKA_OBSERVER_IDS_TTL_MS (500), KAFKA_START_WAIT=0 (start/restart return without waiting for
+# KAFKA_OBSERVER_IDS_TTL_MS (500), KAFKA_OBSERVER_FALLBACK_IDS (4: every node's
+# KAFKA_OBSERVER_BROKER_IDS, used only while its observer.ids file is missing), KAFKA_START_WAIT=0 (start/restart return without waiting for
 # "Kafka Server started"), KAFKA_START_TIMEOUT_S (120), KAFKA_STOP_TIMEOUT_S (60, then kill -9),
 # KAFKA_NODE_HEAP_OPTS, KAFKA_TOOL_HEAP_OPTS, KAFKA_JVM_OPTS, KAFKA_CDS=off.
 # Any other setting: key=value lines in .testbed/kafka/overrides.properties, applied to every node
-# at its next start.
+# at its next start, then .testbed/kafka/nodes/<id>/overrides.properties for that node only.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -38,10 +39,15 @@ launch_node() {
   # The kubelet stand-in projects observer.ids; it may not exist yet, and is never created here.
   # setsid: the node outlives the shell that started it. The inner shell writes its own pid, then
   # execs java, so the pid file names the JVM itself.
+  # KAFKA_OBSERVER_BROKER_IDS is the pod spec's static fail-safe for a missing file (contract:
+  # missing file -> this variable -> empty): a deleted file then keeps the bed's default observer.
+  # As root, the JVM runs without CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH (like Kafka's non-root
+  # container user), so file permissions apply to it: a chmod 000 observer.ids is really unreadable.
   # shellcheck disable=SC2016,SC2086
   KAFKA_OBSERVER_IDS_FILE="$(node_observer_file "$id")" KAFKA_OBSERVER_IDS_TTL_MS="$KAFKA_OBSERVER_IDS_TTL_MS" \
+    KAFKA_OBSERVER_BROKER_IDS="$KAFKA_OBSERVER_FALLBACK_IDS" \
     setsid bash -c 'echo $$ > "$0"; exec "$@"' "$pidfile" \
-    java $KAFKA_NODE_HEAP_OPTS $KAFKA_JVM_OPTS $cds \
+    $(drop_dac_caps) java $KAFKA_NODE_HEAP_OPTS $KAFKA_JVM_OPTS $cds \
     -Dkafka.logs.dir="$dir/logs" -Dlog4j2.configurationFile="$tmpl/log4j2.properties" \
     -cp "$cp" kafka.Kafka "$dir/server.properties" >> "$log" 2>&1 < /dev/null &
   local i

@@ -19,6 +19,7 @@ KAFKA_TOOL_HEAP_OPTS="${KAFKA_TOOL_HEAP_OPTS:--Xmx192m -Xms32m}"
 KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true}"
 KAFKA_REPLICA_LAG_TIME_MAX_MS="${KAFKA_REPLICA_LAG_TIME_MAX_MS:-10000}"
 KAFKA_OBSERVER_IDS_TTL_MS="${KAFKA_OBSERVER_IDS_TTL_MS:-500}"
+KAFKA_OBSERVER_FALLBACK_IDS="${KAFKA_OBSERVER_FALLBACK_IDS-4}"
 KAFKA_STOP_TIMEOUT_S="${KAFKA_STOP_TIMEOUT_S:-60}"
 KAFKA_START_TIMEOUT_S="${KAFKA_START_TIMEOUT_S:-120}"
 
@@ -136,6 +137,10 @@ render_config() {
       printf '\n# From %s\n' "$kdir/overrides.properties"
       cat "$kdir/overrides.properties"
     fi
+    if [[ -f "$dir/overrides.properties" ]]; then
+      printf '\n# From %s\n' "$dir/overrides.properties"
+      cat "$dir/overrides.properties"
+    fi
   } | sed -e "s|@NODE_ID@|$id|g" -e "s|@POD@|$(node_pod "$id")|g" \
     -e "s|@ADDRESS@|$(node_addr "$id")|g" -e "s|@PORT@|$(node_port "$id")|g" \
     -e "s|@DATA_DIR@|$dir/data|g" -e "s|@CONTROLLER_BOOTSTRAP@|$(controller_bootstrap)|g" \
@@ -170,6 +175,13 @@ node_pid() {
   tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $(node_dir "$1")/server.properties" ||
     return 1
   echo "$pid"
+}
+
+# As root: drop the capabilities that bypass file permissions (see launch_node); else nothing.
+drop_dac_caps() {
+  [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null &&
+    echo "setpriv --bounding-set=-dac_override,-dac_read_search --inh-caps=-dac_override,-dac_read_search"
+  return 0
 }
 
 port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
