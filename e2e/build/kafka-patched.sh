@@ -7,6 +7,10 @@
 # diffs, applied in name order with `patch -p1`; a path's first component names the module:
 # core -> kafka_<scala>-<version>-sources.jar, <m> -> kafka-<m>-<version>-sources.jar) and
 # patches/kafka-<version>/src/ (new classes for that version only, optional).
+# patches/kafka-<version>/sources-from (optional, one version string): Maven serves no -sources.jar
+# for some releases (4.2.2, 4.4.0); the patched files are then taken from that version's sources,
+# and the build fails unless every vanilla class compiled from them is byte-identical in both
+# versions' jars (proof that those files did not change between the two releases).
 # Only the patched files are compiled (Java with javac --release 17, Scala with scala-compiler
 # of exactly the Scala version on Kafka's classpath) against the full Kafka classpath. No Gradle.
 set -euo pipefail
@@ -38,6 +42,15 @@ fi
 kafka_home="$(bash "$here/kafka-jars.sh" "$version" | tail -n 1)"
 lib="$kafka_home/lib"
 sources="$kafka_home/sources"
+sources_version="$version"
+if [[ -f "$patch_dir/sources-from" ]]; then
+  sources_version="$(tr -d '[:space:]' < "$patch_dir/sources-from")"
+  sources="$(bash "$here/kafka-jars.sh" "$sources_version" | tail -n 1)/sources"
+  log "patched files taken from the Kafka $sources_version sources (patches/kafka-$version/sources-from)"
+fi
+module_jar() { # module_jar <dir> <module> <version>: the jar of that module in <dir>
+  if [[ "$2" == core ]]; then echo "$1/kafka_$SCALA_BINARY_VERSION-$3"; else echo "$1/kafka-$2-$3"; fi
+}
 classpath="$(find "$lib" -name '*.jar' | LC_ALL=C sort | paste -sd:)"
 
 scala_library="$(find "$lib" -name 'scala-library-*.jar' | head -n 1)"
@@ -71,12 +84,9 @@ mapfile -t touched < <(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "${patches[@]}
 for file in "${touched[@]}"; do
   module="${file%%/*}"
   inner="${file#*/}"
-  if [[ "$module" == core ]]; then
-    jar="$sources/kafka_$SCALA_BINARY_VERSION-$version-sources.jar"
-  else
-    jar="$sources/kafka-$module-$version-sources.jar"
-  fi
-  [[ -f "$jar" ]] || { log "no sources jar for module $module: $jar"; exit 1; }
+  jar="$(module_jar "$sources" "$module" "$sources_version")-sources.jar"
+  [[ -f "$jar" ]] || { log "no sources jar for module $module: $jar (if Maven serves none for" \
+    "Kafka $sources_version, name a release with identical files in patches/kafka-$version/sources-from)"; exit 1; }
   mkdir -p "$work/src/$(dirname "$file")"
   unzip -p "$jar" "$inner" > "$work/src/$file" ||
     { log "$inner is not in $(basename "$jar")"; exit 1; }
@@ -118,6 +128,25 @@ marked_classes="$(
 for class in ${marked_classes//,/ }; do
   [[ -f "$work/classes/${class//.//}.class" ]] || { log "$class was not compiled"; exit 1; }
 done
+if [[ "$sources_version" != "$version" ]]; then
+  # Sources of another release: every vanilla class our build replaces must be byte-identical in
+  # the two releases' jars, else the patched classes would silently revert upstream changes.
+  sources_lib="$KOO_CACHE/kafka/$sources_version/lib"
+  mapfile -t modules < <(printf '%s\n' "${touched[@]}" | cut -d/ -f1 | LC_ALL=C sort -u)
+  checked=0
+  for class in ${patched_classes//,/ }; do
+    entry="${class//.//}.class" ours="" theirs=""
+    for module in "${modules[@]}"; do
+      ours="${ours:-$(unzip -p "$(module_jar "$lib" "$module" "$version").jar" "$entry" 2>/dev/null | sha256sum | grep -v '^e3b0c442' || true)}"
+      theirs="${theirs:-$(unzip -p "$(module_jar "$sources_lib" "$module" "$sources_version").jar" "$entry" 2>/dev/null | sha256sum | grep -v '^e3b0c442' || true)}"
+    done
+    [[ -z "$ours" && -z "$theirs" ]] && continue # a class only the patch defines
+    [[ -n "$ours" && "$ours" == "$theirs" ]] ||
+      { log "$class differs between Kafka $version and $sources_version: the $sources_version sources are not $version's"; exit 1; }
+    checked=$((checked + 1))
+  done
+  log "$checked vanilla classes byte-identical in Kafka $version and $sources_version"
+fi
 cat > "$work/classes/io/kafkaobserver/patch/observer-patch.properties" <<EOF
 kafka.version=$version
 patch.sha=$patch_sha
