@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched drills-kafka drills bench bench-kafka bench-operator crds crds-check fmt clippy
+        kafka-jars kafka-patched drills-kafka drills bench bench-kafka bench-operator bench-policy crds crds-check fmt clippy
 
 all: build
 
@@ -63,10 +63,13 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
-bench: bench-kafka bench-operator
+bench: bench-kafka bench-operator bench-policy
 
 bench-kafka: testbed-up
 	bash e2e/bench/kafka.sh
 
 bench-operator: testbed-up
 	bash e2e/bench/operator.sh
+
+bench-policy: testbed-up
+	bash e2e/bench/policy.sh

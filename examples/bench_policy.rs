@@ -1,10 +1,13 @@
-//! Decision cost of the promotion policy engine at 1k, 10k and 50k partitions.
-//! Run: `cargo run --release --example bench_policy` (prints one line per case).
+//! Cost of one watcher cycle without the network at 1k, 10k and 50k partitions: turning a scan's
+//! raw results into a snapshot (the watcher's own code) and the policy engine's decision.
+//! Run: `cargo run --release --example bench_policy` (prints one line per case). The network part
+//! of a scan is measured against the test bed by `examples/bench_watcher.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
+use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::policy::{
     decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
 };
@@ -80,8 +83,30 @@ fn measure(name: &str, snapshot: &ClusterSnapshot, history: &PolicyHistory) {
     );
 }
 
+fn measure_assembly(n: usize) {
+    let raw = SyntheticScan::new(n, 7, 3);
+    let runs = (200_000 / n).clamp(5, 200);
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let snap = raw.assemble();
+            let t = start.elapsed();
+            assert_eq!(snap.partitions.len(), n);
+            t
+        })
+        .collect();
+    times.sort();
+    println!(
+        "{:<34} partitions={n:>6} runs={runs:>4} median={:>9.3} ms  max={:>9.3} ms",
+        "snapshot assembly (scan results)",
+        times[runs / 2].as_secs_f64() * 1e3,
+        times[runs - 1].as_secs_f64() * 1e3
+    );
+}
+
 fn main() {
     for n in [1_000, 10_000, 50_000] {
+        measure_assembly(n);
         measure("healthy", &cluster(n, &[], &[]), &PolicyHistory::default());
         measure("broker 2 lost (promotion)", &cluster(n, &[2], &[]), &PolicyHistory::default());
         let promoted = PolicyHistory::from_auto_promotions(vec![AutoPromotion {

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod policy;
 pub mod kafka;
 pub mod cli;
+pub mod automation;
 
 // Operator infrastructure: sidecar, logs, metrics, HTTP endpoints, leader election, shutdown.
 pub mod agent;

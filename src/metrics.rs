@@ -95,6 +95,7 @@ struct Families {
 pub struct Metrics {
     registry: Arc<Registry>,
     families: Arc<Families>,
+    automation: crate::automation::AutomationMetrics,
 }
 
 impl Default for Metrics {
@@ -193,10 +194,17 @@ impl Metrics {
             "1 while this replica holds the leader lease and acts",
             f.leader.clone(),
         );
+        let automation = crate::automation::AutomationMetrics::register(&mut registry);
         Self {
             registry: Arc::new(registry),
             families: Arc::new(families),
+            automation,
         }
+    }
+
+    /// The promotion automation's families (src/automation/metrics.rs).
+    pub fn automation(&self) -> &crate::automation::AutomationMetrics {
+        &self.automation
     }
 
     /// The whole registry in the OpenMetrics text format.

@@ -16,7 +16,7 @@ pub use connection::ConnectionSettings;
 pub use election::{elect_leaders, ElectionError, ElectionKind, ElectionOutcome};
 pub use list_offsets::{OffsetKind, PartitionOffset};
 pub use offset_probe::{OffsetProbe, ProbeError};
-pub use watcher::{KafkaWatcher, WatcherOptions};
+pub use watcher::{KafkaWatcher, SyntheticScan, WatcherOptions};
 
 #[derive(Debug, Error)]
 pub enum KafkaError {

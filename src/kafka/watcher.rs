@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
 use super::offset_probe::OffsetProbe;
-use super::scan::{read_metadata, read_min_isr, read_offsets, Admin, Metadata, Offsets};
+use super::scan::{read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets};
 use super::KafkaError;
 use crate::policy::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
 
@@ -138,4 +138,53 @@ fn assemble(taken_at: DateTime<Utc>, md: &Metadata, min_isr: &HashMap<Arc<str>, 
         })
         .collect();
     ClusterSnapshot { taken_at, source: SourceHealth::Healthy, brokers, partitions }
+}
+
+/// Benchmark support: the raw results of a scan of a synthetic cluster (every replica caught up),
+/// so the cost of turning them into a snapshot can be measured without a cluster.
+#[doc(hidden)]
+pub struct SyntheticScan {
+    md: Metadata,
+    min_isr: HashMap<Arc<str>, u32>,
+    offsets: Offsets,
+}
+
+#[doc(hidden)]
+impl SyntheticScan {
+    /// `partitions` partitions of 100 per topic, replication `rf` over brokers `1..=brokers`.
+    pub fn new(partitions: usize, brokers: i32, rf: usize) -> Self {
+        let mut md = Metadata::default();
+        let mut offsets = Offsets::default();
+        let mut min_isr = HashMap::new();
+        for b in 1..=brokers {
+            md.brokers.insert(b, format!("127.0.1.{b}:9092"));
+            offsets.reachable.insert(b, true);
+        }
+        let mut topic: Arc<str> = Arc::from("");
+        for i in 0..partitions {
+            if i % 100 == 0 {
+                topic = Arc::from(format!("topic-{:05}", i / 100));
+                min_isr.insert(topic.clone(), 2);
+            }
+            let partition = (i % 100) as i32;
+            let replicas: Vec<i32> = (0..rf).map(|k| ((i + k) % brokers as usize) as i32 + 1).collect();
+            for &r in &replicas {
+                offsets.log_end.insert((topic.clone(), partition, r), 1_000_000 + i as i64);
+            }
+            offsets.high_watermark.insert((topic.clone(), partition), 1_000_000 + i as i64);
+            md.partitions.push(MetaPartition {
+                topic: topic.clone(),
+                partition,
+                leader: replicas.first().copied(),
+                isr: replicas.clone(),
+                replicas,
+            });
+        }
+        SyntheticScan { md, min_isr, offsets }
+    }
+
+    /// What [`KafkaWatcher::scan`] does with the raw results.
+    pub fn assemble(&self) -> ClusterSnapshot {
+        assemble(Utc::now(), &self.md, &self.min_isr, &self.offsets)
+    }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::config::PolicyConfig;
-use super::health::{assess, Health};
+use super::health::{assess, triggers, Health};
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
 use super::{demotion, promotion, takeover};
@@ -56,6 +56,9 @@ pub struct Decision {
     /// The history to keep for the next decision, assuming `actions` are carried out.
     pub next_history: PolicyHistory,
     pub dry_run: bool,
+    /// Watched partitions whose state triggers the policy in this scan (0 when it is unknown):
+    /// what the automation counts as detections.
+    pub triggered_partitions: usize,
 }
 
 /// What every step of one decision reads.
@@ -101,7 +104,7 @@ pub fn decide(snapshot: &ClusterSnapshot, config: &PolicyConfig, history: &Polic
         // An unknown scan breaks every streak: confirmations must be consecutive known scans.
         next.promote_streak.clear();
         next.recovered_since.clear();
-        return Decision { actions: Vec::new(), reasons: vec![why], next_history: next, dry_run: config.dry_run };
+        return Decision { actions: Vec::new(), reasons: vec![why], next_history: next, dry_run: config.dry_run, triggered_partitions: 0 };
     }
 
     next.last_known_hw = remember_high_watermarks(snapshot, history);
@@ -117,7 +120,13 @@ pub fn decide(snapshot: &ClusterSnapshot, config: &PolicyConfig, history: &Polic
             }
         }
     }
-    let health = snapshot.partitions.iter().map(|p| assess(p, snapshot, |b| observers_now.contains(&b))).collect();
+    let health: Vec<Health> = snapshot.partitions.iter().map(|p| assess(p, snapshot, |b| observers_now.contains(&b))).collect();
+    let triggered_partitions = snapshot
+        .partitions
+        .iter()
+        .zip(&health)
+        .filter(|(p, h)| config.topics.watches(&p.topic) && triggers(config.policy, **h))
+        .count();
     let scan = Scan {
         snapshot,
         config,
@@ -139,7 +148,7 @@ pub fn decide(snapshot: &ClusterSnapshot, config: &PolicyConfig, history: &Polic
         next.auto_promotions = history.auto_promotions.clone();
         next.last_action = history.last_action.clone();
     }
-    Decision { actions: out.actions, reasons: out.reasons, next_history: next, dry_run: config.dry_run }
+    Decision { actions: out.actions, reasons: out.reasons, next_history: next, dry_run: config.dry_run, triggered_partitions }
 }
 
 /// Actions and reasons collected by the planning steps, in the order they were decided.

@@ -61,7 +61,11 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             continue;
         }
         in_force += 1;
-        streaks.remove(&x);
+        if !config.dry_run {
+            // In a dry run nothing happens, so the streak stands and the plan keeps showing the
+            // promotion on every scan instead of flickering through the confirmations again.
+            streaks.remove(&x);
+        }
         next.auto_promotions.push(AutoPromotion { node_id: x, at: scan.now, reason: reason.clone() });
         next.last_action.insert(x, LastAction { kind: ActionKind::Promote, at: scan.now });
         out.actions.push(Action::Promote { node_id: x, reason });

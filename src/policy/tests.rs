@@ -220,3 +220,29 @@ fn unclean_takeover_only_when_allowed_and_nothing_acknowledged_is_lost() {
     }
     assert!(d.reasons.iter().any(|r| r.contains("log end offset 100 < last known high watermark 101")), "{:?}", d.reasons);
 }
+
+#[test]
+fn dry_run_plans_the_promotion_at_the_scan_the_live_run_makes_it() {
+    let live = config(PolicyKind::UnderMinIsr);
+    let mut dry = live.clone();
+    dry.dry_run = true;
+    let (mut h_live, mut h_dry) = (PolicyHistory::default(), PolicyHistory::default());
+    let mut firsts = (None, None);
+    for s in 0..8 {
+        let (down, parts) = if s < 3 { (vec![], healthy(2)) } else { (vec![2], broker_2_lost(2)) };
+        let snap = snapshot(at(s), &down, parts);
+        let (l, d) = (run(&snap, &live, &h_live, s), run(&snap, &dry, &h_dry, s));
+        if firsts.0.is_none() && !l.actions.is_empty() {
+            firsts.0 = Some((s, l.actions.clone()));
+        }
+        if !d.actions.is_empty() {
+            firsts.1.get_or_insert((s, d.actions.clone()));
+        } else if firsts.1.is_some() {
+            panic!("the dry-run plan dropped the promotion at scan {s}: {:?}", d.reasons);
+        }
+        h_live = l.next_history;
+        h_dry = d.next_history;
+    }
+    assert!(firsts.0.is_some(), "the live run never promoted");
+    assert_eq!(firsts.0, firsts.1);
+}

@@ -1,0 +1,179 @@
+//! The watcher against the test bed's real Kafka: scan cost (metadata, configs, every broker's
+//! offsets) with the bed's topics plus ~1k and then ~5k partitions, and the latency from a
+//! metadata change (broker 2 leaving: controlled shutdown, then kill -9) to the engine's detection
+//! and to its promotion decision, scanning every second with 2 confirmations.
+//! Needs KOO_TESTBED=<abs .testbed>; creates `policy-bench-*` topics and deletes them at the end;
+//! restarts broker 2. `POLICY_BENCH_PARTITIONS=1000,4000` sets the topic sizes added in turn.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, WatcherOptions};
+use kafka_observer_operator::policy::{decide, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::ClientConfig;
+
+fn kafka_sh(args: &[&str]) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/testbed/kafka.sh");
+    let ok = Command::new("bash").arg(script).args(args).status().map(|s| s.success()).unwrap_or(false);
+    assert!(ok, "kafka.sh {args:?} failed");
+}
+
+async fn timed_scans(w: &mut KafkaWatcher, runs: usize) -> (usize, Duration, Duration) {
+    let mut times = Vec::new();
+    let mut n = 0;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let snap = w.scan().await;
+        times.push(start.elapsed());
+        assert_eq!(snap.source, SourceHealth::Healthy, "scan failed");
+        n = snap.partitions.len();
+    }
+    times.sort();
+    (n, times[runs / 2], times[runs - 1])
+}
+
+async fn create(admin: &AdminClient<DefaultClientContext>, name: &str, partitions: i32, assignment: Option<&[i32]>) {
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(120)));
+    let _ = admin.delete_topics(&[name], &opts).await;
+    let manual = assignment.map(|a| [a]);
+    for _ in 0..60 {
+        let replication = match &manual {
+            Some(m) => TopicReplication::Variable(m),
+            None => TopicReplication::Fixed(3),
+        };
+        let topic = NewTopic::new(name, partitions, replication).set("min.insync.replicas", "2");
+        match &admin.create_topics(&[topic], &opts).await.expect("create_topics")[0] {
+            Ok(_) => return,
+            Err((_, e)) => eprintln!("create {name}: {e:?}, retrying"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("cannot create {name}");
+}
+
+async fn wait_led(w: &mut KafkaWatcher, prefix: &str, expected: usize) {
+    let start = Instant::now();
+    loop {
+        let snap = w.scan().await;
+        let led = snap.partitions.iter().filter(|p| p.topic.starts_with(prefix) && p.leader.is_some()).count();
+        if led >= expected {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(600), "only {led} of {expected} partitions led after 600 s");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+fn config(topic: &str) -> PolicyConfig {
+    PolicyConfig {
+        policy: PolicyKind::UnderMinIsr,
+        observers: BTreeSet::from([4]),
+        promoted: BTreeSet::new(),
+        acknowledged_observers: BTreeSet::from([4]),
+        max_lag_messages: 1000,
+        confirmations: 2,
+        cooldown: Duration::from_secs(300),
+        max_concurrent_promotions: 1,
+        topics: TopicFilter::new([format!("^{topic}$")], Vec::<String>::new()).unwrap(),
+        dry_run: false,
+        auto_demote_after: None,
+        unclean_takeover: false,
+        stale_after: Duration::from_secs(3),
+    }
+}
+
+/// Scans every second from `t0` until the engine promotes; prints detection and decision times.
+async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
+    let cfg = config(topic);
+    let mut history = PolicyHistory::default();
+    let mut detected = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let mut snap = w.scan().await;
+        snap.partitions.retain(|p| p.topic == topic);
+        let decided_start = Utc::now();
+        let d = decide(&snap, &cfg, &history, decided_start);
+        let engine = Utc::now().signed_duration_since(snap.taken_at).to_std().unwrap_or_default();
+        if d.triggered_partitions > 0 && detected.is_none() {
+            detected = Some(t0.elapsed());
+        }
+        if !d.actions.is_empty() {
+            println!(
+                "{what:<38} detection={:>6.2} s  promotion decision={:>6.2} s  (scan start to decision {:.1} ms)",
+                detected.unwrap_or_default().as_secs_f64(),
+                t0.elapsed().as_secs_f64(),
+                engine.as_secs_f64() * 1e3
+            );
+            return;
+        }
+        history = d.next_history;
+        assert!(t0.elapsed() < Duration::from_secs(120), "{what}: no decision within 120 s: {:?}", d.reasons);
+    }
+}
+
+async fn healthy(w: &mut KafkaWatcher, topic: &str) {
+    let start = Instant::now();
+    loop {
+        let snap = w.scan().await;
+        if snap.is_alive(2) && snap.partitions.iter().any(|p| p.topic == topic && p.isr.contains(&1) && p.isr.contains(&2) && p.leader.is_some()) {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(180), "{topic} not healthy after 180 s");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let bed = match std::env::var("KOO_TESTBED") {
+        Ok(v) if v != "off" => v,
+        _ => {
+            println!("bench_watcher: skipped (KOO_TESTBED not set or off)");
+            return;
+        }
+    };
+    let bootstrap = std::fs::read_to_string(format!("{bed}/kafka/bootstrap")).expect("kafka/bootstrap of the bed").trim().to_string();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
+    let mut w = KafkaWatcher::new(&ConnectionSettings::from_bootstrap(&bootstrap), WatcherOptions::default()).unwrap();
+    let (n, median, max) = timed_scans(&mut w, 10).await;
+    println!("{:<38} partitions={n:>6}  median={:>8.1} ms  max={:>8.1} ms", "real scan, bed as found", median.as_secs_f64() * 1e3, max.as_secs_f64() * 1e3);
+
+    let sizes: Vec<i32> = std::env::var("POLICY_BENCH_PARTITIONS")
+        .unwrap_or_else(|_| "1000,4000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let mut added = 0usize;
+    let mut created = Vec::new();
+    for (i, size) in sizes.iter().enumerate() {
+        let name = format!("policy-bench-{i}");
+        create(&admin, &name, *size, None).await;
+        created.push(name);
+        added += *size as usize;
+        wait_led(&mut w, "policy-bench-", added).await;
+        let (n, median, max) = timed_scans(&mut w, 10).await;
+        println!("{:<38} partitions={n:>6}  median={:>8.1} ms  max={:>8.1} ms", format!("real scan, +{added} partitions RF3"), median.as_secs_f64() * 1e3, max.as_secs_f64() * 1e3);
+    }
+    let names: Vec<&str> = created.iter().map(String::as_str).collect();
+    let _ = admin.delete_topics(&names, &AdminOptions::new().operation_timeout(Some(Duration::from_secs(120)))).await;
+
+    let topic = "policy-bench-latency";
+    create(&admin, topic, 1, Some(&[1, 2, 4])).await;
+    healthy(&mut w, topic).await;
+    let t0 = Instant::now();
+    let stopper = std::thread::spawn(|| kafka_sh(&["stop", "2"]));
+    latency(&mut w, topic, "broker 2 stopped (controlled shutdown)", t0).await;
+    stopper.join().unwrap();
+    kafka_sh(&["start", "2"]);
+    healthy(&mut w, topic).await;
+    let t0 = Instant::now();
+    kafka_sh(&["kill", "2"]);
+    latency(&mut w, topic, "broker 2 killed (kill -9)", t0).await;
+    kafka_sh(&["start", "2"]);
+    let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
+}

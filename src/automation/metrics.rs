@@ -1,0 +1,153 @@
+//! The automation's own metric families: detections, automatic promotions and demotions, leader
+//! elections it ran, and decision latency. Registered in the operator's registry by
+//! `crate::metrics::Metrics::new` through [`AutomationMetrics::register`].
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::metrics::ObserverSetLabels;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    namespace: String,
+    observerset: String,
+    node_id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ElectionLabels {
+    namespace: String,
+    observerset: String,
+    kind: String,
+    outcome: String,
+}
+
+/// Cheap to clone: every family is reference-counted.
+#[derive(Clone, Debug)]
+pub struct AutomationMetrics {
+    detections: Family<ObserverSetLabels, Counter>,
+    triggered_partitions: Family<ObserverSetLabels, Gauge>,
+    promotions: Family<NodeLabels, Counter>,
+    demotions: Family<NodeLabels, Counter>,
+    elections: Family<ElectionLabels, Counter>,
+    decision_latency: Family<ObserverSetLabels, Histogram>,
+}
+
+fn latency_histogram() -> Histogram {
+    // From 1 ms to ~16 s: a scan plus a decision.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+impl AutomationMetrics {
+    /// Creates the families and registers them (names get the registry's prefix).
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = AutomationMetrics {
+            detections: Family::default(),
+            triggered_partitions: Family::default(),
+            promotions: Family::default(),
+            demotions: Family::default(),
+            elections: Family::default(),
+            decision_latency: Family::new_with_constructor(latency_histogram),
+        };
+        registry.register(
+            "automation_detections",
+            "Times the promotion engine saw partitions go from healthy to triggering the policy",
+            m.detections.clone(),
+        );
+        registry.register(
+            "automation_triggered_partitions",
+            "Watched partitions whose state triggers the promotion policy in the latest scan",
+            m.triggered_partitions.clone(),
+        );
+        registry.register(
+            "automation_promotions",
+            "Automatic observer promotions written to status.autoPromotions",
+            m.promotions.clone(),
+        );
+        registry.register(
+            "automation_demotions",
+            "Automatic demotions (entries removed from status.autoPromotions)",
+            m.demotions.clone(),
+        );
+        registry.register(
+            "automation_elections",
+            "Leader elections run by the automation, by kind (Preferred, Unclean) and outcome",
+            m.elections.clone(),
+        );
+        registry.register(
+            "automation_decision_latency_seconds",
+            "Time from the start of the Kafka scan to the engine's decision",
+            m.decision_latency.clone(),
+        );
+        m
+    }
+
+    /// Records one decision: its latency, how many partitions trigger, and a detection when
+    /// that number rises from zero.
+    pub fn decided(&self, set: &ObserverSetLabels, latency: Duration, triggered: usize, previously_triggered: usize) {
+        self.decision_latency.get_or_create(set).observe(latency.as_secs_f64());
+        self.triggered_partitions.get_or_create(set).set(i64::try_from(triggered).unwrap_or(i64::MAX));
+        if triggered > 0 && previously_triggered == 0 {
+            self.detections.get_or_create(set).inc();
+        }
+    }
+
+    pub fn promoted(&self, set: &ObserverSetLabels, node_id: i32) {
+        self.promotions.get_or_create(&node(set, node_id)).inc();
+    }
+
+    pub fn demoted(&self, set: &ObserverSetLabels, node_id: i32) {
+        self.demotions.get_or_create(&node(set, node_id)).inc();
+    }
+
+    pub fn elected(&self, set: &ObserverSetLabels, kind: &str, ok: bool) {
+        let labels = ElectionLabels {
+            namespace: set.namespace.clone(),
+            observerset: set.observerset.clone(),
+            kind: kind.to_owned(),
+            outcome: if ok { "ok" } else { "failed" }.to_owned(),
+        };
+        self.elections.get_or_create(&labels).inc();
+    }
+
+    /// Stops exporting the series of a deleted ObserverSet (or one back on the Manual policy).
+    pub fn forget(&self, set: &ObserverSetLabels) {
+        self.triggered_partitions.remove(set);
+        self.decision_latency.remove(set);
+    }
+}
+
+fn node(set: &ObserverSetLabels, node_id: i32) -> NodeLabels {
+    NodeLabels { namespace: set.namespace.clone(), observerset: set.observerset.clone(), node_id: node_id.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detections_count_rising_edges_only() {
+        let mut registry = Registry::with_prefix("kafka_observer");
+        let m = AutomationMetrics::register(&mut registry);
+        let set = ObserverSetLabels::new("kafka", "kafka");
+        m.decided(&set, Duration::from_millis(3), 0, 0);
+        m.decided(&set, Duration::from_millis(3), 5, 0);
+        m.decided(&set, Duration::from_millis(3), 5, 5);
+        m.decided(&set, Duration::from_millis(3), 0, 5);
+        m.decided(&set, Duration::from_millis(3), 2, 0);
+        m.promoted(&set, 4);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let labels = "{namespace=\"kafka\",observerset=\"kafka\"}";
+        assert!(text.contains(&format!("kafka_observer_automation_detections_total{labels} 2")), "{text}");
+        assert!(text.contains(&format!("kafka_observer_automation_triggered_partitions{labels} 2")), "{text}");
+        assert!(text.contains(&format!("kafka_observer_automation_decision_latency_seconds_count{labels} 5")), "{text}");
+        assert!(text.contains("kafka_observer_automation_promotions_total{namespace=\"kafka\",observerset=\"kafka\",node_id=\"4\"} 1"), "{text}");
+    }
+}

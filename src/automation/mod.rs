@@ -1,0 +1,108 @@
+//! The promotion automation: for every ObserverSet whose `spec.promotion.policy` is not `Manual`,
+//! a task scans the Kafka cluster every `scanInterval`, asks the pure engine (`crate::policy`)
+//! what to do, runs the leader elections that must precede a demotion (or an opted-in unclean
+//! takeover), and records promotions and demotions in `status.autoPromotions` and the decision
+//! in `status.plan`. It writes only those two fields, by server-side apply under its own field
+//! manager; the reconciler rolls out the resulting effective set (controllers first).
+//!
+//! Run it only while holding the leader lease: dropping the future returned by [`run`] stops
+//! every per-ObserverSet task.
+
+mod metrics;
+mod status;
+mod task;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource, ResourceExt};
+use thiserror::Error;
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+
+pub use metrics::AutomationMetrics;
+pub use status::FIELD_MANAGER;
+pub use task::reason;
+
+use crate::crd::{ObserverSet, PromotionPolicy};
+use crate::metrics::{Metrics, ObserverSetLabels};
+
+#[derive(Debug, Error)]
+pub enum AutomationError {
+    #[error("the ObserverSet is invalid, not automating it: {0}")]
+    Invalid(String),
+    #[error("spec.kafka uses TLS or SASL, which the automation does not support yet: use policy Manual, or a plaintext listener")]
+    SecureConnection,
+    #[error(transparent)]
+    Kafka(#[from] crate::kafka::KafkaError),
+    #[error("cannot write status.autoPromotions/status.plan of ObserverSet {0}: {1} (does the operator's role allow patching observersets/status?)")]
+    Status(String, #[source] kube::Error),
+}
+
+struct Running {
+    spec: watch::Sender<Arc<ObserverSet>>,
+    abort: AbortHandle,
+}
+
+/// Whether an ObserverSet gets an automation task: a policy other than Manual, or automatic
+/// promotions still in force (Manual stops new promotions, the earlier ones are still demoted
+/// when autoDemote is enabled; docs/promotion-policies.md).
+fn automated(obs: &ObserverSet) -> bool {
+    let pending = obs.status.as_ref().is_some_and(|s| !s.auto_promotions.is_empty());
+    obs.meta().deletion_timestamp.is_none() && (obs.spec.promotion.policy != PromotionPolicy::Manual || pending)
+}
+
+fn key(obs: &ObserverSet) -> (String, String) {
+    (obs.namespace().unwrap_or_default(), obs.name_any())
+}
+
+/// Watches every ObserverSet and keeps one automation task per automated set. Never returns
+/// on its own (watch errors are retried with backoff); drop it to stop every task.
+pub async fn run(client: Client, metrics: Metrics) {
+    let api: Api<ObserverSet> = Api::all(client.clone());
+    let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut running: HashMap<(String, String), Running> = HashMap::new();
+    let mut listed: HashSet<(String, String)> = HashSet::new();
+    let stop = |running: &mut HashMap<(String, String), Running>, k: &(String, String)| {
+        if let Some(r) = running.remove(k) {
+            r.abort.abort();
+            metrics.automation().forget(&ObserverSetLabels::new(&k.0, &k.1));
+            tracing::info!(namespace = %k.0, observerset = %k.1, "promotion automation stopped");
+        }
+    };
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Init) => listed.clear(),
+            Ok(Event::InitApply(obs)) | Ok(Event::Apply(obs)) => {
+                let k = key(&obs);
+                listed.insert(k.clone());
+                if !automated(&obs) {
+                    stop(&mut running, &k);
+                } else if let Some(r) = running.get(&k) {
+                    r.spec.send_replace(Arc::new(obs));
+                } else {
+                    let (spec, receiver) = watch::channel(Arc::new(obs));
+                    let task = task::SetTask::new(client.clone(), metrics.clone(), &k.0, &k.1);
+                    let abort = tasks.spawn(task.run(receiver));
+                    tracing::info!(namespace = %k.0, observerset = %k.1, "promotion automation started");
+                    running.insert(k, Running { spec, abort });
+                }
+            }
+            Ok(Event::InitDone) => {
+                let gone: Vec<_> = running.keys().filter(|k| !listed.contains(*k)).cloned().collect();
+                for k in gone {
+                    stop(&mut running, &k);
+                }
+            }
+            Ok(Event::Delete(obs)) => stop(&mut running, &key(&obs)),
+            Err(e) => tracing::warn!(error = %e, "watching ObserverSets failed; retrying"),
+        }
+        // Reap aborted tasks so the set does not grow.
+        while tasks.try_join_next().is_some() {}
+    }
+}

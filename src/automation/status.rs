@@ -1,0 +1,143 @@
+//! Pure mapping between the engine's history and decision and the two status fields the
+//! automation owns: `status.autoPromotions` and `status.plan`.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{json, Value};
+
+use crate::crd::{self, ObserverSetStatus, PlanAction, PlanActionKind, PlanStatus};
+use crate::policy::{self, Action, Decision};
+
+/// Field manager of the automation's status writes; distinct from the reconciler's, so server-side
+/// apply keeps each writer's fields apart.
+pub const FIELD_MANAGER: &str = "kafka-observer-operator-automation";
+
+pub fn to_time(t: DateTime<Utc>) -> Time {
+    // Every DateTime<Utc> chrono produces is inside jiff's range (years -9999..=9999) in practice;
+    // the fallback only guards the extremes.
+    Time(Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+pub fn from_time(t: &Time) -> DateTime<Utc> {
+    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32).unwrap_or_default()
+}
+
+/// `status.autoPromotions` as the engine's history entries, oldest first.
+pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<policy::AutoPromotion> {
+    let mut out: Vec<policy::AutoPromotion> = status
+        .map(|s| s.auto_promotions.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|p| policy::AutoPromotion { node_id: p.node_id, at: from_time(&p.at), reason: p.reason.clone() })
+        .collect();
+    out.sort_by_key(|p| p.at);
+    out
+}
+
+fn to_crd(p: &policy::AutoPromotion) -> crd::AutoPromotion {
+    crd::AutoPromotion { node_id: p.node_id, at: to_time(p.at), reason: p.reason.clone() }
+}
+
+/// `status.plan` for a decision. The status schema knows Promote and Demote only: leadership
+/// moves and unclean elections are steps of those and show in the event stream and the logs.
+/// A plan with no action carries the first reason the engine gave for holding back, if any,
+/// so a dry run tells why nothing would happen.
+pub fn plan(decision: &Decision, at: DateTime<Utc>) -> PlanStatus {
+    let actions = decision
+        .actions
+        .iter()
+        .filter_map(|a| {
+            let kind = match a {
+                Action::Promote { .. } => PlanActionKind::Promote,
+                Action::Demote { .. } => PlanActionKind::Demote,
+                Action::MoveLeadership { .. } | Action::UncleanElect { .. } => return None,
+            };
+            Some(PlanAction { action: kind, node_id: a.node_id(), reason: a.reason().to_owned() })
+        })
+        .collect();
+    PlanStatus { at: to_time(at), dry_run: decision.dry_run, actions }
+}
+
+/// Whether writing `plan` and `auto` would change what the status holds (the plan's time aside):
+/// the automation writes only on a change, not once a scan.
+pub fn differs(status: Option<&ObserverSetStatus>, plan: &PlanStatus, auto: &[policy::AutoPromotion]) -> bool {
+    let current_auto = auto_promotions(status);
+    let current_plan = status.and_then(|s| s.plan.as_ref());
+    current_auto != auto
+        || current_plan.is_none_or(|c| c.dry_run != plan.dry_run || c.actions != plan.actions)
+}
+
+/// The server-side apply body: only the fields this field manager owns.
+pub fn apply_body(plan: &PlanStatus, auto: &[policy::AutoPromotion]) -> Value {
+    let auto: Vec<crd::AutoPromotion> = auto.iter().map(to_crd).collect();
+    json!({
+        "apiVersion": "kafkaobserver.io/v1alpha1",
+        "kind": "ObserverSet",
+        "status": {"autoPromotions": auto, "plan": plan},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyHistory;
+    use chrono::TimeZone;
+
+    fn decision(actions: Vec<Action>, dry_run: bool) -> Decision {
+        Decision { actions, reasons: vec![], next_history: PolicyHistory::default(), dry_run, triggered_partitions: 0 }
+    }
+
+    #[test]
+    fn times_round_trip_to_the_nanosecond() {
+        let t = Utc.timestamp_opt(1_800_000_123, 456_789_000).unwrap();
+        assert_eq!(from_time(&to_time(t)), t);
+    }
+
+    #[test]
+    fn plan_keeps_promotions_and_demotions_in_order() {
+        let d = decision(
+            vec![
+                Action::MoveLeadership { node_id: 5, partitions: vec![], reason: "m".into() },
+                Action::Demote { node_id: 5, reason: "d".into() },
+                Action::Promote { node_id: 4, reason: "p".into() },
+            ],
+            true,
+        );
+        let p = plan(&d, Utc::now());
+        assert!(p.dry_run);
+        assert_eq!(
+            p.actions,
+            vec![
+                PlanAction { action: PlanActionKind::Demote, node_id: 5, reason: "d".into() },
+                PlanAction { action: PlanActionKind::Promote, node_id: 4, reason: "p".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn writes_only_on_a_change() {
+        let at = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
+        let auto = vec![policy::AutoPromotion { node_id: 4, at, reason: "r".into() }];
+        let p = plan(&decision(vec![], false), at);
+        assert!(differs(None, &p, &auto));
+        let status = ObserverSetStatus {
+            auto_promotions: auto.iter().map(to_crd).collect(),
+            plan: Some(p.clone()),
+            ..ObserverSetStatus::default()
+        };
+        let later = plan(&decision(vec![], false), at + chrono::TimeDelta::seconds(5));
+        assert!(!differs(Some(&status), &later, &auto), "only the plan's time changed");
+        assert!(differs(Some(&status), &later, &[]), "a demotion empties the list");
+        let dry = plan(&decision(vec![], true), at);
+        assert!(differs(Some(&status), &dry, &auto));
+    }
+
+    #[test]
+    fn apply_body_names_the_kind_and_sends_an_empty_list_explicitly() {
+        let body = apply_body(&plan(&decision(vec![], false), Utc::now()), &[]);
+        assert_eq!(body["kind"], "ObserverSet");
+        assert_eq!(body["status"]["autoPromotions"], json!([]));
+        assert!(body["status"]["plan"]["at"].is_string());
+    }
+}

@@ -1,0 +1,233 @@
+//! One ObserverSet's automation loop: scan Kafka every `scanInterval`, decide, carry out the
+//! Kafka-side steps (leader elections), and record promotions, demotions and the plan in status.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::watch;
+
+use super::status::{self, FIELD_MANAGER};
+use super::AutomationError;
+use crate::crd::{validate, ObserverSet};
+use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
+use crate::metrics::{Metrics, ObserverSetLabels};
+use crate::policy::{decide, Action, Decision, PolicyConfig, PolicyHistory};
+
+/// Event reasons the automation publishes on the ObserverSet.
+pub mod reason {
+    pub const AUTO_PROMOTED: &str = "AutoPromoted";
+    pub const AUTO_DEMOTED: &str = "AutoDemoted";
+    pub const WOULD_PROMOTE: &str = "DryRunPromote";
+    pub const WOULD_DEMOTE: &str = "DryRunDemote";
+    pub const LEADERSHIP_MOVED: &str = "LeadershipMoved";
+    pub const LEADERSHIP_MOVE_FAILED: &str = "LeadershipMoveFailed";
+    pub const UNCLEAN_TAKEOVER: &str = "UncleanTakeover";
+    pub const UNCLEAN_TAKEOVER_FAILED: &str = "UncleanTakeoverFailed";
+    pub const HELD_BACK: &str = "PromotionHeldBack";
+    pub const AUTOMATION_FAILED: &str = "AutomationFailed";
+}
+
+const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(super) struct SetTask {
+    client: Client,
+    metrics: Metrics,
+    recorder: Recorder,
+    labels: ObserverSetLabels,
+    watcher: Option<(Vec<String>, KafkaWatcher)>,
+    /// The engine's memory. Seeded from `status.autoPromotions` when the task starts; after that
+    /// the task's own copy is authoritative (the watch may lag behind our own status writes).
+    history: Option<PolicyHistory>,
+    previously_triggered: usize,
+    last_held_back: Option<String>,
+    last_error: Option<String>,
+}
+
+impl SetTask {
+    pub fn new(client: Client, metrics: Metrics, namespace: &str, name: &str) -> Self {
+        let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+        SetTask {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            labels: ObserverSetLabels::new(namespace, name),
+            watcher: None,
+            history: None,
+            previously_triggered: 0,
+            last_held_back: None,
+            last_error: None,
+        }
+    }
+
+    /// Runs until aborted. `spec` always holds the latest ObserverSet seen by the watch.
+    pub async fn run(mut self, mut spec: watch::Receiver<Arc<ObserverSet>>) {
+        loop {
+            let obs = spec.borrow_and_update().clone();
+            let started = Instant::now();
+            let interval = match self.step(&obs).await {
+                Ok(interval) => {
+                    self.last_error = None;
+                    interval
+                }
+                Err(e) => {
+                    self.report_error(&obs, &e).await;
+                    Duration::from_secs(5)
+                }
+            };
+            tokio::time::sleep(interval.saturating_sub(started.elapsed())).await;
+        }
+    }
+
+    /// One scan and decision; returns the scan interval to keep.
+    async fn step(&mut self, obs: &ObserverSet) -> Result<Duration, AutomationError> {
+        let validated = validate(obs).map_err(|e| AutomationError::Invalid(e.to_string()))?;
+        let interval = validated.promotion.scan_interval.max(Duration::from_millis(100));
+        if validated.kafka.tls.is_some() || validated.kafka.sasl.is_some() {
+            return Err(AutomationError::SecureConnection);
+        }
+        let watcher = self.watcher_for(&validated.kafka.bootstrap_servers)?;
+        let scan_started = Instant::now();
+        let snapshot = watcher.scan().await;
+        self.metrics.kafka_scanned(&self.labels, scan_started.elapsed());
+        let acknowledged = obs.status.iter().flat_map(|s| s.effective_observers.iter().copied()).collect();
+        let config = PolicyConfig::from_validated(&validated, acknowledged).map_err(|e| AutomationError::Invalid(e.to_string()))?;
+        let history = self
+            .history
+            .get_or_insert_with(|| PolicyHistory::from_auto_promotions(status::auto_promotions(obs.status.as_ref())))
+            .clone();
+        let now = Utc::now();
+        let decision = decide(&snapshot, &config, &history, now);
+        let latency = Utc::now().signed_duration_since(snapshot.taken_at).to_std().unwrap_or_default();
+        self.metrics.automation().decided(&self.labels, latency, decision.triggered_partitions, self.previously_triggered);
+        self.previously_triggered = decision.triggered_partitions;
+        for r in &decision.reasons {
+            tracing::debug!(observerset = %self.labels.observerset, namespace = %self.labels.namespace, reason = %r, "held back");
+        }
+        if !decision.dry_run {
+            self.run_elections(obs, &decision).await;
+        }
+        self.record(obs, &decision, now).await?;
+        self.history = Some(decision.next_history.clone());
+        self.report_held_back(obs, &decision).await;
+        Ok(interval)
+    }
+
+    fn watcher_for(&mut self, bootstrap: &[String]) -> Result<&mut KafkaWatcher, AutomationError> {
+        if self.watcher.as_ref().is_none_or(|(b, _)| b != bootstrap) {
+            let settings = ConnectionSettings::plaintext(bootstrap.iter().cloned());
+            let watcher = KafkaWatcher::new(&settings, WatcherOptions::default())?;
+            self.watcher = Some((bootstrap.to_vec(), watcher));
+        }
+        Ok(&mut self.watcher.as_mut().expect("set above").1)
+    }
+
+    /// Preferred elections before demotions, unclean elections for a takeover. Failures are
+    /// reported; the engine sees the outcome in the next scan (the broker still leads, or the
+    /// partition is still offline) and decides again.
+    async fn run_elections(&mut self, obs: &ObserverSet, decision: &Decision) {
+        let Some((_, watcher)) = &self.watcher else { return };
+        let admin = watcher.admin();
+        for action in &decision.actions {
+            let (kind, partitions, ok_reason, failed_reason) = match action {
+                Action::MoveLeadership { partitions, .. } => {
+                    (ElectionKind::Preferred, partitions, reason::LEADERSHIP_MOVED, reason::LEADERSHIP_MOVE_FAILED)
+                }
+                Action::UncleanElect { partitions, .. } => {
+                    (ElectionKind::Unclean, partitions, reason::UNCLEAN_TAKEOVER, reason::UNCLEAN_TAKEOVER_FAILED)
+                }
+                Action::Promote { .. } | Action::Demote { .. } => continue,
+            };
+            let kind_name = format!("{kind:?}");
+            let failures = match elect_leaders(admin.clone(), kind, partitions.clone(), ELECTION_TIMEOUT).await {
+                Ok(outcomes) => outcomes
+                    .into_iter()
+                    .filter_map(|o| o.result.err().map(|e| format!("{}: {e}", o.partition)))
+                    .collect::<Vec<_>>(),
+                Err(e) => vec![e.to_string()],
+            };
+            self.metrics.automation().elected(&self.labels, &kind_name, failures.is_empty());
+            if failures.is_empty() {
+                tracing::info!(node_id = action.node_id(), election = %kind_name, reason = %action.reason(), "leader election done");
+                self.publish(obs, EventType::Normal, ok_reason, action.reason().to_owned()).await;
+            } else {
+                let note = format!("{} election for broker {} failed: {}", kind_name, action.node_id(), failures.join("; "));
+                tracing::warn!(node_id = action.node_id(), "{note}");
+                self.publish(obs, EventType::Warning, failed_reason, note).await;
+            }
+        }
+    }
+
+    /// Writes `status.autoPromotions` and `status.plan` when they change, then reports each
+    /// promotion and demotion. A failed write records nothing: the next scan decides again.
+    async fn record(&mut self, obs: &ObserverSet, decision: &Decision, now: chrono::DateTime<Utc>) -> Result<(), AutomationError> {
+        let plan = status::plan(decision, now);
+        let auto = &decision.next_history.auto_promotions;
+        if !status::differs(obs.status.as_ref(), &plan, auto) {
+            return Ok(());
+        }
+        let api: Api<ObserverSet> = Api::namespaced(self.client.clone(), &self.labels.namespace);
+        let body = status::apply_body(&plan, auto);
+        api.patch_status(&obs.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+            .await
+            .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
+        for action in &decision.actions {
+            let (event_reason, note) = match (action, decision.dry_run) {
+                (Action::Promote { node_id, reason }, false) => {
+                    self.metrics.automation().promoted(&self.labels, *node_id);
+                    (reason::AUTO_PROMOTED, format!("promoting observer {node_id}: {reason}"))
+                }
+                (Action::Demote { node_id, reason }, false) => {
+                    self.metrics.automation().demoted(&self.labels, *node_id);
+                    (reason::AUTO_DEMOTED, format!("demoting broker {node_id} back to observer: {reason}"))
+                }
+                (Action::Promote { node_id, reason }, true) => {
+                    (reason::WOULD_PROMOTE, format!("dry run: would promote observer {node_id}: {reason}"))
+                }
+                (Action::Demote { node_id, reason }, true) => {
+                    (reason::WOULD_DEMOTE, format!("dry run: would demote broker {node_id}: {reason}"))
+                }
+                _ => continue,
+            };
+            tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "{note}");
+            self.publish(obs, EventType::Normal, event_reason, note).await;
+        }
+        Ok(())
+    }
+
+    /// One Warning event when the engine holds back although partitions need an observer, each
+    /// time the explanation changes.
+    async fn report_held_back(&mut self, obs: &ObserverSet, decision: &Decision) {
+        let held = (decision.triggered_partitions > 0 && decision.actions.is_empty() && !decision.reasons.is_empty())
+            .then(|| decision.reasons.join("; "));
+        if held == self.last_held_back {
+            return;
+        }
+        self.last_held_back = held.clone();
+        if let Some(note) = held {
+            tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "not promoting: {note}");
+            self.publish(obs, EventType::Warning, reason::HELD_BACK, note).await;
+        }
+    }
+
+    async fn report_error(&mut self, obs: &ObserverSet, e: &AutomationError) {
+        let text = e.to_string();
+        tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, error = %text, "automation step failed");
+        if self.last_error.as_deref() != Some(text.as_str()) {
+            self.last_error = Some(text.clone());
+            self.publish(obs, EventType::Warning, reason::AUTOMATION_FAILED, text).await;
+        }
+    }
+
+    async fn publish(&self, obs: &ObserverSet, type_: EventType, reason: &str, note: String) {
+        // Event notes are limited to 1 KiB by the API server.
+        let note: String = note.chars().take(1000).collect();
+        let event = KubeEvent { type_, reason: reason.into(), note: Some(note), action: "Automate".into(), secondary: None };
+        if let Err(e) = self.recorder.publish(&event, &obs.object_ref(&())).await {
+            tracing::warn!(error = %e, reason, "could not publish event");
+        }
+    }
+}
