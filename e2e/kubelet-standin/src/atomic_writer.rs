@@ -118,11 +118,16 @@ fn validate_path(path: &Path) -> Result<(), AtomicWriteError> {
     if path.is_absolute() {
         return Err(invalid("must be relative"));
     }
-    if path.components().any(|c| !matches!(c, Component::Normal(_))) {
+    if path
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_)))
+    {
         return Err(invalid("must not contain '..' or '.'"));
     }
     if path.to_string_lossy().starts_with("..") {
-        return Err(invalid("must not start with '..' (reserved for the writer)"));
+        return Err(invalid(
+            "must not start with '..' (reserved for the writer)",
+        ));
     }
     Ok(())
 }
@@ -285,13 +290,19 @@ mod tests {
             panic!("expected a write, got {outcome:?}");
         };
         assert!(version_dir.starts_with("..20"), "{version_dir}");
-        assert_eq!(fs::read_link(dir.join("..data")).unwrap(), PathBuf::from(&version_dir));
+        assert_eq!(
+            fs::read_link(dir.join("..data")).unwrap(),
+            PathBuf::from(&version_dir)
+        );
         assert_eq!(
             fs::read_link(dir.join("observer.ids")).unwrap(),
             PathBuf::from("..data/observer.ids")
         );
         assert_eq!(fs::read_to_string(dir.join("observer.ids")).unwrap(), "4\n");
-        let mode = fs::metadata(dir.join("observer.ids")).unwrap().permissions().mode();
+        let mode = fs::metadata(dir.join("observer.ids"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o644);
         assert_eq!(version_dirs(&dir), vec![version_dir]);
         assert!(!dir.join(DATA_LINK_TMP).exists());
@@ -325,7 +336,10 @@ mod tests {
         assert_ne!(vec![version_dir.clone()], old);
         assert_eq!(version_dirs(&dir), vec![version_dir]);
         assert_eq!(fs::read_to_string(&visible).unwrap(), "3\n4\n");
-        assert!(fs::symlink_metadata(dir.join("gone")).is_err(), "stale key link removed");
+        assert!(
+            fs::symlink_metadata(dir.join("gone")).is_err(),
+            "stale key link removed"
+        );
     }
 
     #[test]
@@ -335,7 +349,10 @@ mod tests {
         let mut p = payload(&[("k", "v")]);
         write(&dir, &p).unwrap();
         p.get_mut(Path::new("k")).unwrap().mode = 0o600;
-        assert!(matches!(write(&dir, &p).unwrap(), WriteOutcome::Written { .. }));
+        assert!(matches!(
+            write(&dir, &p).unwrap(),
+            WriteOutcome::Written { .. }
+        ));
         let mode = fs::metadata(dir.join("k")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
@@ -345,7 +362,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("v");
         write(&dir, &payload(&[("conf/a", "1"), ("conf/b", "2")])).unwrap();
-        assert_eq!(fs::read_link(dir.join("conf")).unwrap(), PathBuf::from("..data/conf"));
+        assert_eq!(
+            fs::read_link(dir.join("conf")).unwrap(),
+            PathBuf::from("..data/conf")
+        );
         assert_eq!(fs::read_to_string(dir.join("conf/b")).unwrap(), "2");
     }
 
@@ -356,7 +376,10 @@ mod tests {
         let p = payload(&[("observer.ids", "4\n")]);
         write(&dir, &p).unwrap();
         fs::remove_file(dir.join("observer.ids")).unwrap();
-        assert!(matches!(write(&dir, &p).unwrap(), WriteOutcome::Written { .. }));
+        assert!(matches!(
+            write(&dir, &p).unwrap(),
+            WriteOutcome::Written { .. }
+        ));
         assert_eq!(fs::read_to_string(dir.join("observer.ids")).unwrap(), "4\n");
         assert_eq!(version_dirs(&dir).len(), 1);
     }
@@ -369,7 +392,10 @@ mod tests {
         write(&dir, &Payload::new()).unwrap();
         assert!(has_content(&dir));
         assert!(fs::symlink_metadata(dir.join("k")).is_err());
-        assert_eq!(write(&dir, &Payload::new()).unwrap(), WriteOutcome::Unchanged);
+        assert_eq!(
+            write(&dir, &Payload::new()).unwrap(),
+            WriteOutcome::Unchanged
+        );
     }
 
     #[test]
@@ -377,7 +403,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         for bad in ["../x", "/abs", "..data", "a/../b", ""] {
             let err = write(tmp.path(), &payload(&[(bad, "v")])).unwrap_err();
-            assert!(matches!(err, AtomicWriteError::InvalidPath { .. }), "{bad}: {err}");
+            assert!(
+                matches!(err, AtomicWriteError::InvalidPath { .. }),
+                "{bad}: {err}"
+            );
         }
     }
 }

@@ -273,13 +273,23 @@ mod tests {
     #[test]
     fn resolves_the_observer_agent_to_the_local_binary_and_directory() {
         let bins = BTreeMap::from([(IMAGE.to_string(), PathBuf::from("/t/release/koo"))]);
-        let mounts = mount_map(&agent(), Path::new("/tb/pods/kafka/b0/volumes"), &BTreeMap::new());
+        let mounts = mount_map(
+            &agent(),
+            Path::new("/tb/pods/kafka/b0/volumes"),
+            &BTreeMap::new(),
+        );
         let base = BTreeMap::from([("PATH".to_string(), "/usr/bin".to_string())]);
         let cmd = resolve(&agent(), &facts(), &bins, &mounts, &base).unwrap();
         assert_eq!(cmd.program, PathBuf::from("/t/release/koo"));
         assert_eq!(
             cmd.args,
-            ["agent", "--dir", "/tb/pods/kafka/b0/volumes/observer-ids", "--listen", "127.0.1.1:9180"]
+            [
+                "agent",
+                "--dir",
+                "/tb/pods/kafka/b0/volumes/observer-ids",
+                "--listen",
+                "127.0.1.1:9180"
+            ]
         );
         assert_eq!(cmd.env["POD_IP"], "127.0.1.1");
         assert_eq!(cmd.env["POD_NAME"], "kafka-broker-0");
@@ -290,8 +300,14 @@ mod tests {
 
     #[test]
     fn unmapped_image_is_reported_as_image_not_mapped() {
-        let err = resolve(&agent(), &facts(), &BTreeMap::new(), &BTreeMap::new(), &BTreeMap::new())
-            .unwrap_err();
+        let err = resolve(
+            &agent(),
+            &facts(),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .unwrap_err();
         assert_eq!(err.reason(), "ImageNotMapped");
         assert!(err.to_string().contains("--image-bin"));
     }
@@ -310,10 +326,19 @@ mod tests {
             ("/etc/kafka".to_string(), PathBuf::from("/l/a")),
             ("/etc/kafka/observer".to_string(), PathBuf::from("/l/b")),
         ]);
-        assert_eq!(rewrite_mount_paths("/etc/kafka/observer/x", &mounts), "/l/b/x");
+        assert_eq!(
+            rewrite_mount_paths("/etc/kafka/observer/x", &mounts),
+            "/l/b/x"
+        );
         assert_eq!(rewrite_mount_paths("/etc/kafka/y", &mounts), "/l/a/y");
-        assert_eq!(rewrite_mount_paths("--dir=/etc/kafka/observer", &mounts), "--dir=/l/b");
-        assert_eq!(rewrite_mount_paths("/etc/kafkaesque", &mounts), "/etc/kafkaesque");
+        assert_eq!(
+            rewrite_mount_paths("--dir=/etc/kafka/observer", &mounts),
+            "--dir=/l/b"
+        );
+        assert_eq!(
+            rewrite_mount_paths("/etc/kafkaesque", &mounts),
+            "/etc/kafkaesque"
+        );
         assert_eq!(rewrite_mount_paths("x=/etc/kafka", &mounts), "x=/etc/kafka");
     }
 

@@ -33,7 +33,11 @@ pub fn observe(pid_file: &Path) -> Option<ProcessInfo> {
 /// The pid in `path` (first whitespace-separated token), if present and numeric.
 pub fn read_pid_file(path: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(path).ok()?;
-    text.split_whitespace().next()?.parse().ok().filter(|pid| *pid > 0)
+    text.split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+        .filter(|pid| *pid > 0)
 }
 
 /// Fields after the `(comm)` of `/proc/<pid>/stat`, starting with the state.

@@ -72,7 +72,10 @@ impl NodeAgent {
         self.leases
             .patch(&self.name, &params, &Patch::Apply(lease))
             .await
-            .map_err(Error::api(format!("renew lease {LEASE_NAMESPACE}/{}", self.name)))?;
+            .map_err(Error::api(format!(
+                "renew lease {LEASE_NAMESPACE}/{}",
+                self.name
+            )))?;
         Ok(())
     }
 
@@ -114,7 +117,8 @@ fn node_status(name: &str, address: Ipv4Addr, ready_since: Timestamp, now: Times
             "lastHeartbeatTime": second(now), "lastTransitionTime": second(ready_since),
         })
     };
-    let resources = json!({"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "20Gi"});
+    let resources =
+        json!({"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "20Gi"});
     json!({
         "apiVersion": "v1",
         "kind": "Node",

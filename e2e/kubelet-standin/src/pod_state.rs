@@ -124,7 +124,12 @@ impl PodState {
         }
     }
 
-    fn sidecar_view(&self, key: &str, container: &str, sidecars: &Sidecars) -> (ContainerView, i32) {
+    fn sidecar_view(
+        &self,
+        key: &str,
+        container: &str,
+        sidecars: &Sidecars,
+    ) -> (ContainerView, i32) {
         match self.commands.get(container) {
             Some(Err(error)) => (
                 ContainerView::Waiting {
@@ -168,7 +173,12 @@ pub async fn observe_main(local: &LocalPod) -> MainObservation {
     let process = main_process::observe(&local.pid_file);
     let port_open = match process {
         Some(_) => {
-            main_process::port_open(IpAddr::V4(local.pod_ip), local.readiness_port, PROBE_TIMEOUT).await
+            main_process::port_open(
+                IpAddr::V4(local.pod_ip),
+                local.readiness_port,
+                PROBE_TIMEOUT,
+            )
+            .await
         }
         None => false,
     };

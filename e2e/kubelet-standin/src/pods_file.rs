@@ -113,7 +113,10 @@ impl PodsFile {
             require_absolute(&format!("{}: volumesDir", pod.key()), &pod.volumes_dir)?;
             for (mount, dir) in &pod.mounts {
                 if !mount.starts_with('/') {
-                    return Err(format!("pod {}: mount path {mount:?} is not absolute", pod.key()));
+                    return Err(format!(
+                        "pod {}: mount path {mount:?} is not absolute",
+                        pod.key()
+                    ));
                 }
                 require_absolute(&format!("{}: mounts[{mount}]", pod.key()), dir)?;
             }
@@ -133,7 +136,10 @@ fn require_absolute(what: &str, path: &Path) -> Result<(), String> {
     if path.is_absolute() {
         Ok(())
     } else {
-        Err(format!("{what} must be an absolute path, got {}", path.display()))
+        Err(format!(
+            "{what} must be an absolute path, got {}",
+            path.display()
+        ))
     }
 }
 
@@ -158,14 +164,19 @@ mod tests {
         let file = PodsFile::parse(VALID).unwrap();
         assert_eq!(file.pods[0].key(), "kafka/kafka-broker-0");
         assert_eq!(file.pods[0].pod_ip, Ipv4Addr::new(127, 0, 1, 1));
-        assert_eq!(file.pods[0].pod_dir(), PathBuf::from("/tb/pods/kafka/kafka-broker-0"));
+        assert_eq!(
+            file.pods[0].pod_dir(),
+            PathBuf::from("/tb/pods/kafka/kafka-broker-0")
+        );
         assert_eq!(file.namespaces(), vec!["kafka".to_string()]);
     }
 
     #[test]
     fn rejects_non_loopback_pod_ip() {
         let text = VALID.replace("127.0.1.1", "10.0.0.1");
-        assert!(PodsFile::parse(&text).unwrap_err().contains("not a loopback"));
+        assert!(PodsFile::parse(&text)
+            .unwrap_err()
+            .contains("not a loopback"));
     }
 
     #[test]

@@ -117,13 +117,19 @@ mod tests {
         let payload = configmap_payload(&source("kafka-observers-broker"), Some(&cm)).unwrap();
         assert_eq!(payload.len(), 2);
         let file = &payload[&PathBuf::from("observer.ids")];
-        assert_eq!((file.data.as_slice(), file.mode), (b"4\n".as_slice(), 0o644));
+        assert_eq!(
+            (file.data.as_slice(), file.mode),
+            (b"4\n".as_slice(), 0o644)
+        );
     }
 
     #[test]
     fn missing_configmap_fails_unless_optional() {
         let err = configmap_payload(&source("kafka-observers-broker"), None).unwrap_err();
-        assert_eq!(err.to_string(), "configmap \"kafka-observers-broker\" not found");
+        assert_eq!(
+            err.to_string(),
+            "configmap \"kafka-observers-broker\" not found"
+        );
         let mut optional = source("x");
         optional.optional = Some(true);
         assert_eq!(configmap_payload(&optional, None).unwrap(), Payload::new());

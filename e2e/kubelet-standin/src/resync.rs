@@ -101,14 +101,21 @@ mod tests {
     fn delays_stay_within_period_and_period_times_one_and_a_half() {
         let schedule = ResyncSchedule::<u8>::new(MINUTE, 0.5);
         let mut rng = StdRng::seed_from_u64(7);
-        let delays: Vec<Duration> = (0..10_000).map(|_| schedule.jittered_delay(&mut rng)).collect();
-        assert!(delays.iter().all(|d| *d >= MINUTE && *d < MINUTE.mul_f64(1.5)));
+        let delays: Vec<Duration> = (0..10_000)
+            .map(|_| schedule.jittered_delay(&mut rng))
+            .collect();
+        assert!(delays
+            .iter()
+            .all(|d| *d >= MINUTE && *d < MINUTE.mul_f64(1.5)));
         // Uniform spread: both ends of the window are reached.
         assert!(delays.iter().any(|d| *d < MINUTE + Duration::from_secs(1)));
         assert!(delays.iter().any(|d| *d > MINUTE + Duration::from_secs(29)));
         let mean = delays.iter().sum::<Duration>() / delays.len() as u32;
         let expected = MINUTE + Duration::from_secs(15);
-        assert!(mean.abs_diff(expected) < Duration::from_millis(500), "mean {mean:?}");
+        assert!(
+            mean.abs_diff(expected) < Duration::from_millis(500),
+            "mean {mean:?}"
+        );
     }
 
     #[test]
@@ -124,7 +131,9 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(3);
         let t0 = Instant::now();
         schedule.synced("a", t0, &mut rng);
-        assert!(schedule.due(t0 + MINUTE - Duration::from_millis(1)).is_empty());
+        assert!(schedule
+            .due(t0 + MINUTE - Duration::from_millis(1))
+            .is_empty());
         assert_eq!(schedule.due(t0 + MINUTE.mul_f64(1.5)), vec!["a"]);
     }
 

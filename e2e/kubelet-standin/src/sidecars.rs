@@ -68,7 +68,13 @@ impl Sidecars {
     }
 
     /// Starts the sidecar if it is not supervised yet; restarts it if its command changed.
-    pub async fn ensure(&mut self, key: SidecarKey, pod_name: &str, pod_dir: &Path, command: LocalCommand) {
+    pub async fn ensure(
+        &mut self,
+        key: SidecarKey,
+        pod_name: &str,
+        pod_dir: &Path,
+        command: LocalCommand,
+    ) {
         if let Some(existing) = self.entries.get(&key) {
             if existing.command == command {
                 return;
@@ -103,12 +109,15 @@ impl Sidecars {
     pub fn poll(&mut self) {
         let now = Instant::now();
         let keys: Vec<SidecarKey> = self.entries.keys().cloned().collect();
+        let mut due = Vec::new();
         for key in keys {
             let Some(sidecar) = self.entries.get_mut(&key) else {
                 continue;
             };
             match &mut sidecar.state {
-                State::Running { child, pid, since, .. } => {
+                State::Running {
+                    child, pid, since, ..
+                } => {
                     let Ok(Some(exit)) = child.try_wait() else {
                         continue;
                     };
@@ -120,7 +129,8 @@ impl Sidecars {
                     sidecar.backoff = (sidecar.backoff * 2).min(MAX_BACKOFF);
                     sidecar.restarts += 1;
                     tracing::warn!(pod = %key.0, container = %key.1, pid, %exit, ?delay, "sidecar exited, restarting after back-off");
-                    let _ = std::fs::remove_file(self.pid_file(&sidecar.pod_name, &key.1));
+                    let _ =
+                        std::fs::remove_file(pid_path(&self.pids_dir, &sidecar.pod_name, &key.1));
                     sidecar.state = State::BackOff {
                         until: now + delay,
                         reason: "CrashLoopBackOff",
@@ -130,13 +140,14 @@ impl Sidecars {
                         ),
                     };
                 }
-                State::BackOff { until, .. } if *until <= now => {
-                    let state = self.spawn(&key, &self.entries[&key]);
-                    if let Some(sidecar) = self.entries.get_mut(&key) {
-                        sidecar.state = state;
-                    }
-                }
+                State::BackOff { until, .. } if *until <= now => due.push(key),
                 State::BackOff { .. } => {}
+            }
+        }
+        for key in due {
+            let state = self.spawn(&key, &self.entries[&key]);
+            if let Some(sidecar) = self.entries.get_mut(&key) {
+                sidecar.state = state;
             }
         }
     }
@@ -145,12 +156,16 @@ impl Sidecars {
     pub fn view(&self, key: &SidecarKey) -> Option<(ContainerView, i32)> {
         let sidecar = self.entries.get(key)?;
         let view = match &sidecar.state {
-            State::Running { pid, started_at, .. } => ContainerView::Running {
+            State::Running {
+                pid, started_at, ..
+            } => ContainerView::Running {
                 container_id: format!("standin://{pid}"),
                 started_at: Some(*started_at),
                 ready: true,
             },
-            State::BackOff { reason, message, .. } => ContainerView::Waiting {
+            State::BackOff {
+                reason, message, ..
+            } => ContainerView::Waiting {
                 reason: reason.to_string(),
                 message: Some(message.clone()).filter(|m| !m.is_empty()),
             },
@@ -174,7 +189,7 @@ impl Sidecars {
     }
 
     fn pid_file(&self, pod_name: &str, container: &str) -> PathBuf {
-        self.pids_dir.join(format!("{pod_name}-{container}.pid"))
+        pid_path(&self.pids_dir, pod_name, container)
     }
 
     fn spawn(&self, key: &SidecarKey, sidecar: &Sidecar) -> State {
@@ -192,8 +207,11 @@ impl Sidecars {
     }
 
     fn try_spawn(&self, key: &SidecarKey, sidecar: &Sidecar) -> Result<State, String> {
-        let log_path = self.logs_dir.join(format!("{}-{}.log", sidecar.pod_name, key.1));
-        let mut log = open_log(&log_path).map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+        let log_path = self
+            .logs_dir
+            .join(format!("{}-{}.log", sidecar.pod_name, key.1));
+        let mut log =
+            open_log(&log_path).map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
         let cmd = &sidecar.command;
         let _ = writeln!(
             log,
@@ -249,11 +267,19 @@ impl Sidecars {
         unsafe {
             libc::kill(pid as libc::pid_t, libc::SIGTERM);
         }
-        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+        if tokio::time::timeout(STOP_GRACE, child.wait())
+            .await
+            .is_err()
+        {
             let _ = child.kill().await;
         }
         tracing::info!(pod = %key.0, container = %key.1, pid, "sidecar stopped");
     }
+}
+
+/// `<pidsDir>/<pod>-<container>.pid`.
+fn pid_path(pids_dir: &Path, pod_name: &str, container: &str) -> PathBuf {
+    pids_dir.join(format!("{pod_name}-{container}.pid"))
 }
 
 fn open_log(path: &Path) -> std::io::Result<File> {
@@ -313,15 +339,23 @@ mod tests {
     async fn a_long_running_sidecar_is_running_and_is_killed_on_stop() {
         let dir = tempfile::tempdir().unwrap();
         let mut sidecars = Sidecars::new(dir.path().join("logs"), dir.path().to_path_buf());
-        sidecars.ensure(key(), "p0", dir.path(), command("/bin/sleep", &["300"])).await;
+        sidecars
+            .ensure(key(), "p0", dir.path(), command("/bin/sleep", &["300"]))
+            .await;
         sidecars.poll();
         let Some((ContainerView::Running { container_id, .. }, 0)) = sidecars.view(&key()) else {
             panic!("expected running");
         };
-        let pid: u32 = container_id.trim_start_matches("standin://").parse().unwrap();
+        let pid: u32 = container_id
+            .trim_start_matches("standin://")
+            .parse()
+            .unwrap();
         assert!(Path::new(&format!("/proc/{pid}")).exists());
         sidecars.stop_all().await;
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "sidecar killed and reaped");
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "sidecar killed and reaped"
+        );
         assert!(!dir.path().join("p0-agent.pid").exists());
     }
 
@@ -329,7 +363,9 @@ mod tests {
     async fn a_missing_binary_backs_off_with_run_container_error() {
         let dir = tempfile::tempdir().unwrap();
         let mut sidecars = Sidecars::new(dir.path().join("logs"), dir.path().to_path_buf());
-        sidecars.ensure(key(), "p0", dir.path(), command("/nonexistent/bin", &[])).await;
+        sidecars
+            .ensure(key(), "p0", dir.path(), command("/nonexistent/bin", &[]))
+            .await;
         let Some((ContainerView::Waiting { reason, .. }, _)) = sidecars.view(&key()) else {
             panic!("expected waiting");
         };

@@ -220,7 +220,12 @@ mod tests {
     }
 
     fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
-        s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == t).unwrap()
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap()
     }
 
     #[test]
@@ -246,13 +251,20 @@ mod tests {
         let ready = cond(&s, "Ready");
         assert_eq!(ready.status, "False");
         assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
-        assert_eq!(ready.message.as_deref(), Some("containers with unready status: [kafka]"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some("containers with unready status: [kafka]")
+        );
     }
 
     #[test]
     fn pod_without_volumes_stays_pending_with_containers_creating() {
         let now = Timestamp::from_second(5_000).unwrap();
-        let s = pod_status(&input(running(true), Err("configmap not found".into())), None, now);
+        let s = pod_status(
+            &input(running(true), Err("configmap not found".into())),
+            None,
+            now,
+        );
         assert_eq!(s.phase.as_deref(), Some("Pending"));
         assert_eq!(cond(&s, "PodReadyToStartContainers").status, "False");
         assert_eq!(cond(&s, "Ready").status, "False");
@@ -272,6 +284,9 @@ mod tests {
         assert_eq!(first, same, "nothing changed, nothing to write");
         let flipped = pod_status(&input(running(false), Ok(())), Some(&same), t3);
         assert_eq!(cond(&flipped, "Ready").last_transition_time, Some(Time(t3)));
-        assert_eq!(cond(&flipped, "Initialized").last_transition_time, Some(Time(t1)));
+        assert_eq!(
+            cond(&flipped, "Initialized").last_transition_time,
+            Some(Time(t1))
+        );
     }
 }

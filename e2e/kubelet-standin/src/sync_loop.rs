@@ -71,7 +71,10 @@ pub async fn run(client: Client, pods_file: PodsFile, settings: Settings) -> Res
         let (store, writer) = reflector::store();
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()));
-        tokio::spawn(drain(stream.default_backoff(), format!("configmaps in {namespace}")));
+        tokio::spawn(drain(
+            stream.default_backoff(),
+            format!("configmaps in {namespace}"),
+        ));
         configmaps.insert(namespace, store);
     }
     // A ConfigMap read before the first list completes would look deleted.
@@ -102,7 +105,11 @@ pub async fn run(client: Client, pods_file: PodsFile, settings: Settings) -> Res
         client,
         schedule: ResyncSchedule::new(settings.sync_period, settings.jitter),
         settings,
-        local: pods_file.pods.iter().map(|p| (p.key(), p.clone())).collect(),
+        local: pods_file
+            .pods
+            .iter()
+            .map(|p| (p.key(), p.clone()))
+            .collect(),
         pods,
         configmaps,
         states: BTreeMap::new(),
@@ -167,7 +174,8 @@ impl Standin {
         let state = self.states.get(&key);
         if state.is_none_or(|s| s.uid != uid) {
             tracing::info!(pod = %key, %uid, "pod added");
-            self.states.insert(key.clone(), PodState::new(&pod, &local.main_container));
+            self.states
+                .insert(key.clone(), PodState::new(&pod, &local.main_container));
             self.schedule.request_now(key.clone(), now);
         } else if let Some(state) = self.states.get_mut(&key) {
             let current = fingerprint(&pod);
@@ -193,13 +201,18 @@ impl Standin {
         }
         state.deleting = true;
         self.sidecars.retain(|(pod_key, _)| pod_key != key).await;
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-        let params = DeleteParams::default().grace_period(0).preconditions(Preconditions {
-            uid: pod.uid(),
-            resource_version: None,
-        });
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let params = DeleteParams::default()
+            .grace_period(0)
+            .preconditions(Preconditions {
+                uid: pod.uid(),
+                resource_version: None,
+            });
         match api.delete(&pod.name_any(), &params).await {
-            Ok(_) => tracing::info!(pod = %key, "pod deleted; its main process keeps running (the bed owns it)"),
+            Ok(_) => {
+                tracing::info!(pod = %key, "pod deleted; its main process keeps running (the bed owns it)")
+            }
             Err(error) => tracing::warn!(pod = %key, %error, "cannot finish pod deletion"),
         }
     }
@@ -221,7 +234,12 @@ impl Standin {
             .iter()
             .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
             .collect();
-        let gone: Vec<String> = self.states.keys().filter(|k| !present.contains(*k)).cloned().collect();
+        let gone: Vec<String> = self
+            .states
+            .keys()
+            .filter(|k| !present.contains(*k))
+            .cloned()
+            .collect();
         for key in gone {
             tracing::info!(pod = %key, "pod gone");
             self.states.remove(&key);
@@ -290,8 +308,13 @@ impl Standin {
         let mut commands = BTreeMap::new();
         for container in containers.filter(|c| c.name != local.main_container) {
             let mounts = local_command::mount_map(container, &local.volumes_dir, &local.mounts);
-            let resolved =
-                local_command::resolve(container, &facts, &self.settings.image_bins, &mounts, &self.base_env);
+            let resolved = local_command::resolve(
+                container,
+                &facts,
+                &self.settings.image_bins,
+                &mounts,
+                &self.base_env,
+            );
             match &resolved {
                 Ok(command) => {
                     let sidecar_key = (key.clone(), container.name.clone());
@@ -299,7 +322,9 @@ impl Standin {
                         .ensure(sidecar_key, &local.name, &local.pod_dir(), command.clone())
                         .await;
                 }
-                Err(error) => tracing::debug!(pod = %key, container = %container.name, %error, "sidecar not run"),
+                Err(error) => {
+                    tracing::debug!(pod = %key, container = %container.name, %error, "sidecar not run")
+                }
             }
             commands.insert(container.name.clone(), resolved);
         }
@@ -323,7 +348,12 @@ impl Standin {
 
     /// Observes every pod's main process (concurrently) and writes changed statuses.
     async fn report_statuses(&mut self) {
-        let keys: Vec<String> = self.states.iter().filter(|(_, s)| !s.deleting).map(|(k, _)| k.clone()).collect();
+        let keys: Vec<String> = self
+            .states
+            .iter()
+            .filter(|(_, s)| !s.deleting)
+            .map(|(k, _)| k.clone())
+            .collect();
         let observations = join_all(keys.iter().map(|key| observe_main(&self.local[key]))).await;
         let host_ip = self.settings.node_ip.to_string();
         for (key, observation) in keys.into_iter().zip(observations) {
@@ -347,7 +377,10 @@ impl Standin {
                 "status": status,
             });
             let params = PatchParams::apply(FIELD_MANAGER).force();
-            match api.patch_status(&local.name, &params, &Patch::Apply(patch)).await {
+            match api
+                .patch_status(&local.name, &params, &Patch::Apply(patch))
+                .await
+            {
                 Ok(_) => {
                     let ready = status
                         .conditions
@@ -358,7 +391,9 @@ impl Standin {
                     tracing::info!(pod = %key, phase = ?status.phase, ?ready, restarts = state.main_restarts, "pod status written");
                     state.written = Some(status);
                 }
-                Err(error) => tracing::warn!(pod = %key, %error, "cannot write pod status; retrying"),
+                Err(error) => {
+                    tracing::warn!(pod = %key, %error, "cannot write pod status; retrying")
+                }
             }
         }
     }

@@ -123,7 +123,10 @@ mod tests {
 
     fn cm(ids: &str) -> ConfigMap {
         ConfigMap {
-            data: Some(BTreeMap::from([("observer.ids".to_string(), ids.to_string())])),
+            data: Some(BTreeMap::from([(
+                "observer.ids".to_string(),
+                ids.to_string(),
+            )])),
             ..Default::default()
         }
     }
@@ -149,11 +152,19 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "4\n");
 
         sync_pod_volumes(&local, &pod("u1"), |_| None).unwrap();
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "4\n", "content kept");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "4\n",
+            "content kept"
+        );
 
         // A recreated pod (new UID) has never had its volume set up.
         assert!(sync_pod_volumes(&local, &pod("u2"), |_| None).is_err());
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "4\n", "files never removed");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "4\n",
+            "files never removed"
+        );
     }
 
     #[test]

@@ -1,0 +1,43 @@
+//! Errors of the test-bed helpers; each message says what to check.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("KOO_TESTBED={0:?} is not an absolute path to a .testbed directory: run `make testbed-up` and export KOO_TESTBED=$PWD/.testbed")]
+    NotAbsolute(PathBuf),
+    #[error("no test bed at {0}: run `make testbed-up` (or `make test`)")]
+    Missing(PathBuf),
+    #[error("cannot read {}: {source}; is the bed up? (`make testbed-status`)", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot load the bed's kubeconfig {}: {source}; run `make testbed-up`", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("cannot run {command}: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed ({status}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}")]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("unknown Kafka node id {0}: controllers are 101-103, brokers 1-4")]
+    UnknownNode(i32),
+    #[error("timed out after {timeout:?} waiting for {what}")]
+    Timeout { what: String, timeout: Duration },
+}
