@@ -81,7 +81,8 @@ fn observer_set(name: &str, observers: &[i32]) -> anyhow::Result<ObserverSet> {
 
 fn watch_configmaps(api: Api<ConfigMap>, seen: Seen) {
     tokio::spawn(async move {
-        let cfg = watcher::Config::default().labels("app.kubernetes.io/managed-by=kafka-observer-operator");
+        let cfg = watcher::Config::default()
+            .labels("app.kubernetes.io/managed-by=kafka-observer-operator");
         let mut stream = watcher(api, cfg).applied_objects().boxed();
         while let Some(ev) = stream.next().await {
             if let Ok(cm) = ev {
@@ -95,15 +96,26 @@ fn watch_configmaps(api: Api<ConfigMap>, seen: Seen) {
 
 fn written(seen: &Seen, set: &str, ids: &[i32]) -> bool {
     let seen = seen.lock().unwrap();
-    ["controller", "broker"].iter().all(|r| seen.get(&format!("{set}-observers-{r}")).is_some_and(|v| v == ids))
+    ["controller", "broker"].iter().all(|r| {
+        seen.get(&format!("{set}-observers-{r}"))
+            .is_some_and(|v| v == ids)
+    })
 }
 
-async fn wait_written(seen: &Seen, sets: &[String], ids: &[i32], timeout: Duration) -> anyhow::Result<Duration> {
+async fn wait_written(
+    seen: &Seen,
+    sets: &[String],
+    ids: &[i32],
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
     let start = Instant::now();
     while !sets.iter().all(|s| written(seen, s, ids)) {
         if start.elapsed() > timeout {
             let missing = sets.iter().filter(|s| !written(seen, s, ids)).count();
-            bail!("{missing} of {} ObserverSets not written with {ids:?} after {timeout:?}", sets.len());
+            bail!(
+                "{missing} of {} ObserverSets not written with {ids:?} after {timeout:?}",
+                sets.len()
+            );
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -123,21 +135,35 @@ fn ms(d: Duration) -> String {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let kc = Kubeconfig::read_from(&args.kubeconfig).context("read kubeconfig")?;
-    let client = Client::try_from(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)?;
+    let client =
+        Client::try_from(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)?;
     let ns_api: Api<Namespace> = Api::all(client.clone());
     if ns_api.get_opt(&args.namespace).await?.is_some() {
-        bail!("namespace {} exists (a previous run?): delete it first", args.namespace);
+        bail!(
+            "namespace {} exists (a previous run?): delete it first",
+            args.namespace
+        );
     }
-    ns_api.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": args.namespace}}))?).await?;
+    ns_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": args.namespace}}))?,
+        )
+        .await?;
     let sets_api: Api<ObserverSet> = Api::namespaced(client.clone(), &args.namespace);
     let seen: Seen = Arc::default();
-    watch_configmaps(Api::namespaced(client.clone(), &args.namespace), seen.clone());
+    watch_configmaps(
+        Api::namespaced(client.clone(), &args.namespace),
+        seen.clone(),
+    );
     let timeout = Duration::from_secs(args.timeout);
 
     let names: Vec<String> = (0..args.sets).map(|i| format!("bench-{i:03}")).collect();
     let start = Instant::now();
     for name in &names {
-        sets_api.create(&PostParams::default(), &observer_set(name, &[4])?).await?;
+        sets_api
+            .create(&PostParams::default(), &observer_set(name, &[4])?)
+            .await?;
     }
     let created = start.elapsed();
     let all = wait_written(&seen, &names, &[4], timeout.max(Duration::from_secs(300))).await?;
@@ -160,7 +186,13 @@ async fn main() -> anyhow::Result<()> {
         *flip = !*flip;
         let ids: Vec<i32> = if *flip { vec![4, 5] } else { vec![4] };
         let t = Instant::now();
-        sets_api.patch(name, &pp, &Patch::Merge(json!({"spec": {"observers": ids}}))).await?;
+        sets_api
+            .patch(
+                name,
+                &pp,
+                &Patch::Merge(json!({"spec": {"observers": ids}})),
+            )
+            .await?;
         wait_written(&seen, std::slice::from_ref(name), &ids, timeout).await?;
         lat.push(t.elapsed());
     }
@@ -179,16 +211,34 @@ async fn main() -> anyhow::Result<()> {
     for name in &names {
         let flipped = state.get(name).copied().unwrap_or(false);
         if flipped {
-            sets_api.patch(name, &pp, &Patch::Merge(json!({"spec": {"observers": [4]}}))).await?;
+            sets_api
+                .patch(
+                    name,
+                    &pp,
+                    &Patch::Merge(json!({"spec": {"observers": [4]}})),
+                )
+                .await?;
         }
     }
     wait_written(&seen, &names, &[4], timeout.max(Duration::from_secs(300))).await?;
     let t = Instant::now();
     for name in &names {
-        sets_api.patch(name, &pp, &Patch::Merge(json!({"spec": {"observers": [4, 6]}}))).await?;
+        sets_api
+            .patch(
+                name,
+                &pp,
+                &Patch::Merge(json!({"spec": {"observers": [4, 6]}})),
+            )
+            .await?;
     }
     let sent = t.elapsed();
-    let all = wait_written(&seen, &names, &[4, 6], timeout.max(Duration::from_secs(300))).await?;
+    let all = wait_written(
+        &seen,
+        &names,
+        &[4, 6],
+        timeout.max(Duration::from_secs(300)),
+    )
+    .await?;
     println!(
         "BENCH burst: {} spec changes sent in {} ms, all {} ConfigMaps written {} ms after the first change",
         args.sets,
@@ -198,7 +248,9 @@ async fn main() -> anyhow::Result<()> {
     );
 
     if !args.keep {
-        ns_api.delete(&args.namespace, &DeleteParams::default()).await?;
+        ns_api
+            .delete(&args.namespace, &DeleteParams::default())
+            .await?;
     }
     Ok(())
 }

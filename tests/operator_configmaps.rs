@@ -17,7 +17,9 @@ const T: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn configmaps_written_restored_and_retained() {
-    let Some(bed) = bed("configmaps_written_restored_and_retained").await else { return };
+    let Some(bed) = bed("configmaps_written_restored_and_retained").await else {
+        return;
+    };
     bed.operator("up");
     let ns = bed.namespace("cm").await;
     let sets = bed.observer_sets(&ns);
@@ -27,28 +29,68 @@ async fn configmaps_written_restored_and_retained() {
     // Written: both roles, ids one per line, a header naming the ObserverSet, labels, revision.
     for role in ["controller", "broker"] {
         let name = format!("alpha-observers-{role}");
-        let cm = wait_for(T, &format!("ConfigMap {ns}/{name}"), || async { get_cm(&cms, &name).await }).await;
-        let text = cm.data.as_ref().and_then(|d| d.get("observer.ids")).cloned().unwrap_or_default();
+        let cm = wait_for(T, &format!("ConfigMap {ns}/{name}"), || async {
+            get_cm(&cms, &name).await
+        })
+        .await;
+        let text = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("observer.ids"))
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(listed_ids(&cm), Some(vec![4, 5]), "{name}:\n{text}");
-        assert!(text.contains(&format!("ObserverSet {ns}/alpha")), "header must name the ObserverSet:\n{text}");
-        assert!(text.lines().any(|l| l.trim() == "4") && text.lines().any(|l| l.trim() == "5"), "one id per line:\n{text}");
+        assert!(
+            text.contains(&format!("ObserverSet {ns}/alpha")),
+            "header must name the ObserverSet:\n{text}"
+        );
+        assert!(
+            text.lines().any(|l| l.trim() == "4") && text.lines().any(|l| l.trim() == "5"),
+            "one id per line:\n{text}"
+        );
         let labels = cm.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.get("kafkaobserver.io/observerset").map(String::as_str), Some("alpha"));
-        assert_eq!(labels.get("kafkaobserver.io/role").map(String::as_str), Some(role));
-        assert_eq!(labels.get("app.kubernetes.io/managed-by").map(String::as_str), Some("kafka-observer-operator"));
-        assert!(revision_of(&cm).is_some(), "{name} has no kafkaobserver.io/revision annotation");
+        assert_eq!(
+            labels
+                .get("kafkaobserver.io/observerset")
+                .map(String::as_str),
+            Some("alpha")
+        );
+        assert_eq!(
+            labels.get("kafkaobserver.io/role").map(String::as_str),
+            Some(role)
+        );
+        assert_eq!(
+            labels
+                .get("app.kubernetes.io/managed-by")
+                .map(String::as_str),
+            Some("kafka-observer-operator")
+        );
+        assert!(
+            revision_of(&cm).is_some(),
+            "{name} has no kafkaobserver.io/revision annotation"
+        );
     }
     let status = wait_for(T, "alpha Ready", || async {
         let s = status_of(&sets, "alpha").await;
         (phase(&s) == "Ready").then_some(s)
     })
     .await;
-    assert_eq!(status["desiredObservers"], json!([4, 5]), "status: {status}");
+    assert_eq!(
+        status["desiredObservers"],
+        json!([4, 5]),
+        "status: {status}"
+    );
 
     // Drift: an edit by someone else is reverted.
     let name = "alpha-observers-broker";
     let pp = PatchParams::default();
-    cms.patch(name, &pp, &Patch::Merge(json!({"data": {"observer.ids": "# edited by hand\n5\n"}}))).await.expect("edit");
+    cms.patch(
+        name,
+        &pp,
+        &Patch::Merge(json!({"data": {"observer.ids": "# edited by hand\n5\n"}})),
+    )
+    .await
+    .expect("edit");
     wait_for(T, "edited ConfigMap restored", || async {
         let cm = get_cm(&cms, name).await?;
         (listed_ids(&cm) == Some(vec![4, 5])).then_some(())
@@ -56,7 +98,9 @@ async fn configmaps_written_restored_and_retained() {
     .await;
 
     // Drift: a deletion is reverted (the brokers must never lose their list).
-    cms.delete("alpha-observers-controller", &DeleteParams::default()).await.expect("delete");
+    cms.delete("alpha-observers-controller", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_for(T, "deleted ConfigMap re-created", || async {
         let cm = get_cm(&cms, "alpha-observers-controller").await?;
         (listed_ids(&cm) == Some(vec![4, 5])).then_some(())
@@ -65,7 +109,13 @@ async fn configmaps_written_restored_and_retained() {
 
     // A spec change: promote 5 by hand; both lists follow, the revision moves on.
     let before = revision_of(&get_cm(&cms, name).await.unwrap()).unwrap();
-    sets.patch("alpha", &pp, &Patch::Merge(json!({"spec": {"promotion": {"promoted": [5]}}}))).await.expect("promote 5");
+    sets.patch(
+        "alpha",
+        &pp,
+        &Patch::Merge(json!({"spec": {"promotion": {"promoted": [5]}}})),
+    )
+    .await
+    .expect("promote 5");
     for role in ["controller", "broker"] {
         let n = format!("alpha-observers-{role}");
         let cm = wait_for(T, &format!("{n} without 5"), || async {
@@ -73,36 +123,64 @@ async fn configmaps_written_restored_and_retained() {
             (listed_ids(&cm) == Some(vec![4])).then_some(cm)
         })
         .await;
-        assert!(revision_of(&cm).unwrap() > before, "{n}: revision did not move past {before}");
+        assert!(
+            revision_of(&cm).unwrap() > before,
+            "{n}: revision did not move past {before}"
+        );
     }
 
     // Promote everything: an empty list is written only because the effective set is empty.
-    sets.patch("alpha", &pp, &Patch::Merge(json!({"spec": {"promotion": {"promoted": [4, 5]}}}))).await.expect("promote all");
+    sets.patch(
+        "alpha",
+        &pp,
+        &Patch::Merge(json!({"spec": {"promotion": {"promoted": [4, 5]}}})),
+    )
+    .await
+    .expect("promote all");
     let cm = wait_for(T, "empty effective set", || async {
         let cm = get_cm(&cms, name).await?;
         (listed_ids(&cm) == Some(vec![])).then_some(cm)
     })
     .await;
     let text = cm.data.unwrap()["observer.ids"].clone();
-    assert!(text.contains("ObserverSet"), "an empty list still carries its header:\n{text}");
+    assert!(
+        text.contains("ObserverSet"),
+        "an empty list still carries its header:\n{text}"
+    );
 
     // Delete with the default policy (Retain): the lists stay, content unchanged, no owner refs
     // (the garbage collector must not delete them).
-    sets.delete("alpha", &DeleteParams::default()).await.expect("delete ObserverSet");
-    wait_for(T, "ObserverSet gone", || async { sets.get_opt("alpha").await.unwrap().is_none().then_some(()) }).await;
+    sets.delete("alpha", &DeleteParams::default())
+        .await
+        .expect("delete ObserverSet");
+    wait_for(T, "ObserverSet gone", || async {
+        sets.get_opt("alpha").await.unwrap().is_none().then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     for role in ["controller", "broker"] {
         let n = format!("alpha-observers-{role}");
-        let cm: ConfigMap = get_cm(&cms, &n).await.unwrap_or_else(|| panic!("{n} deleted despite deletionPolicy Retain"));
-        assert_eq!(listed_ids(&cm), Some(vec![]), "{n} content changed on deletion");
-        assert!(cm.metadata.owner_references.unwrap_or_default().is_empty(), "{n} still has owner references");
+        let cm: ConfigMap = get_cm(&cms, &n)
+            .await
+            .unwrap_or_else(|| panic!("{n} deleted despite deletionPolicy Retain"));
+        assert_eq!(
+            listed_ids(&cm),
+            Some(vec![]),
+            "{n} content changed on deletion"
+        );
+        assert!(
+            cm.metadata.owner_references.unwrap_or_default().is_empty(),
+            "{n} still has owner references"
+        );
     }
     bed.drop_namespace(&ns).await;
 }
 
 #[tokio::test]
 async fn deletion_policy_delete_removes_the_configmaps() {
-    let Some(bed) = bed("deletion_policy_delete_removes_the_configmaps").await else { return };
+    let Some(bed) = bed("deletion_policy_delete_removes_the_configmaps").await else {
+        return;
+    };
     bed.operator("up");
     let ns = bed.namespace("del").await;
     let sets = bed.observer_sets(&ns);
@@ -116,7 +194,9 @@ async fn deletion_policy_delete_removes_the_configmaps() {
         (listed_ids(&a) == Some(vec![3]) && listed_ids(&b) == Some(vec![3])).then_some(())
     })
     .await;
-    sets.delete("beta", &DeleteParams::default()).await.expect("delete ObserverSet");
+    sets.delete("beta", &DeleteParams::default())
+        .await
+        .expect("delete ObserverSet");
     wait_for(T, "beta's ConfigMaps deleted", || async {
         let a = get_cm(&cms, "beta-observers-controller").await;
         let b = get_cm(&cms, "beta-observers-broker").await;

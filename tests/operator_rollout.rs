@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
 
@@ -39,11 +38,25 @@ fn record_configmaps(bed: &Bed) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHand
         while let Some(ev) = stream.next().await {
             let Ok(cm) = ev else { continue };
             let at = Utc::now();
-            let role = cm.metadata.name.clone().unwrap_or_default().trim_start_matches("kafka-observers-").to_string();
+            let role = cm
+                .metadata
+                .name
+                .clone()
+                .unwrap_or_default()
+                .trim_start_matches("kafka-observers-")
+                .to_string();
             if let (Some(revision), Some(ids)) = (revision_of(&cm), listed_ids(&cm)) {
                 let mut log = sink.lock().unwrap();
-                if log.last().is_none_or(|l: &Seen| l.role != role || l.revision != revision) {
-                    log.push(Seen { at, role, revision, ids });
+                if log
+                    .last()
+                    .is_none_or(|l: &Seen| l.role != role || l.revision != revision)
+                {
+                    log.push(Seen {
+                        at,
+                        role,
+                        revision,
+                        ids,
+                    });
                 }
             }
         }
@@ -52,21 +65,32 @@ fn record_configmaps(bed: &Bed) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHand
 }
 
 fn first(log: &Arc<Mutex<Vec<Seen>>>, role: &str, revision: u64) -> Option<Seen> {
-    log.lock().unwrap().iter().find(|s| s.role == role && s.revision == revision).cloned()
+    log.lock()
+        .unwrap()
+        .iter()
+        .find(|s| s.role == role && s.revision == revision)
+        .cloned()
 }
 
 /// Waits until kafka/kafka is Ready with `ids` in both ConfigMaps; returns their revision.
 async fn settled(bed: &Bed, ids: &[i32]) -> u64 {
     let sets = bed.observer_sets("kafka");
     let cms = bed.config_maps("kafka");
-    wait_for(T, &format!("kafka/kafka Ready with observers {ids:?}"), || async {
-        let status = status_of(&sets, "kafka").await;
-        let c = get_cm(&cms, "kafka-observers-controller").await?;
-        let b = get_cm(&cms, "kafka-observers-broker").await?;
-        let (rc, rb) = (revision_of(&c)?, revision_of(&b)?);
-        let ok = phase(&status) == "Ready" && listed_ids(&c)? == ids && listed_ids(&b)? == ids && rc == rb;
-        ok.then_some(rc)
-    })
+    wait_for(
+        T,
+        &format!("kafka/kafka Ready with observers {ids:?}"),
+        || async {
+            let status = status_of(&sets, "kafka").await;
+            let c = get_cm(&cms, "kafka-observers-controller").await?;
+            let b = get_cm(&cms, "kafka-observers-broker").await?;
+            let (rc, rb) = (revision_of(&c)?, revision_of(&b)?);
+            let ok = phase(&status) == "Ready"
+                && listed_ids(&c)? == ids
+                && listed_ids(&b)? == ids
+                && rc == rb;
+            ok.then_some(rc)
+        },
+    )
     .await
 }
 
@@ -74,13 +98,20 @@ async fn settled(bed: &Bed, ids: &[i32]) -> u64 {
 async fn agents_report(pods: &[(&str, &str)], revision: u64, ids: &[i32]) -> DateTime<Utc> {
     let mut latest = DateTime::<Utc>::MIN_UTC;
     for (pod, addr) in pods {
-        let snap: Value = wait_for(Duration::from_secs(30), &format!("agent of {pod} at revision {revision}"), || async {
-            let s = agent_snapshot(addr).await?;
-            (s["revision"] == json!(revision)).then_some(s)
-        })
+        let snap: Value = wait_for(
+            Duration::from_secs(30),
+            &format!("agent of {pod} at revision {revision}"),
+            || async {
+                let s = agent_snapshot(addr).await?;
+                (s["revision"] == json!(revision)).then_some(s)
+            },
+        )
         .await;
         assert_eq!(snap["ids"], json!(ids), "agent of {pod}: {snap}");
-        let seen: DateTime<Utc> = snap["seenAt"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{pod}: no seenAt in {snap}"));
+        let seen: DateTime<Utc> = snap["seenAt"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{pod}: no seenAt in {snap}"));
         latest = latest.max(seen);
     }
     latest
@@ -88,11 +119,15 @@ async fn agents_report(pods: &[(&str, &str)], revision: u64, ids: &[i32]) -> Dat
 
 /// The ordering contract for one rollout to `revision`.
 async fn assert_controllers_first(log: &Arc<Mutex<Vec<Seen>>>, revision: u64, ids: &[i32]) {
-    let ctrl = first(log, "controller", revision).expect("controllers' ConfigMap write not observed");
+    let ctrl =
+        first(log, "controller", revision).expect("controllers' ConfigMap write not observed");
     let brk = first(log, "broker", revision).expect("brokers' ConfigMap write not observed");
     assert_eq!(ctrl.ids, ids);
     assert_eq!(brk.ids, ids);
-    assert!(ctrl.at <= brk.at, "brokers' ConfigMap changed before the controllers' one: {ctrl:?} {brk:?}");
+    assert!(
+        ctrl.at <= brk.at,
+        "brokers' ConfigMap changed before the controllers' one: {ctrl:?} {brk:?}"
+    );
     // Sound on one clock: an agent's seenAt precedes the operator learning of the ack, which
     // precedes the brokers' write, which precedes this test seeing that write.
     let acked = agents_report(&CONTROLLER_PODS, revision, ids).await;
@@ -118,7 +153,11 @@ async fn restore(bed: &Bed) {
 
 #[tokio::test]
 async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() {
-    let Some(bed) = bed("promotion_and_demotion_reach_acknowledged_controllers_before_brokers").await else { return };
+    let Some(bed) =
+        bed("promotion_and_demotion_reach_acknowledged_controllers_before_brokers").await
+    else {
+        return;
+    };
     bed.operator("up");
     let sets = bed.observer_sets("kafka");
     apply_observer_set(&sets, &bed_observer_set(&[])).await;
@@ -131,8 +170,14 @@ async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() 
     assert!(r1 > r0, "promotion did not move the revision past {r0}");
     assert_controllers_first(&log, r1, &[]).await;
     let status = status_of(&sets, "kafka").await;
-    let acked = status["roles"]["controller"]["acknowledged"].as_array().map(Vec::len).unwrap_or(0);
-    assert_eq!(acked, 3, "status.roles.controller should list the 3 controllers: {status}");
+    let acked = status["roles"]["controller"]["acknowledged"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    assert_eq!(
+        acked, 3,
+        "status.roles.controller should list the 3 controllers: {status}"
+    );
 
     apply_observer_set(&sets, &bed_observer_set(&[])).await;
     let r2 = settled(&bed, &[4]).await;
@@ -144,7 +189,9 @@ async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() 
 
 #[tokio::test]
 async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
-    let Some(bed) = bed("operator_killed_mid_rollout_resumes_without_skipping_a_step").await else { return };
+    let Some(bed) = bed("operator_killed_mid_rollout_resumes_without_skipping_a_step").await else {
+        return;
+    };
     bed.operator("up");
     let sets = bed.observer_sets("kafka");
     let cms = bed.config_maps("kafka");
@@ -155,26 +202,42 @@ async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
 
     // Flip promoted/demoted until the kill lands between the two ConfigMap writes.
     for attempt in 1..=4 {
-        let (promoted, target): (Vec<i32>, Vec<i32>) = if current.is_empty() { (vec![], vec![4]) } else { (vec![4], vec![]) };
+        let (promoted, target): (Vec<i32>, Vec<i32>) = if current.is_empty() {
+            (vec![], vec![4])
+        } else {
+            (vec![4], vec![])
+        };
         apply_observer_set(&sets, &bed_observer_set(&promoted)).await;
         let next = rev + 1;
-        wait_for(T, "controllers' ConfigMap write", || async { first(&log, "controller", next) }).await;
+        wait_for(T, "controllers' ConfigMap write", || async {
+            first(&log, "controller", next)
+        })
+        .await;
         bed.operator("kill");
-        let brokers = get_cm(&cms, "kafka-observers-broker").await.expect("brokers' ConfigMap");
+        let brokers = get_cm(&cms, "kafka-observers-broker")
+            .await
+            .expect("brokers' ConfigMap");
         let caught = revision_of(&brokers) == Some(rev);
         println!("attempt {attempt}: operator killed after the controllers' write of revision {next}; brokers still at {rev}: {caught}");
         if caught {
             // Nothing moves the brokers' list while the operator is down.
             tokio::time::sleep(Duration::from_secs(3)).await;
             let b = get_cm(&cms, "kafka-observers-broker").await.unwrap();
-            assert_eq!(revision_of(&b), Some(rev), "brokers' ConfigMap changed while the operator was down");
+            assert_eq!(
+                revision_of(&b),
+                Some(rev),
+                "brokers' ConfigMap changed while the operator was down"
+            );
         }
         bed.operator("up");
         let done = settled(&bed, &target).await;
         assert_eq!(done, next, "after the restart the rollout ended at revision {done}, expected exactly {next} (a step repeated or skipped)");
         let status = status_of(&sets, "kafka").await;
         assert_eq!(status["revision"], json!(next), "status.revision: {status}");
-        assert!(status.get("rollout").is_none_or(Value::is_null), "rollout still in status after Ready: {status}");
+        assert!(
+            status.get("rollout").is_none_or(Value::is_null),
+            "rollout still in status after Ready: {status}"
+        );
         assert_controllers_first(&log, next, &target).await;
         current = target;
         rev = next;

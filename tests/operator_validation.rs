@@ -14,7 +14,10 @@ use operator_support::{bed, podless_observer_set};
 async fn dry_run(bed: &operator_support::Bed, body: Value) -> Result<(), String> {
     let api = bed.observer_sets("kafka");
     let obj: ObserverSet = serde_json::from_value(body).expect("ObserverSet json");
-    let pp = PostParams { dry_run: true, ..Default::default() };
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     match api.create(&pp, &obj).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) => Err(format!("{} ({})", e.message, e.code)),
@@ -29,30 +32,60 @@ fn with(mut body: Value, edit: impl FnOnce(&mut Value)) -> Value {
 
 #[tokio::test]
 async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
-    let Some(bed) = bed("apiserver_rejects_bad_observer_sets_with_useful_messages").await else { return };
+    let Some(bed) = bed("apiserver_rejects_bad_observer_sets_with_useful_messages").await else {
+        return;
+    };
     bed.operator("up");
     let good = podless_observer_set("validation", &[4, 5], &[4]);
-    dry_run(&bed, good.clone()).await.expect("a valid ObserverSet must be accepted");
+    dry_run(&bed, good.clone())
+        .await
+        .expect("a valid ObserverSet must be accepted");
 
     // (case, body, text the message must contain)
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("negative id", with(good.clone(), |b| b["spec"]["observers"] = json!([-1, 4])), "observers must be node ids >= 0"),
-        ("duplicate ids", with(good.clone(), |b| b["spec"]["observers"] = json!([4, 4])), "observers must not list a node id twice"),
+        (
+            "negative id",
+            with(good.clone(), |b| b["spec"]["observers"] = json!([-1, 4])),
+            "observers must be node ids >= 0",
+        ),
+        (
+            "duplicate ids",
+            with(good.clone(), |b| b["spec"]["observers"] = json!([4, 4])),
+            "observers must not list a node id twice",
+        ),
         (
             "promoted not in observers",
-            with(good.clone(), |b| b["spec"]["promotion"]["promoted"] = json!([7])),
+            with(good.clone(), |b| {
+                b["spec"]["promotion"]["promoted"] = json!([7])
+            }),
             "every id in promotion.promoted must also be listed in observers",
         ),
         (
             "duplicate promoted",
-            with(good.clone(), |b| b["spec"]["promotion"]["promoted"] = json!([4, 4])),
+            with(good.clone(), |b| {
+                b["spec"]["promotion"]["promoted"] = json!([4, 4])
+            }),
             "promotion.promoted must not list a node id twice",
         ),
-        ("bad duration", with(good.clone(), |b| b["spec"]["rollout"]["timeout"] = json!("2 minutes")), "spec.rollout.timeout"),
-        ("fractional duration", with(good.clone(), |b| b["spec"]["promotion"]["cooldown"] = json!("1.5s")), "spec.promotion.cooldown"),
+        (
+            "bad duration",
+            with(good.clone(), |b| {
+                b["spec"]["rollout"]["timeout"] = json!("2 minutes")
+            }),
+            "spec.rollout.timeout",
+        ),
+        (
+            "fractional duration",
+            with(good.clone(), |b| {
+                b["spec"]["promotion"]["cooldown"] = json!("1.5s")
+            }),
+            "spec.promotion.cooldown",
+        ),
         (
             "empty selector",
-            with(good.clone(), |b| b["spec"]["nodes"]["brokers"]["selector"] = json!({})),
+            with(good.clone(), |b| {
+                b["spec"]["nodes"]["brokers"]["selector"] = json!({})
+            }),
             "selector must have at least one matchLabels entry or matchExpressions term",
         ),
         (
@@ -63,29 +96,52 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
         (
             "controllers missing, brokers not combined",
             with(good.clone(), |b| {
-                b["spec"]["nodes"].as_object_mut().unwrap().remove("controllers");
+                b["spec"]["nodes"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("controllers");
             }),
             "nodes.controllers is required unless the brokers are combined-mode",
         ),
         (
             "both node id sources",
-            with(good.clone(), |b| b["spec"]["nodes"]["brokers"]["nodeId"] = json!({"label": "x", "ordinalOffset": 1})),
+            with(good.clone(), |b| {
+                b["spec"]["nodes"]["brokers"]["nodeId"] = json!({"label": "x", "ordinalOffset": 1})
+            }),
             "nodeId needs exactly one of label or ordinalOffset",
         ),
         (
             "empty bootstrap servers",
-            with(good.clone(), |b| b["spec"]["kafka"]["bootstrapServers"] = json!(" ")),
+            with(good.clone(), |b| {
+                b["spec"]["kafka"]["bootstrapServers"] = json!(" ")
+            }),
             "bootstrapServers must list at least one host:port",
         ),
-        ("unknown policy", with(good.clone(), |b| b["spec"]["promotion"]["policy"] = json!("Sometimes")), "spec.promotion.policy"),
-        ("zero confirmations", with(good.clone(), |b| b["spec"]["promotion"]["confirmations"] = json!(0)), "spec.promotion.confirmations"),
+        (
+            "unknown policy",
+            with(good.clone(), |b| {
+                b["spec"]["promotion"]["policy"] = json!("Sometimes")
+            }),
+            "spec.promotion.policy",
+        ),
+        (
+            "zero confirmations",
+            with(good.clone(), |b| {
+                b["spec"]["promotion"]["confirmations"] = json!(0)
+            }),
+            "spec.promotion.confirmations",
+        ),
     ];
     let mut failures = Vec::new();
     for (case, body, want) in cases {
         match dry_run(&bed, body).await {
-            Ok(()) => failures.push(format!("{case}: accepted, expected a rejection mentioning {want:?}")),
+            Ok(()) => failures.push(format!(
+                "{case}: accepted, expected a rejection mentioning {want:?}"
+            )),
             Err(msg) if msg.contains(want) => println!("ok   {case}: {msg}"),
-            Err(msg) => failures.push(format!("{case}: rejected, but the message lacks {want:?}: {msg}")),
+            Err(msg) => failures.push(format!(
+                "{case}: rejected, but the message lacks {want:?}: {msg}"
+            )),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

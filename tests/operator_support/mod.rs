@@ -39,9 +39,15 @@ pub async fn bed(test: &str) -> Option<Bed> {
         Err(_) => panic!("KOO_TESTBED is not set: run `make testbed-up` and export KOO_TESTBED=$PWD/.testbed, or run `make test`; KOO_TESTBED=off skips bed tests"),
     };
     let kubeconfig = dir.join("kubeconfig");
-    assert!(kubeconfig.is_file(), "no kubeconfig at {}: is the bed up? run `make testbed-up`", kubeconfig.display());
+    assert!(
+        kubeconfig.is_file(),
+        "no kubeconfig at {}: is the bed up? run `make testbed-up`",
+        kubeconfig.display()
+    );
     let kc = Kubeconfig::read_from(&kubeconfig).expect("read the bed's kubeconfig");
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("kubeconfig to config");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig to config");
     let client = Client::try_from(config).expect("kube client");
     Some(Bed { dir, client })
 }
@@ -118,7 +124,9 @@ pub fn podless_observer_set(name: &str, observers: &[i32], promoted: &[i32]) -> 
 
 pub async fn create_observer_set(api: &Api<ObserverSet>, body: Value) -> ObserverSet {
     let obj: ObserverSet = serde_json::from_value(body).expect("ObserverSet json");
-    api.create(&PostParams::default(), &obj).await.expect("create ObserverSet")
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create ObserverSet")
 }
 
 /// Polls `f` every 100 ms until it returns `Some`, or panics after `timeout` with `what`.
@@ -132,7 +140,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -151,7 +162,12 @@ pub fn listed_ids(cm: &ConfigMap) -> Option<Vec<i32>> {
 }
 
 pub fn revision_of(cm: &ConfigMap) -> Option<u64> {
-    cm.metadata.annotations.as_ref()?.get("kafkaobserver.io/revision")?.parse().ok()
+    cm.metadata
+        .annotations
+        .as_ref()?
+        .get("kafkaobserver.io/revision")?
+        .parse()
+        .ok()
 }
 
 pub async fn get_cm(api: &Api<ConfigMap>, name: &str) -> Option<ConfigMap> {
@@ -172,7 +188,8 @@ pub fn phase(status: &Value) -> &str {
 pub async fn agent_snapshot(addr: &str) -> Option<Value> {
     let fut = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET /observer-ids HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let req =
+            format!("GET /observer-ids HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
         s.write_all(req.as_bytes()).await.ok()?;
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).await.ok()?;
@@ -183,7 +200,10 @@ pub async fn agent_snapshot(addr: &str) -> Option<Value> {
         }
         serde_json::from_str(body.trim()).ok()
     };
-    tokio::time::timeout(Duration::from_secs(2), fut).await.ok().flatten()
+    tokio::time::timeout(Duration::from_secs(2), fut)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// The bed's pods: (pod name, agent address) per role.
@@ -202,7 +222,8 @@ pub const BROKER_PODS: [(&str, &str); 4] = [
 /// The example ObserverSet kafka/kafka (examples/observerset.yaml) with a Manual policy, so the
 /// promotion engine cannot act during the test; `promoted` as given.
 pub fn bed_observer_set(promoted: &[i32]) -> Value {
-    let text = std::fs::read_to_string(repo_root().join("examples/observerset.yaml")).expect("read examples/observerset.yaml");
+    let text = std::fs::read_to_string(repo_root().join("examples/observerset.yaml"))
+        .expect("read examples/observerset.yaml");
     let mut v: Value = serde_yaml::from_str(&text).expect("examples/observerset.yaml is YAML");
     v["spec"]["promotion"]["policy"] = json!("Manual");
     v["spec"]["promotion"]["promoted"] = json!(promoted);
@@ -213,5 +234,7 @@ pub fn bed_observer_set(promoted: &[i32]) -> Value {
 pub async fn apply_observer_set(api: &Api<ObserverSet>, body: &Value) {
     let name = body["metadata"]["name"].as_str().expect("metadata.name");
     let pp = kube::api::PatchParams::apply("koo-integration-tests").force();
-    api.patch(name, &pp, &kube::api::Patch::Apply(body)).await.expect("apply ObserverSet");
+    api.patch(name, &pp, &kube::api::Patch::Apply(body))
+        .await
+        .expect("apply ObserverSet");
 }
