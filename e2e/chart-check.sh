@@ -13,7 +13,7 @@ source "$root/e2e/versions.env"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
 tb="${KOO_TESTBED:-$root/.testbed}"
 chart="$root/charts/kafka-observer-operator"
-ns="koo-chart-check"
+ns="koo-chart-check-$$"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fails=0
