@@ -17,7 +17,7 @@ const T: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn configmaps_written_restored_and_retained() {
-    let Some(bed) = bed("configmaps_written_restored_and_retained").await else {
+    let Some(bed) = bed().await else {
         return;
     };
     bed.operator("up");
@@ -178,7 +178,7 @@ async fn configmaps_written_restored_and_retained() {
 
 #[tokio::test]
 async fn deletion_policy_delete_removes_the_configmaps() {
-    let Some(bed) = bed("deletion_policy_delete_removes_the_configmaps").await else {
+    let Some(bed) = bed().await else {
         return;
     };
     bed.operator("up");

@@ -153,9 +153,7 @@ async fn restore(bed: &Bed) {
 
 #[tokio::test]
 async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() {
-    let Some(bed) =
-        bed("promotion_and_demotion_reach_acknowledged_controllers_before_brokers").await
-    else {
+    let Some(bed) = bed().await else {
         return;
     };
     bed.operator("up");
@@ -189,7 +187,7 @@ async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() 
 
 #[tokio::test]
 async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
-    let Some(bed) = bed("operator_killed_mid_rollout_resumes_without_skipping_a_step").await else {
+    let Some(bed) = bed().await else {
         return;
     };
     bed.operator("up");

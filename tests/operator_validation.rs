@@ -32,7 +32,7 @@ fn with(mut body: Value, edit: impl FnOnce(&mut Value)) -> Value {
 
 #[tokio::test]
 async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
-    let Some(bed) = bed("apiserver_rejects_bad_observer_sets_with_useful_messages").await else {
+    let Some(bed) = bed().await else {
         return;
     };
     bed.operator("up");

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
+
+use kube::{Api, Client};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -28,28 +28,18 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The bed named by `KOO_TESTBED`, or `None` (after printing a skip line) when it is `off`.
-pub async fn bed(test: &str) -> Option<Bed> {
-    let dir = match std::env::var("KOO_TESTBED") {
-        Ok(v) if v == "off" => {
-            println!("SKIP {test}: KOO_TESTBED=off (run `make test` to run it against the real test bed)");
-            return None;
-        }
-        Ok(v) => PathBuf::from(v),
-        Err(_) => panic!("KOO_TESTBED is not set: run `make testbed-up` and export KOO_TESTBED=$PWD/.testbed, or run `make test`; KOO_TESTBED=off skips bed tests"),
-    };
-    let kubeconfig = dir.join("kubeconfig");
-    assert!(
-        kubeconfig.is_file(),
-        "no kubeconfig at {}: is the bed up? run `make testbed-up`",
-        kubeconfig.display()
-    );
-    let kc = Kubeconfig::read_from(&kubeconfig).expect("read the bed's kubeconfig");
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+/// The bed named by `KOO_TESTBED` (through `koo_testbed::TestBed::require`, which prints the
+/// skip line for `KOO_TESTBED=off` and panics with instructions when it is unset).
+pub async fn bed() -> Option<Bed> {
+    let testbed = koo_testbed::TestBed::require()?;
+    let client = testbed
+        .client()
         .await
-        .expect("kubeconfig to config");
-    let client = Client::try_from(config).expect("kube client");
-    Some(Bed { dir, client })
+        .expect("a client for the bed's apiserver");
+    Some(Bed {
+        dir: testbed.dir().to_path_buf(),
+        client,
+    })
 }
 
 impl Bed {
