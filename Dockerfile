@@ -11,7 +11,7 @@ ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
-# librdkafka is compiled from source by rdkafka's cmake-build feature, with OpenSSL.
+# librdkafka is compiled from source by rdkafka-sys's build script, with OpenSSL and zlib.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends cmake pkg-config libssl-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
