@@ -36,7 +36,13 @@ start() {
   if alive "$name"; then log "$name already running (pid $(pid_of "$name"))"; return; fi
   # setsid execs in place (this shell's children are not group leaders), so $! is the binary.
   setsid "$bin/$name" "$@" >> "$tb/logs/$name.log" 2>&1 < /dev/null &
-  echo $! > "$tb/pids/$name.pid"
+  local pid=$!
+  echo "$pid" > "$tb/pids/$name.pid"
+  # Until the exec chain (bash, setsid) reaches the binary, `alive` would call it dead.
+  for _ in $(seq 1 50); do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$bin/$name" ]] && break
+    sleep 0.1
+  done
   log "$name started (pid $!), log $tb/logs/$name.log"
 }
 

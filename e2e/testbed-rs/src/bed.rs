@@ -133,6 +133,34 @@ impl TestBed {
         run(command, &format!("{tool} {}", args.join(" ")))
     }
 
+    /// [`TestBed::run_tool`] with `input` written to the tool's stdin (e.g. a console producer).
+    pub fn run_tool_with_input(
+        &self,
+        tool: &str,
+        args: &[&str],
+        input: &str,
+    ) -> Result<String, Error> {
+        use std::io::Write;
+        use std::process::Stdio;
+        let label = format!("{tool} {}", args.join(" "));
+        let spawn_error = |source| Error::Spawn {
+            command: label.clone(),
+            source,
+        };
+        let mut child = Command::new(self.bin_dir().join(tool))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_error)?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        stdin.write_all(input.as_bytes()).map_err(spawn_error)?;
+        drop(stdin);
+        let output = child.wait_with_output().map_err(spawn_error)?;
+        finish(output, &label)
+    }
+
     /// `e2e/testbed/kafka.sh <action> <id>` of this bed's work tree.
     pub fn kafka_node_action(&self, action: NodeAction, id: i32) -> Result<(), Error> {
         KafkaNode::get(id)?;
@@ -188,6 +216,10 @@ fn run(mut command: Command, label: &str) -> Result<String, Error> {
         command: label.to_string(),
         source,
     })?;
+    finish(output, label)
+}
+
+fn finish(output: std::process::Output, label: &str) -> Result<String, Error> {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     if output.status.success() {
         Ok(stdout)

@@ -1,0 +1,198 @@
+//! Acceptance of the bed's Kafka KRaft cluster (issue 2) through the `.testbed/bin` tool
+//! wrappers: 3 voters, a topic with an explicit assignment and min ISR 2, acks=all produce and
+//! consume, ISR shrink after `kill -9` of a replica, rejoin after restart. Needs `KOO_TESTBED`
+//! (`off` skips). The topic is deleted at the end; the killed broker is always restarted.
+
+use std::time::{Duration, Instant};
+
+use koo_testbed::{wait_until, TestBed};
+
+/// `broker.session.timeout.ms` of e2e/testbed/kafka/common.properties.
+const SESSION_TIMEOUT: Duration = Duration::from_millis(6000);
+
+/// (leader, replicas, isr) of partition 0 from `kafka-topics --describe`.
+fn describe(bed: &TestBed, topic: &str) -> Option<(i32, Vec<i32>, Vec<i32>)> {
+    let bootstrap = bed.kafka_bootstrap();
+    let out = bed
+        .run_tool(
+            "kafka-topics",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--describe",
+                "--topic",
+                topic,
+            ],
+        )
+        .ok()?;
+    let line = out.lines().find(|l| l.contains("Partition: 0"))?;
+    let field = |name: &str| -> Option<String> {
+        let mut tokens = line.split_whitespace();
+        tokens.position(|t| t == name)?;
+        Some(tokens.next().unwrap_or("").to_string())
+    };
+    let ids = |text: String| -> Vec<i32> {
+        let mut ids: Vec<i32> = text.split(',').filter_map(|t| t.parse().ok()).collect();
+        ids.sort();
+        ids
+    };
+    let leader = field("Leader:")?.parse().ok()?;
+    Some((
+        leader,
+        ids(field("Replicas:")?),
+        ids(field("Isr:").unwrap_or_default()),
+    ))
+}
+
+fn produce(bed: &TestBed, topic: &str, lines: &[String]) {
+    let bootstrap = bed.kafka_bootstrap();
+    let input = lines.join("\n") + "\n";
+    bed.run_tool_with_input(
+        "kafka-console-producer",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            topic,
+            "--producer-property",
+            "acks=all",
+            "--producer-property",
+            "delivery.timeout.ms=30000",
+            "--producer-property",
+            "request.timeout.ms=10000",
+        ],
+        &input,
+    )
+    .unwrap();
+}
+
+fn consume(bed: &TestBed, topic: &str, count: usize) -> Vec<String> {
+    let bootstrap = bed.kafka_bootstrap();
+    let out = bed
+        .run_tool(
+            "kafka-console-consumer",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--topic",
+                topic,
+                "--from-beginning",
+                "--max-messages",
+                &count.to_string(),
+                "--timeout-ms",
+                "30000",
+            ],
+        )
+        .unwrap();
+    out.lines().map(str::to_string).collect()
+}
+
+struct DeleteTopic<'a>(&'a TestBed, String);
+
+impl Drop for DeleteTopic<'_> {
+    fn drop(&mut self) {
+        let bootstrap = self.0.kafka_bootstrap();
+        let _ = self.0.run_tool(
+            "kafka-topics",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--delete",
+                "--topic",
+                &self.1,
+            ],
+        );
+    }
+}
+
+#[test]
+fn kraft_quorum_topic_acks_all_isr_shrink_and_rejoin() {
+    let Some(bed) = TestBed::require() else {
+        return;
+    };
+
+    let status = bed
+        .run_tool(
+            "kafka-metadata-quorum",
+            &[
+                "--bootstrap-controller",
+                &bed.controller_bootstrap(),
+                "describe",
+                "--status",
+            ],
+        )
+        .unwrap();
+    let voters = status
+        .lines()
+        .find(|l| l.starts_with("CurrentVoters:"))
+        .expect("CurrentVoters line");
+    assert_eq!(voters.matches("\"id\"").count(), 3, "{voters}");
+
+    let topic = format!("testbed-acceptance-{}", std::process::id());
+    let bootstrap = bed.kafka_bootstrap();
+    bed.run_tool(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--create",
+            "--topic",
+            &topic,
+            "--replica-assignment",
+            "1:2:3",
+            "--config",
+            "min.insync.replicas=2",
+        ],
+    )
+    .unwrap();
+    let _cleanup = DeleteTopic(&bed, topic.clone());
+    let (leader, replicas, _) = wait_until(
+        "topic with a full ISR",
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || describe(&bed, &topic).filter(|(_, replicas, isr)| replicas == isr),
+    )
+    .unwrap();
+    assert_eq!(replicas, [1, 2, 3]);
+
+    let first: Vec<String> = (0..5).map(|i| format!("before-{i}")).collect();
+    produce(&bed, &topic, &first);
+    assert_eq!(consume(&bed, &topic, 5), first);
+
+    // kill -9 of a follower: the controller fences it after the session timeout and drops it.
+    let victim = *replicas.iter().find(|id| **id != leader).unwrap();
+    let killed_at = Instant::now();
+    let guard = bed.kill_node(victim).unwrap();
+    let bound = SESSION_TIMEOUT + Duration::from_secs(8);
+    wait_until(
+        &format!("ISR without broker {victim}"),
+        bound,
+        Duration::from_millis(250),
+        || describe(&bed, &topic).filter(|(_, _, isr)| !isr.contains(&victim) && isr.len() == 2),
+    )
+    .unwrap();
+    println!(
+        "ISR shrank {:?} after kill -9 of broker {victim}",
+        killed_at.elapsed()
+    );
+
+    // Two in-sync replicas still satisfy min ISR 2 with acks=all.
+    let second: Vec<String> = (0..5).map(|i| format!("during-{i}")).collect();
+    produce(&bed, &topic, &second);
+
+    guard.start().unwrap();
+    let restarted_at = Instant::now();
+    wait_until(
+        &format!("broker {victim} back in the ISR"),
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || describe(&bed, &topic).filter(|(_, _, isr)| isr == &vec![1, 2, 3]),
+    )
+    .unwrap();
+    println!(
+        "broker {victim} rejoined the ISR {:?} after its restart",
+        restarted_at.elapsed()
+    );
+    let all: Vec<String> = first.iter().chain(second.iter()).cloned().collect();
+    assert_eq!(consume(&bed, &topic, 10), all);
+}
