@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched drills-kafka drills bench bench-kafka bench-operator bench-policy crds crds-check fmt clippy
+        kafka-jars kafka-patched kafka-versions drills-kafka drills bench bench-kafka bench-operator bench-policy crds crds-check fmt clippy
 
 all: build
 
@@ -50,6 +50,10 @@ kafka-jars:
 
 kafka-patched: kafka-jars
 	bash e2e/build/kafka-patched.sh
+
+# Build and smoke-test the observer patch for every supported Kafka version (one line each).
+kafka-versions:
+	bash e2e/build/kafka-versions.sh
 
 testbed-up: build kafka-patched k8s-binaries
 	bash e2e/testbed/up.sh

@@ -15,8 +15,12 @@ rm -rf "$dest.tmp"; mkdir -p "$dest.tmp"
   mvn -B -q dependency:copy-dependencies -DincludeScope=runtime \
     -DoutputDirectory="$dest.tmp/lib" >&2 &&
   mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -Dclassifier=sources \
-    -DincludeGroupIds=org.apache.kafka -DfailOnMissingClassifierArtifact=true \
-    -DoutputDirectory="$dest.tmp/sources" >&2)
+    -DincludeGroupIds=org.apache.kafka -DoutputDirectory="$dest.tmp/sources" >&2)
+# Some releases come without sources jars (here 4.2.2 and 4.4.0; the plugin skips missing
+# classifier jars silently): the runtime is still usable, a patch then needs a sources-from.
+[[ -f "$dest.tmp/sources/kafka_$SCALA_BINARY_VERSION-$version-sources.jar" ]] ||
+  echo "kafka-jars: Maven serves no sources jars for Kafka $version: runtime jars only" \
+    "(patches/kafka-$version/sources-from can name a release with identical patched files)" >&2
 for j in kafka_$SCALA_BINARY_VERSION kafka-metadata kafka-server kafka-clients kafka-tools; do
   ls "$dest.tmp/lib/$j-$version.jar" >/dev/null
 done

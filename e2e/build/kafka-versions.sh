@@ -2,8 +2,8 @@
 # Build the observer patch for every supported Kafka version and smoke-test each one
 # (patches/smoke-test.sh: 1 controller + 3 brokers exercising every gate). Prints one line per
 # version and exits non-zero if any version fails:
-#   kafka <v>: patch compiled in <n> s, smoke PASS <n> s
-#   kafka <v>: patch compiled in <n> s, smoke FAIL <reason>
+#   kafka <v>: patch compiled, smoke PASS (build <n> s|cached, smoke <n> s)
+#   kafka <v>: patch compiled, smoke FAIL <first failed check> (build ..., log <path>)
 #   kafka <v>: patch NOT compiled: <reason>
 # Usage: e2e/build/kafka-versions.sh [version...]   (default: every patches/kafka-<v>/ plus 4.4.0)
 #
@@ -49,16 +49,16 @@ for v in "${versions[@]}"; do
     failed=1
     continue
   fi
-  build_s=$((SECONDS - started))
-  grep -q 'kafka-patched: cached' "$logs/build.log" && build_s="$build_s (cached)"
+  build="build $((SECONDS - started)) s"
+  grep -q 'kafka-patched: cached' "$logs/build.log" && build="build cached"
   # One smoke cluster at a time: 4 JVMs each on a 2-core machine.
   flock 9
   started=$SECONDS
   if SMOKE_NET="$net" SMOKE_DIR="$logs/smoke" bash "$repo/patches/smoke-test.sh" "$v" > "$logs/smoke.log" 2>&1; then
-    echo "kafka $v: patch compiled in ${build_s} s, smoke PASS $((SECONDS - started)) s"
+    echo "kafka $v: patch compiled, smoke PASS ($build, smoke $((SECONDS - started)) s)"
   else
     reason="$(grep -m1 '^smoke: FAIL' "$logs/smoke.log" | sed 's/^smoke: FAIL //' || true)"
-    echo "kafka $v: patch compiled in ${build_s} s, smoke FAIL ${reason:-$(tail -n 1 "$logs/smoke.log")} (log $logs/smoke.log)"
+    echo "kafka $v: patch compiled, smoke FAIL ${reason:-$(tail -n 1 "$logs/smoke.log")} ($build, log $logs/smoke.log)"
     failed=1
   fi
   flock -u 9
