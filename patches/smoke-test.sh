@@ -9,12 +9,13 @@ repo="$(cd "$here/.." && pwd)"
 source "$repo/e2e/versions.env"
 version="${1:-$KAFKA_VERSION}"
 dir="${SMOKE_DIR:-/tmp/koo-observer-smoke}"
+net="${SMOKE_NET:-127.0.2}" # loopback /24 prefix: e2e/build/kafka-versions.sh uses another
 jar="$(bash "$repo/e2e/build/kafka-patched.sh" "$version" | tail -n 1)"
 lib="$KOO_CACHE/kafka/$version/lib"
 cp_all="$jar:$lib/*"
 controller=100
 brokers=(1 2 3)
-bootstrap="127.0.2.1:9092,127.0.2.2:9092"
+bootstrap="$net.1:9092,$net.2:9092"
 failures=0
 
 say() { echo "smoke: $*"; }
@@ -56,12 +57,12 @@ leader_is() { [[ "$(leader_of "$1")" == "$2" ]]; }
 log_has() { grep -q -- "$2" "$dir/$1.log"; }
 
 render() { # render <id> <role>
-  local id="$1" role="$2" addr="127.0.2.$1" conf="$dir/$1/server.properties"
+  local id="$1" role="$2" addr="$net.$1" conf="$dir/$1/server.properties"
   mkdir -p "$dir/$id/data"
   {
     echo "node.id=$id"
     echo "process.roles=$role"
-    echo "controller.quorum.voters=$controller@127.0.2.$controller:9093"
+    echo "controller.quorum.voters=$controller@$net.$controller:9093"
     echo "controller.listener.names=CONTROLLER"
     echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
     echo "log.dirs=$dir/$id/data"
@@ -142,9 +143,9 @@ check "demoted broker 3 leaves the ISR" wait_for 30 isr_is smoke "1,2"
 # Election: with both primaries gone the observer must not lead (Leader: none).
 kill -9 "$(cat "$dir/1.pid")"; rm -f "$dir/1.pid"
 check "leader moves to primary 2 after kill -9 of 1" wait_for 30 leader_is smoke 2
-bootstrap="127.0.2.2:9092,127.0.2.3:9092"
+bootstrap="$net.2:9092,$net.3:9092"
 kill -9 "$(cat "$dir/2.pid")"; rm -f "$dir/2.pid"
-bootstrap="127.0.2.3:9092"
+bootstrap="$net.3:9092"
 sleep 12
 describe smoke | sed 's/^/  /'
 check "with every primary down the observer is not elected" leader_is smoke none
