@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use proptest::prelude::*;
 
-use super::fixtures::at;
+use super::fixtures::{at, partition, snapshot};
 use super::*;
 
 const BROKERS: [BrokerId; 5] = [1, 2, 3, 4, 5];
@@ -192,5 +192,43 @@ proptest! {
         let d = decide(&snap, &cfg, &history, at(0));
         prop_assert!(d.actions.is_empty());
         prop_assert!(d.next_history.promote_streak.is_empty());
+    }
+
+    /// The bed's RF3 layout (primaries 1 and 2, observer 4) losing and regaining broker 2 at
+    /// random moments: promotions and demotions of 4 alternate, never closer than the cooldown.
+    /// Random clusters rarely produce a promotion followed by a recovery; this sequence does.
+    #[test]
+    fn no_flapping_inside_the_cooldown(
+        seq in prop::collection::vec((1i64..90, any::<bool>()), 1..60),
+        cooldown in 0u64..400,
+        window in 0u64..120,
+        confirmations in 1u32..=3,
+    ) {
+        let mut cfg = super::fixtures::config(PolicyKind::UnderMinIsr);
+        cfg.cooldown = Duration::from_secs(cooldown);
+        cfg.auto_demote_after = Some(Duration::from_secs(window));
+        cfg.confirmations = confirmations;
+        let mut history = PolicyHistory::default();
+        let mut now = 0;
+        let mut last_change: Option<i64> = None;
+        for (step, lost) in seq {
+            now += step;
+            // A promoted 4 is in the ISR, as Kafka would have it once caught up.
+            let mut isr = if lost { vec![1] } else { vec![1, 2] };
+            if history.is_auto_promoted(4) {
+                isr.push(4);
+            }
+            let parts = (0..3).map(|i| partition("t", i, &[1, 2, 4], &isr, Some(1), 100)).collect();
+            let down: &[BrokerId] = if lost { &[2] } else { &[] };
+            let d = decide(&snapshot(at(now), down, parts), &cfg, &history, at(now));
+            for a in &d.actions {
+                if matches!(a, Action::Promote { .. } | Action::Demote { .. }) {
+                    if let Some(prev) = last_change.replace(now) {
+                        prop_assert!(now - prev >= cooldown as i64, "{a:?} at {now}, previous change at {prev}, cooldown {cooldown}s");
+                    }
+                }
+            }
+            history = d.next_history;
+        }
     }
 }
