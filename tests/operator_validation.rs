@@ -1,10 +1,11 @@
 //! The apiserver rejects bad ObserverSets with messages that say what to fix (the CRD's schema
 //! and CEL rules), and accepts a good one. Server-side dry-run creates: nothing is stored.
-//! Needs only the CRD installed on the bed (operator.sh up installs it).
+//! Needs only the CRD installed on the bed (`operator.sh crd`), not a running operator.
 
 mod operator_support;
 
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::Api;
 use serde_json::{json, Value};
 
 use kafka_observer_operator::crd::ObserverSet;
@@ -12,8 +13,10 @@ use operator_support::{bed, podless_observer_set};
 
 /// Dry-run create of `body` in namespace kafka: `Ok(())` or the apiserver's message.
 async fn dry_run(bed: &operator_support::Bed, body: Value) -> Result<(), String> {
-    let api = bed.observer_sets("kafka");
-    let obj: ObserverSet = serde_json::from_value(body).expect("ObserverSet json");
+    // Untyped, so values the Rust types cannot even hold (an unknown enum) reach the apiserver.
+    let ar = ApiResource::erase::<ObserverSet>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(bed.client.clone(), "kafka", &ar);
+    let obj: DynamicObject = serde_json::from_value(body).expect("ObserverSet json");
     let pp = PostParams {
         dry_run: true,
         ..Default::default()
@@ -35,7 +38,7 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
     let Some(bed) = bed().await else {
         return;
     };
-    bed.operator("up");
+    bed.operator("crd");
     let good = podless_observer_set("validation", &[4, 5], &[4]);
     dry_run(&bed, good.clone())
         .await

@@ -6,6 +6,7 @@
 #
 # Usage: operator.sh up | down | restart | status | kill
 #   up       install/refresh the CRD, start the operator unless running, wait for /readyz
+#   crd      install/refresh the CRD only (what the apiserver-validation tests need)
 #   down     SIGTERM (graceful: the operator releases its Lease), SIGKILL after 20s
 #   kill     SIGKILL (a crash, for drills and restart tests)
 #   restart  down + up
@@ -105,9 +106,10 @@ status() {
 
 case "${1:-}" in
   up) up ;;
+  crd) install_crd ;;
   down) stop TERM ;;
   kill) stop KILL ;;
   restart) stop TERM; up ;;
   status) status ;;
-  *) echo "usage: $0 up|down|restart|status|kill" >&2; exit 2 ;;
+  *) echo "usage: $0 up|crd|down|restart|status|kill" >&2; exit 2 ;;
 esac
