@@ -117,13 +117,16 @@ start_bg "$(cm_sampler)" "$work/cm.log"
 # Consumer: one line per record as it becomes readable (committed), stamped with its arrival time.
 start_bg "\"$tb/bin/kafka-console-consumer\" --bootstrap-server $bootstrap --topic $topic --from-beginning 2>>\"$work/consumer.err\" \
   | while IFS= read -r l; do echo \"\$EPOCHREALTIME \$l\"; done" "$work/consumed.log"
-# Producer: synchronous acks=all sends of \"<seq> <generation time>\", 5 a second. A record that
-# cannot be written (NOT_ENOUGH_REPLICAS) is retried until it can, so the first record generated
-# after the kill that reaches the consumer marks the moment writes resumed.
+# Producer: synchronous acks=all sends of \"<seq> <generation time>\", at most 5 a second (the
+# console producer's default linger of 1 s and 3 retries are overridden). One record is always in
+# flight and a record that cannot be written (NOT_ENOUGH_REPLICAS) is retried until it can be. With
+# the leader killed nothing can commit until the ISR is back to min ISR, so the first record the
+# consumer receives after the partition was seen under min ISR marks the moment writes resumed.
 start_bg "seq=0; while :; do seq=\$((seq+1)); echo \"\$seq \$EPOCHREALTIME\"; sleep 0.2; done \
   | \"$tb/bin/kafka-console-producer\" --bootstrap-server $bootstrap --topic $topic --sync \
-      --producer-property acks=all --producer-property request.timeout.ms=3000 \
-      --producer-property delivery.timeout.ms=600000 --producer-property retry.backoff.max.ms=200" "$work/producer.log"
+      --producer-property acks=all --producer-property linger.ms=0 --producer-property retries=2147483647 \
+      --producer-property request.timeout.ms=3000 --producer-property delivery.timeout.ms=600000 \
+      --producer-property retry.backoff.max.ms=200" "$work/producer.log"
 
 t0="$(now)"
 wait_sample "$work/consumed.log" "$t0" 'NF >= 3' 120 "first record consumed" >/dev/null
@@ -144,7 +147,7 @@ t_brk="$(wait_sample "$work/cm.log" "$t_kill" '$3 !~ /(^|[=,])4(,|$)/ && $3 !~ /
 awk -v c="$t_ctrl" -v b="$t_brk" 'BEGIN { exit !(c <= b) }' \
   || fail "brokers' ConfigMap changed before the controllers' one (controllers $t_ctrl, brokers $t_brk)"
 t_isr4="$(wait_sample "$work/isr.log" "$t_kill" '$3 ~ /[=,]4(,|$)/' "$resume_timeout" "broker 4 in the ISR")"
-t_resume="$(wait_sample "$work/consumed.log" "$t_kill" "NF >= 3 && \$3 > $t_kill" "$resume_timeout" "writes resumed")"
+t_resume="$(wait_sample "$work/consumed.log" "$t_under" 'NF >= 3' "$resume_timeout" "writes resumed")"
 say "promotion: controllers' ConfigMap +$(since "$t_kill" "$t_ctrl")s, brokers' +$(since "$t_kill" "$t_brk")s (controllers first: ok)"
 say "broker 4 in the ISR +$(since "$t_kill" "$t_isr4")s"
 echo "DRILL kill_to_writes_resumed_s=$(since "$t_kill" "$t_resume") kill_to_under_min_isr_s=$(since "$t_kill" "$t_under") kill_to_controllers_cm_s=$(since "$t_kill" "$t_ctrl") kill_to_brokers_cm_s=$(since "$t_kill" "$t_brk") kill_to_isr_with_4_s=$(since "$t_kill" "$t_isr4")"
