@@ -9,20 +9,34 @@ use std::time::{Duration, Instant};
 use chrono::{TimeDelta, Utc};
 use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::policy::{
-    decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
+    AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory,
+    PolicyKind, SourceHealth, TopicFilter, decide,
 };
 
 /// RF3 over brokers 1..=6 plus observer 7 on every partition; `lost` brokers are fenced and out
 /// of every ISR; `promoted` brokers are in the ISR.
 fn cluster(partitions: usize, lost: &[i32], in_isr_extra: &[i32]) -> ClusterSnapshot {
-    let brokers: BTreeMap<i32, BrokerState> =
-        (1..=7).map(|b| (b, BrokerState { registered: !lost.contains(&b), reachable: !lost.contains(&b) })).collect();
+    let brokers: BTreeMap<i32, BrokerState> = (1..=7)
+        .map(|b| {
+            (
+                b,
+                BrokerState {
+                    registered: !lost.contains(&b),
+                    reachable: !lost.contains(&b),
+                },
+            )
+        })
+        .collect();
     let parts = (0..partitions)
         .map(|i| {
             let a = (i % 6) as i32 + 1;
             let b = ((i + 1) % 6) as i32 + 1;
             let replicas = vec![a, b, 7];
-            let isr: Vec<i32> = replicas.iter().copied().filter(|r| (*r != 7 || in_isr_extra.contains(r)) && !lost.contains(r)).collect();
+            let isr: Vec<i32> = replicas
+                .iter()
+                .copied()
+                .filter(|r| (*r != 7 || in_isr_extra.contains(r)) && !lost.contains(r))
+                .collect();
             let hw = 1_000_000 + i as i64;
             PartitionState {
                 topic: format!("topic-{:04}", i / 100),
@@ -36,7 +50,12 @@ fn cluster(partitions: usize, lost: &[i32], in_isr_extra: &[i32]) -> ClusterSnap
             }
         })
         .collect();
-    ClusterSnapshot { taken_at: Utc::now(), source: SourceHealth::Healthy, brokers, partitions: parts }
+    ClusterSnapshot {
+        taken_at: Utc::now(),
+        source: SourceHealth::Healthy,
+        brokers,
+        partitions: parts,
+    }
 }
 
 fn config() -> PolicyConfig {
@@ -108,12 +127,20 @@ fn main() {
     for n in [1_000, 10_000, 50_000] {
         measure_assembly(n);
         measure("healthy", &cluster(n, &[], &[]), &PolicyHistory::default());
-        measure("broker 2 lost (promotion)", &cluster(n, &[2], &[]), &PolicyHistory::default());
+        measure(
+            "broker 2 lost (promotion)",
+            &cluster(n, &[2], &[]),
+            &PolicyHistory::default(),
+        );
         let promoted = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
             node_id: 7,
             at: Utc::now() - TimeDelta::hours(1),
             reason: "bench".into(),
         }]);
-        measure("recovered (demotion checks)", &cluster(n, &[], &[7]), &promoted);
+        measure(
+            "recovered (demotion checks)",
+            &cluster(n, &[], &[7]),
+            &promoted,
+        );
     }
 }

@@ -11,14 +11,21 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, WatcherOptions};
-use kafka_observer_operator::policy::{decide, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter};
+use kafka_observer_operator::policy::{
+    PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter, decide,
+};
+use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::ClientConfig;
 
 fn kafka_sh(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/testbed/kafka.sh");
-    let ok = Command::new("bash").arg(script).args(args).status().map(|s| s.success()).unwrap_or(false);
+    let ok = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
     assert!(ok, "kafka.sh {args:?} failed");
 }
 
@@ -36,7 +43,12 @@ async fn timed_scans(w: &mut KafkaWatcher, runs: usize) -> (usize, Duration, Dur
     (n, times[runs / 2], times[runs - 1])
 }
 
-async fn create(admin: &AdminClient<DefaultClientContext>, name: &str, partitions: i32, assignment: Option<&[i32]>) {
+async fn create(
+    admin: &AdminClient<DefaultClientContext>,
+    name: &str,
+    partitions: i32,
+    assignment: Option<&[i32]>,
+) {
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(120)));
     let _ = admin.delete_topics(&[name], &opts).await;
     let manual = assignment.map(|a| [a]);
@@ -46,7 +58,11 @@ async fn create(admin: &AdminClient<DefaultClientContext>, name: &str, partition
             None => TopicReplication::Fixed(3),
         };
         let topic = NewTopic::new(name, partitions, replication).set("min.insync.replicas", "2");
-        match &admin.create_topics(&[topic], &opts).await.expect("create_topics")[0] {
+        match &admin
+            .create_topics(&[topic], &opts)
+            .await
+            .expect("create_topics")[0]
+        {
             Ok(_) => return,
             Err((_, e)) => eprintln!("create {name}: {e:?}, retrying"),
         }
@@ -59,11 +75,18 @@ async fn wait_led(w: &mut KafkaWatcher, prefix: &str, expected: usize) {
     let start = Instant::now();
     loop {
         let snap = w.scan().await;
-        let led = snap.partitions.iter().filter(|p| p.topic.starts_with(prefix) && p.leader.is_some()).count();
+        let led = snap
+            .partitions
+            .iter()
+            .filter(|p| p.topic.starts_with(prefix) && p.leader.is_some())
+            .count();
         if led >= expected {
             return;
         }
-        assert!(start.elapsed() < Duration::from_secs(600), "only {led} of {expected} partitions led after 600 s");
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "only {led} of {expected} partitions led after 600 s"
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }
@@ -98,7 +121,10 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
         snap.partitions.retain(|p| p.topic == topic);
         let decided_start = Utc::now();
         let d = decide(&snap, &cfg, &history, decided_start);
-        let engine = Utc::now().signed_duration_since(snap.taken_at).to_std().unwrap_or_default();
+        let engine = Utc::now()
+            .signed_duration_since(snap.taken_at)
+            .to_std()
+            .unwrap_or_default();
         if d.triggered_partitions > 0 && detected.is_none() {
             detected = Some(t0.elapsed());
         }
@@ -112,7 +138,11 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
             return;
         }
         history = d.next_history;
-        assert!(t0.elapsed() < Duration::from_secs(120), "{what}: no decision within 120 s: {:?}", d.reasons);
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{what}: no decision within 120 s: {:?}",
+            d.reasons
+        );
     }
 }
 
@@ -120,10 +150,17 @@ async fn healthy(w: &mut KafkaWatcher, topic: &str) {
     let start = Instant::now();
     loop {
         let snap = w.scan().await;
-        if snap.is_alive(2) && snap.partitions.iter().any(|p| p.topic == topic && p.isr.contains(&1) && p.isr.contains(&2) && p.leader.is_some()) {
+        if snap.is_alive(2)
+            && snap.partitions.iter().any(|p| {
+                p.topic == topic && p.isr.contains(&1) && p.isr.contains(&2) && p.leader.is_some()
+            })
+        {
             return;
         }
-        assert!(start.elapsed() < Duration::from_secs(180), "{topic} not healthy after 180 s");
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "{topic} not healthy after 180 s"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -137,11 +174,26 @@ async fn main() {
             return;
         }
     };
-    let bootstrap = std::fs::read_to_string(format!("{bed}/kafka/bootstrap")).expect("kafka/bootstrap of the bed").trim().to_string();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
-    let mut w = KafkaWatcher::new(&ConnectionSettings::from_bootstrap(&bootstrap), WatcherOptions::default()).unwrap();
+    let bootstrap = std::fs::read_to_string(format!("{bed}/kafka/bootstrap"))
+        .expect("kafka/bootstrap of the bed")
+        .trim()
+        .to_string();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    let mut w = KafkaWatcher::new(
+        &ConnectionSettings::from_bootstrap(&bootstrap),
+        WatcherOptions::default(),
+    )
+    .unwrap();
     let (n, median, max) = timed_scans(&mut w, 10).await;
-    println!("{:<38} partitions={n:>6}  median={:>8.1} ms  max={:>8.1} ms", "real scan, bed as found", median.as_secs_f64() * 1e3, max.as_secs_f64() * 1e3);
+    println!(
+        "{:<38} partitions={n:>6}  median={:>8.1} ms  max={:>8.1} ms",
+        "real scan, bed as found",
+        median.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    );
 
     let sizes: Vec<i32> = std::env::var("POLICY_BENCH_PARTITIONS")
         .unwrap_or_else(|_| "1000,4000".into())
@@ -157,10 +209,20 @@ async fn main() {
         added += *size as usize;
         wait_led(&mut w, "policy-bench-", added).await;
         let (n, median, max) = timed_scans(&mut w, 10).await;
-        println!("{:<38} partitions={n:>6}  median={:>8.1} ms  max={:>8.1} ms", format!("real scan, +{added} partitions RF3"), median.as_secs_f64() * 1e3, max.as_secs_f64() * 1e3);
+        println!(
+            "{:<38} partitions={n:>6}  median={:>8.1} ms  max={:>8.1} ms",
+            format!("real scan, +{added} partitions RF3"),
+            median.as_secs_f64() * 1e3,
+            max.as_secs_f64() * 1e3
+        );
     }
     let names: Vec<&str> = created.iter().map(String::as_str).collect();
-    let _ = admin.delete_topics(&names, &AdminOptions::new().operation_timeout(Some(Duration::from_secs(120)))).await;
+    let _ = admin
+        .delete_topics(
+            &names,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(120))),
+        )
+        .await;
 
     let topic = "policy-bench-latency";
     create(&admin, topic, 1, Some(&[1, 2, 4])).await;

@@ -1,63 +1,30 @@
 //! The Kafka watcher and the promotion engine against the test bed's real Kafka (KRaft, brokers
-//! 1-4 on 127.0.1.<id>:9092, broker 4 the observer). Needs `KOO_TESTBED=<abs .testbed>` (or
-//! `off` to skip). Kills and restarts brokers through e2e/testbed/kafka.sh and always restarts
-//! them; topics are named `policy-test-*` and deleted at the end.
+//! 1-4 on 127.0.1.<id>:9092, broker 4 the observer), reached through `koo_testbed::TestBed`
+//! (`KOO_TESTBED=<abs .testbed>`, or `off` to skip). Kills brokers through the bed's kafka.sh and
+//! always restarts them (also on panic); topics are named `policy-test-*` and deleted at the end.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions};
-use kafka_observer_operator::policy::{
-    decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
+use kafka_observer_operator::kafka::{
+    ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions,
 };
+use kafka_observer_operator::policy::{
+    Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
+    TopicFilter, decide,
+};
+use koo_testbed::TestBed;
+use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::ClientConfig;
-
-/// The bed's `.testbed` directory, or `None` when explicitly not requested.
-fn bed() -> Option<PathBuf> {
-    match std::env::var("KOO_TESTBED") {
-        Ok(v) if v == "off" => {
-            eprintln!("skipped: KOO_TESTBED=off (the test bed was explicitly not requested)");
-            None
-        }
-        Ok(v) => Some(PathBuf::from(v)),
-        Err(_) => panic!("KOO_TESTBED is not set: run `make testbed-up` and export KOO_TESTBED=$PWD/.testbed, or KOO_TESTBED=off to skip"),
-    }
-}
-
-fn bootstrap(bed: &std::path::Path) -> String {
-    std::fs::read_to_string(bed.join("kafka/bootstrap")).expect("the bed's kafka/bootstrap (is the Kafka part up?)").trim().to_string()
-}
-
-fn kafka_sh(args: &[&str]) {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let status = Command::new("bash").arg(format!("{root}/e2e/testbed/kafka.sh")).args(args).status().expect("run kafka.sh");
-    assert!(status.success(), "kafka.sh {args:?} failed");
-}
-
-/// Restarts a killed broker when dropped, also when the test panics.
-struct Killed(i32);
-
-impl Killed {
-    fn kill(id: i32) -> Self {
-        kafka_sh(&["kill", &id.to_string()]);
-        Killed(id)
-    }
-}
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        kafka_sh(&["start", &self.0.to_string()]);
-    }
-}
 
 fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin client")
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client")
 }
 
 /// Creates a one-partition topic on `replicas` with min ISR 2 (deleting a leftover first).
@@ -66,8 +33,12 @@ async fn create_topic(admin: &AdminClient<DefaultClientContext>, name: &str, rep
     let _ = admin.delete_topics(&[name], &opts).await;
     let assignment = [replicas];
     for _ in 0..30 {
-        let topic = NewTopic::new(name, 1, TopicReplication::Variable(&assignment)).set("min.insync.replicas", "2");
-        let result = admin.create_topics(&[topic], &opts).await.expect("create_topics");
+        let topic = NewTopic::new(name, 1, TopicReplication::Variable(&assignment))
+            .set("min.insync.replicas", "2");
+        let result = admin
+            .create_topics(&[topic], &opts)
+            .await
+            .expect("create_topics");
         match &result[0] {
             Ok(_) => return,
             // A deletion just issued may still be in progress.
@@ -87,7 +58,13 @@ async fn produce(bootstrap: &str, topic: &str, n: usize) {
         .expect("producer");
     for i in 0..n {
         let payload = format!("m{i}");
-        producer.send(FutureRecord::<(), _>::to(topic).payload(&payload), Duration::from_secs(30)).await.expect("produce");
+        producer
+            .send(
+                FutureRecord::<(), _>::to(topic).payload(&payload),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("produce");
     }
 }
 
@@ -121,7 +98,12 @@ fn part(snap: &ClusterSnapshot, topic: &str) -> Option<PartitionState> {
 }
 
 /// Scans until `pred` holds, up to `limit`; returns the snapshots seen (the last one matching).
-async fn scan_until(w: &mut KafkaWatcher, topic: &str, limit: Duration, pred: impl Fn(&ClusterSnapshot) -> bool) -> Vec<ClusterSnapshot> {
+async fn scan_until(
+    w: &mut KafkaWatcher,
+    topic: &str,
+    limit: Duration,
+    pred: impl Fn(&ClusterSnapshot) -> bool,
+) -> Vec<ClusterSnapshot> {
     let start = Instant::now();
     let mut seen = Vec::new();
     loop {
@@ -131,23 +113,37 @@ async fn scan_until(w: &mut KafkaWatcher, topic: &str, limit: Duration, pred: im
         if done {
             return seen;
         }
-        assert!(start.elapsed() < limit, "condition not reached within {limit:?}; last scan: {:#?}", seen.last());
+        assert!(
+            start.elapsed() < limit,
+            "condition not reached within {limit:?}; last scan: {:#?}",
+            seen.last()
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn follower_log_end_offsets_come_from_each_replica() {
-    let Some(bed) = bed() else { return };
-    let bootstrap = bootstrap(&bed);
+    let Some(bed) = TestBed::require() else {
+        return;
+    };
+    let bootstrap = bed.kafka_bootstrap();
     let topic = "policy-test-offsets";
     let admin = admin(&bootstrap);
     create_topic(&admin, topic, &[3, 1, 4]).await;
     produce(&bootstrap, topic, 50).await;
-    let mut w = KafkaWatcher::new(&ConnectionSettings::from_bootstrap(&bootstrap), WatcherOptions::default()).unwrap();
+    let mut w = KafkaWatcher::new(
+        &ConnectionSettings::from_bootstrap(&bootstrap),
+        WatcherOptions::default(),
+    )
+    .unwrap();
     // The followers fetch asynchronously: wait until every replica reports the same end offset.
     let seen = scan_until(&mut w, topic, Duration::from_secs(30), |s| {
-        part(s, topic).is_some_and(|p| p.high_watermark == Some(50) && p.log_end_offsets.values().all(|&o| o == 50) && p.log_end_offsets.len() == 3)
+        part(s, topic).is_some_and(|p| {
+            p.high_watermark == Some(50)
+                && p.log_end_offsets.values().all(|&o| o == 50)
+                && p.log_end_offsets.len() == 3
+        })
     })
     .await;
     let p = part(seen.last().unwrap(), topic).unwrap();
@@ -157,26 +153,77 @@ async fn follower_log_end_offsets_come_from_each_replica() {
 
     // The probe itself: a follower answers for its own replica; a closed port is an error.
     let probe = OffsetProbe::new("policy-test", Duration::from_secs(5));
-    let answer = probe.query(4, "127.0.1.4:9092", OffsetKind::LocalLogEnd, &[(topic, vec![0, 7])]).await.unwrap();
-    assert_eq!(answer.iter().find(|a| a.partition == 0).unwrap().result, Ok(50));
-    assert!(answer.iter().find(|a| a.partition == 7).unwrap().result.is_err(), "{answer:?}");
-    let hw_from_follower = probe.query(4, "127.0.1.4:9092", OffsetKind::HighWatermark, &[(topic, vec![0])]).await.unwrap();
-    assert!(hw_from_follower[0].result.is_err(), "only the leader answers with replica id -1: {hw_from_follower:?}");
-    assert!(probe.query(9, "127.0.0.1:1", OffsetKind::LocalLogEnd, &[(topic, vec![0])]).await.is_err());
+    let answer = probe
+        .query(
+            4,
+            "127.0.1.4:9092",
+            OffsetKind::LocalLogEnd,
+            &[(topic, vec![0, 7])],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.iter().find(|a| a.partition == 0).unwrap().result,
+        Ok(50)
+    );
+    assert!(
+        answer
+            .iter()
+            .find(|a| a.partition == 7)
+            .unwrap()
+            .result
+            .is_err(),
+        "{answer:?}"
+    );
+    let hw_from_follower = probe
+        .query(
+            4,
+            "127.0.1.4:9092",
+            OffsetKind::HighWatermark,
+            &[(topic, vec![0])],
+        )
+        .await
+        .unwrap();
+    assert!(
+        hw_from_follower[0].result.is_err(),
+        "only the leader answers with replica id -1: {hw_from_follower:?}"
+    );
+    assert!(
+        probe
+            .query(
+                9,
+                "127.0.0.1:1",
+                OffsetKind::LocalLogEnd,
+                &[(topic, vec![0])]
+            )
+            .await
+            .is_err()
+    );
     let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live_run() {
-    let Some(bed) = bed() else { return };
-    let bootstrap = bootstrap(&bed);
+    let Some(bed) = TestBed::require() else {
+        return;
+    };
+    let bootstrap = bed.kafka_bootstrap();
     let topic = "policy-test-minisr";
     let admin = admin(&bootstrap);
     create_topic(&admin, topic, &[1, 2, 4]).await;
     produce(&bootstrap, topic, 20).await;
-    let mut w = KafkaWatcher::new(&ConnectionSettings::from_bootstrap(&bootstrap), WatcherOptions::default()).unwrap();
+    let mut w = KafkaWatcher::new(
+        &ConnectionSettings::from_bootstrap(&bootstrap),
+        WatcherOptions::default(),
+    )
+    .unwrap();
     scan_until(&mut w, topic, Duration::from_secs(60), |s| {
-        s.is_alive(2) && part(s, topic).is_some_and(|p| p.isr.contains(&1) && p.isr.contains(&2) && p.lag_against(4, p.high_watermark) == Some(0))
+        s.is_alive(2)
+            && part(s, topic).is_some_and(|p| {
+                p.isr.contains(&1)
+                    && p.isr.contains(&2)
+                    && p.lag_against(4, p.high_watermark) == Some(0)
+            })
     })
     .await;
 
@@ -185,15 +232,24 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
     dry.dry_run = true;
     let (mut h_live, mut h_dry) = (PolicyHistory::default(), PolicyHistory::default());
     let killed_at = Instant::now();
-    let killed = Killed::kill(2);
+    let killed = bed.kill_node(2).expect("kill -9 broker 2");
     // Feed every real scan to the live and the dry-run engine until the live one promotes.
     let mut promoted_after = None;
     while promoted_after.is_none() {
-        assert!(killed_at.elapsed() < Duration::from_secs(90), "no promotion within 90 s of kill -9; last reasons in h_live: {h_live:?}");
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(90),
+            "no promotion within 90 s of kill -9; last reasons in h_live: {h_live:?}"
+        );
         let snap = only(w.scan().await, topic);
         let now = Utc::now();
-        let (l, d) = (decide(&snap, &live, &h_live, now), decide(&snap, &dry, &h_dry, now));
-        assert_eq!(l.actions, d.actions, "the dry-run plan differs from the live decision on the same scan");
+        let (l, d) = (
+            decide(&snap, &live, &h_live, now),
+            decide(&snap, &dry, &h_dry, now),
+        );
+        assert_eq!(
+            l.actions, d.actions,
+            "the dry-run plan differs from the live decision on the same scan"
+        );
         if let Some(a) = l.actions.first() {
             assert!(matches!(a, Action::Promote { node_id: 4, .. }), "{a:?}");
             assert!(a.reason().contains("under min ISR"), "{a:?}");
@@ -203,11 +259,14 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
         h_dry = d.next_history;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    eprintln!("kill -9 of broker 2 to the promotion decision: {:?}", promoted_after.unwrap());
+    eprintln!(
+        "kill -9 of broker 2 to the promotion decision: {:?}",
+        promoted_after.unwrap()
+    );
     assert!(h_live.is_auto_promoted(4));
     assert!(!h_dry.is_auto_promoted(4), "a dry run records nothing");
 
-    drop(killed); // restarts broker 2
+    killed.start().expect("restart broker 2");
     // Recovery: broker 2 back in the ISR; with the window and cooldown at 0 the engine demotes 4
     // (or first moves leadership off it, if it leads).
     let restarted = Instant::now();
@@ -215,16 +274,30 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
     while restarted.elapsed() < Duration::from_secs(180) {
         let snap = only(w.scan().await, topic);
         let d = decide(&snap, &live, &h_live, Utc::now());
-        if d.actions.iter().any(|a| matches!(a, Action::Demote { node_id: 4, .. } | Action::MoveLeadership { node_id: 4, .. })) {
+        if d.actions.iter().any(|a| {
+            matches!(
+                a,
+                Action::Demote { node_id: 4, .. } | Action::MoveLeadership { node_id: 4, .. }
+            )
+        }) {
             let p = part(&snap, topic).unwrap();
-            assert!(p.isr.contains(&1) && p.isr.contains(&2), "demotion decided before the primaries are back: {p:?}");
+            assert!(
+                p.isr.contains(&1) && p.isr.contains(&2),
+                "demotion decided before the primaries are back: {p:?}"
+            );
             recovered = true;
             break;
         }
         h_live = d.next_history;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    assert!(recovered, "recovery not detected within 180 s of restarting broker 2");
-    eprintln!("restart of broker 2 to the demotion decision: {:?}", restarted.elapsed());
+    assert!(
+        recovered,
+        "recovery not detected within 180 s of restarting broker 2"
+    );
+    eprintln!(
+        "restart of broker 2 to the demotion decision: {:?}",
+        restarted.elapsed()
+    );
     let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
 }

@@ -8,7 +8,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::metrics::ObserverSetLabels;
@@ -90,9 +90,19 @@ impl AutomationMetrics {
 
     /// Records one decision: its latency, how many partitions trigger, and a detection when
     /// that number rises from zero.
-    pub fn decided(&self, set: &ObserverSetLabels, latency: Duration, triggered: usize, previously_triggered: usize) {
-        self.decision_latency.get_or_create(set).observe(latency.as_secs_f64());
-        self.triggered_partitions.get_or_create(set).set(i64::try_from(triggered).unwrap_or(i64::MAX));
+    pub fn decided(
+        &self,
+        set: &ObserverSetLabels,
+        latency: Duration,
+        triggered: usize,
+        previously_triggered: usize,
+    ) {
+        self.decision_latency
+            .get_or_create(set)
+            .observe(latency.as_secs_f64());
+        self.triggered_partitions
+            .get_or_create(set)
+            .set(i64::try_from(triggered).unwrap_or(i64::MAX));
         if triggered > 0 && previously_triggered == 0 {
             self.detections.get_or_create(set).inc();
         }
@@ -124,7 +134,11 @@ impl AutomationMetrics {
 }
 
 fn node(set: &ObserverSetLabels, node_id: i32) -> NodeLabels {
-    NodeLabels { namespace: set.namespace.clone(), observerset: set.observerset.clone(), node_id: node_id.to_string() }
+    NodeLabels {
+        namespace: set.namespace.clone(),
+        observerset: set.observerset.clone(),
+        node_id: node_id.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -145,9 +159,24 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         let labels = "{namespace=\"kafka\",observerset=\"kafka\"}";
-        assert!(text.contains(&format!("kafka_observer_automation_detections_total{labels} 2")), "{text}");
-        assert!(text.contains(&format!("kafka_observer_automation_triggered_partitions{labels} 2")), "{text}");
-        assert!(text.contains(&format!("kafka_observer_automation_decision_latency_seconds_count{labels} 5")), "{text}");
+        assert!(
+            text.contains(&format!(
+                "kafka_observer_automation_detections_total{labels} 2"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "kafka_observer_automation_triggered_partitions{labels} 2"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "kafka_observer_automation_decision_latency_seconds_count{labels} 5"
+            )),
+            "{text}"
+        );
         assert!(text.contains("kafka_observer_automation_promotions_total{namespace=\"kafka\",observerset=\"kafka\",node_id=\"4\"} 1"), "{text}");
     }
 }

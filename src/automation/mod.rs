@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
 use thiserror::Error;
 use tokio::sync::watch;
@@ -35,11 +35,15 @@ use crate::metrics::{Metrics, ObserverSetLabels};
 pub enum AutomationError {
     #[error("the ObserverSet is invalid, not automating it: {0}")]
     Invalid(String),
-    #[error("spec.kafka uses TLS or SASL, which the automation does not support yet: use policy Manual, or a plaintext listener")]
+    #[error(
+        "spec.kafka uses TLS or SASL, which the automation does not support yet: use policy Manual, or a plaintext listener"
+    )]
     SecureConnection,
     #[error(transparent)]
     Kafka(#[from] crate::kafka::KafkaError),
-    #[error("cannot write status.autoPromotions/status.plan of ObserverSet {0}: {1} (does the operator's role allow patching observersets/status?)")]
+    #[error(
+        "cannot write status.autoPromotions/status.plan of ObserverSet {0}: {1} (does the operator's role allow patching observersets/status?)"
+    )]
     Status(String, #[source] kube::Error),
 }
 
@@ -52,8 +56,12 @@ struct Running {
 /// promotions still in force (Manual stops new promotions, the earlier ones are still demoted
 /// when autoDemote is enabled; docs/promotion-policies.md).
 fn automated(obs: &ObserverSet) -> bool {
-    let pending = obs.status.as_ref().is_some_and(|s| !s.auto_promotions.is_empty());
-    obs.meta().deletion_timestamp.is_none() && (obs.spec.promotion.policy != PromotionPolicy::Manual || pending)
+    let pending = obs
+        .status
+        .as_ref()
+        .is_some_and(|s| !s.auto_promotions.is_empty());
+    obs.meta().deletion_timestamp.is_none()
+        && (obs.spec.promotion.policy != PromotionPolicy::Manual || pending)
 }
 
 fn key(obs: &ObserverSet) -> (String, String) {
@@ -64,14 +72,18 @@ fn key(obs: &ObserverSet) -> (String, String) {
 /// on its own (watch errors are retried with backoff); drop it to stop every task.
 pub async fn run(client: Client, metrics: Metrics) {
     let api: Api<ObserverSet> = Api::all(client.clone());
-    let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut running: HashMap<(String, String), Running> = HashMap::new();
     let mut listed: HashSet<(String, String)> = HashSet::new();
     let stop = |running: &mut HashMap<(String, String), Running>, k: &(String, String)| {
         if let Some(r) = running.remove(k) {
             r.abort.abort();
-            metrics.automation().forget(&ObserverSetLabels::new(&k.0, &k.1));
+            metrics
+                .automation()
+                .forget(&ObserverSetLabels::new(&k.0, &k.1));
             tracing::info!(namespace = %k.0, observerset = %k.1, "promotion automation stopped");
         }
     };
@@ -94,7 +106,11 @@ pub async fn run(client: Client, metrics: Metrics) {
                 }
             }
             Ok(Event::InitDone) => {
-                let gone: Vec<_> = running.keys().filter(|k| !listed.contains(*k)).cloned().collect();
+                let gone: Vec<_> = running
+                    .keys()
+                    .filter(|k| !listed.contains(*k))
+                    .cloned()
+                    .collect();
                 for k in gone {
                     stop(&mut running, &k);
                 }

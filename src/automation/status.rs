@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::crd::{self, ObserverSetStatus, PlanAction, PlanActionKind, PlanStatus};
 use crate::policy::{self, Action, Decision};
@@ -16,11 +16,15 @@ pub const FIELD_MANAGER: &str = "kafka-observer-operator-automation";
 pub fn to_time(t: DateTime<Utc>) -> Time {
     // Every DateTime<Utc> chrono produces is inside jiff's range (years -9999..=9999) in practice;
     // the fallback only guards the extremes.
-    Time(Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32).unwrap_or(Timestamp::UNIX_EPOCH))
+    Time(
+        Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32)
+            .unwrap_or(Timestamp::UNIX_EPOCH),
+    )
 }
 
 pub fn from_time(t: &Time) -> DateTime<Utc> {
-    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32).unwrap_or_default()
+    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
+        .unwrap_or_default()
 }
 
 /// `status.autoPromotions` as the engine's history entries, oldest first.
@@ -29,14 +33,22 @@ pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<policy::AutoPr
         .map(|s| s.auto_promotions.as_slice())
         .unwrap_or_default()
         .iter()
-        .map(|p| policy::AutoPromotion { node_id: p.node_id, at: from_time(&p.at), reason: p.reason.clone() })
+        .map(|p| policy::AutoPromotion {
+            node_id: p.node_id,
+            at: from_time(&p.at),
+            reason: p.reason.clone(),
+        })
         .collect();
     out.sort_by_key(|p| p.at);
     out
 }
 
 fn to_crd(p: &policy::AutoPromotion) -> crd::AutoPromotion {
-    crd::AutoPromotion { node_id: p.node_id, at: to_time(p.at), reason: p.reason.clone() }
+    crd::AutoPromotion {
+        node_id: p.node_id,
+        at: to_time(p.at),
+        reason: p.reason.clone(),
+    }
 }
 
 /// `status.plan` for a decision. The status schema knows Promote and Demote only: leadership
@@ -53,15 +65,27 @@ pub fn plan(decision: &Decision, at: DateTime<Utc>) -> PlanStatus {
                 Action::Demote { .. } => PlanActionKind::Demote,
                 Action::MoveLeadership { .. } | Action::UncleanElect { .. } => return None,
             };
-            Some(PlanAction { action: kind, node_id: a.node_id(), reason: a.reason().to_owned() })
+            Some(PlanAction {
+                action: kind,
+                node_id: a.node_id(),
+                reason: a.reason().to_owned(),
+            })
         })
         .collect();
-    PlanStatus { at: to_time(at), dry_run: decision.dry_run, actions }
+    PlanStatus {
+        at: to_time(at),
+        dry_run: decision.dry_run,
+        actions,
+    }
 }
 
 /// Whether writing `plan` and `auto` would change what the status holds (the plan's time aside):
 /// the automation writes only on a change, not once a scan.
-pub fn differs(status: Option<&ObserverSetStatus>, plan: &PlanStatus, auto: &[policy::AutoPromotion]) -> bool {
+pub fn differs(
+    status: Option<&ObserverSetStatus>,
+    plan: &PlanStatus,
+    auto: &[policy::AutoPromotion],
+) -> bool {
     let current_auto = auto_promotions(status);
     let current_plan = status.and_then(|s| s.plan.as_ref());
     current_auto != auto
@@ -85,7 +109,13 @@ mod tests {
     use chrono::TimeZone;
 
     fn decision(actions: Vec<Action>, dry_run: bool) -> Decision {
-        Decision { actions, reasons: vec![], next_history: PolicyHistory::default(), dry_run, triggered_partitions: 0 }
+        Decision {
+            actions,
+            reasons: vec![],
+            next_history: PolicyHistory::default(),
+            dry_run,
+            triggered_partitions: 0,
+        }
     }
 
     #[test]
@@ -98,9 +128,19 @@ mod tests {
     fn plan_keeps_promotions_and_demotions_in_order() {
         let d = decision(
             vec![
-                Action::MoveLeadership { node_id: 5, partitions: vec![], reason: "m".into() },
-                Action::Demote { node_id: 5, reason: "d".into() },
-                Action::Promote { node_id: 4, reason: "p".into() },
+                Action::MoveLeadership {
+                    node_id: 5,
+                    partitions: vec![],
+                    reason: "m".into(),
+                },
+                Action::Demote {
+                    node_id: 5,
+                    reason: "d".into(),
+                },
+                Action::Promote {
+                    node_id: 4,
+                    reason: "p".into(),
+                },
             ],
             true,
         );
@@ -109,8 +149,16 @@ mod tests {
         assert_eq!(
             p.actions,
             vec![
-                PlanAction { action: PlanActionKind::Demote, node_id: 5, reason: "d".into() },
-                PlanAction { action: PlanActionKind::Promote, node_id: 4, reason: "p".into() },
+                PlanAction {
+                    action: PlanActionKind::Demote,
+                    node_id: 5,
+                    reason: "d".into()
+                },
+                PlanAction {
+                    action: PlanActionKind::Promote,
+                    node_id: 4,
+                    reason: "p".into()
+                },
             ]
         );
     }
@@ -118,7 +166,11 @@ mod tests {
     #[test]
     fn writes_only_on_a_change() {
         let at = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
-        let auto = vec![policy::AutoPromotion { node_id: 4, at, reason: "r".into() }];
+        let auto = vec![policy::AutoPromotion {
+            node_id: 4,
+            at,
+            reason: "r".into(),
+        }];
         let p = plan(&decision(vec![], false), at);
         assert!(differs(None, &p, &auto));
         let status = ObserverSetStatus {
@@ -127,8 +179,14 @@ mod tests {
             ..ObserverSetStatus::default()
         };
         let later = plan(&decision(vec![], false), at + chrono::TimeDelta::seconds(5));
-        assert!(!differs(Some(&status), &later, &auto), "only the plan's time changed");
-        assert!(differs(Some(&status), &later, &[]), "a demotion empties the list");
+        assert!(
+            !differs(Some(&status), &later, &auto),
+            "only the plan's time changed"
+        );
+        assert!(
+            differs(Some(&status), &later, &[]),
+            "a demotion empties the list"
+        );
         let dry = plan(&decision(vec![], true), at);
         assert!(differs(Some(&status), &dry, &auto));
     }

@@ -10,12 +10,12 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use super::status::{self, FIELD_MANAGER};
 use super::AutomationError;
-use crate::crd::{validate, ObserverSet};
-use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
+use super::status::{self, FIELD_MANAGER};
+use crate::crd::{ObserverSet, validate};
+use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions, elect_leaders};
 use crate::metrics::{Metrics, ObserverSetLabels};
-use crate::policy::{decide, Action, Decision, PolicyConfig, PolicyHistory};
+use crate::policy::{Action, Decision, PolicyConfig, PolicyHistory, decide};
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {
@@ -49,7 +49,10 @@ pub(super) struct SetTask {
 
 impl SetTask {
     pub fn new(client: Client, metrics: Metrics, namespace: &str, name: &str) -> Self {
-        let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         SetTask {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -85,24 +88,43 @@ impl SetTask {
     /// One scan and decision; returns the scan interval to keep.
     async fn step(&mut self, obs: &ObserverSet) -> Result<Duration, AutomationError> {
         let validated = validate(obs).map_err(|e| AutomationError::Invalid(e.to_string()))?;
-        let interval = validated.promotion.scan_interval.max(Duration::from_millis(100));
+        let interval = validated
+            .promotion
+            .scan_interval
+            .max(Duration::from_millis(100));
         if validated.kafka.tls.is_some() || validated.kafka.sasl.is_some() {
             return Err(AutomationError::SecureConnection);
         }
         let watcher = self.watcher_for(&validated.kafka.bootstrap_servers)?;
         let scan_started = Instant::now();
         let snapshot = watcher.scan().await;
-        self.metrics.kafka_scanned(&self.labels, scan_started.elapsed());
-        let acknowledged = obs.status.iter().flat_map(|s| s.effective_observers.iter().copied()).collect();
-        let config = PolicyConfig::from_validated(&validated, acknowledged).map_err(|e| AutomationError::Invalid(e.to_string()))?;
+        self.metrics
+            .kafka_scanned(&self.labels, scan_started.elapsed());
+        let acknowledged = obs
+            .status
+            .iter()
+            .flat_map(|s| s.effective_observers.iter().copied())
+            .collect();
+        let config = PolicyConfig::from_validated(&validated, acknowledged)
+            .map_err(|e| AutomationError::Invalid(e.to_string()))?;
         let history = self
             .history
-            .get_or_insert_with(|| PolicyHistory::from_auto_promotions(status::auto_promotions(obs.status.as_ref())))
+            .get_or_insert_with(|| {
+                PolicyHistory::from_auto_promotions(status::auto_promotions(obs.status.as_ref()))
+            })
             .clone();
         let now = Utc::now();
         let decision = decide(&snapshot, &config, &history, now);
-        let latency = Utc::now().signed_duration_since(snapshot.taken_at).to_std().unwrap_or_default();
-        self.metrics.automation().decided(&self.labels, latency, decision.triggered_partitions, self.previously_triggered);
+        let latency = Utc::now()
+            .signed_duration_since(snapshot.taken_at)
+            .to_std()
+            .unwrap_or_default();
+        self.metrics.automation().decided(
+            &self.labels,
+            latency,
+            decision.triggered_partitions,
+            self.previously_triggered,
+        );
         self.previously_triggered = decision.triggered_partitions;
         for r in &decision.reasons {
             tracing::debug!(observerset = %self.labels.observerset, namespace = %self.labels.namespace, reason = %r, "held back");
@@ -129,41 +151,75 @@ impl SetTask {
     /// reported; the engine sees the outcome in the next scan (the broker still leads, or the
     /// partition is still offline) and decides again.
     async fn run_elections(&mut self, obs: &ObserverSet, decision: &Decision) {
-        let Some((_, watcher)) = &self.watcher else { return };
+        let Some((_, watcher)) = &self.watcher else {
+            return;
+        };
         let admin = watcher.admin();
         for action in &decision.actions {
             let (kind, partitions, ok_reason, failed_reason) = match action {
-                Action::MoveLeadership { partitions, .. } => {
-                    (ElectionKind::Preferred, partitions, reason::LEADERSHIP_MOVED, reason::LEADERSHIP_MOVE_FAILED)
-                }
-                Action::UncleanElect { partitions, .. } => {
-                    (ElectionKind::Unclean, partitions, reason::UNCLEAN_TAKEOVER, reason::UNCLEAN_TAKEOVER_FAILED)
-                }
+                Action::MoveLeadership { partitions, .. } => (
+                    ElectionKind::Preferred,
+                    partitions,
+                    reason::LEADERSHIP_MOVED,
+                    reason::LEADERSHIP_MOVE_FAILED,
+                ),
+                Action::UncleanElect { partitions, .. } => (
+                    ElectionKind::Unclean,
+                    partitions,
+                    reason::UNCLEAN_TAKEOVER,
+                    reason::UNCLEAN_TAKEOVER_FAILED,
+                ),
                 Action::Promote { .. } | Action::Demote { .. } => continue,
             };
             let kind_name = format!("{kind:?}");
-            let failures = match elect_leaders(admin.clone(), kind, partitions.clone(), ELECTION_TIMEOUT).await {
+            let failures = match elect_leaders(
+                admin.clone(),
+                kind,
+                partitions.clone(),
+                ELECTION_TIMEOUT,
+            )
+            .await
+            {
                 Ok(outcomes) => outcomes
                     .into_iter()
                     .filter_map(|o| o.result.err().map(|e| format!("{}: {e}", o.partition)))
                     .collect::<Vec<_>>(),
                 Err(e) => vec![e.to_string()],
             };
-            self.metrics.automation().elected(&self.labels, &kind_name, failures.is_empty());
+            self.metrics
+                .automation()
+                .elected(&self.labels, &kind_name, failures.is_empty());
             if failures.is_empty() {
                 tracing::info!(node_id = action.node_id(), election = %kind_name, reason = %action.reason(), "leader election done");
-                self.publish(obs, EventType::Normal, ok_reason, action.reason().to_owned()).await;
+                self.publish(
+                    obs,
+                    EventType::Normal,
+                    ok_reason,
+                    action.reason().to_owned(),
+                )
+                .await;
             } else {
-                let note = format!("{} election for broker {} failed: {}", kind_name, action.node_id(), failures.join("; "));
+                let note = format!(
+                    "{} election for broker {} failed: {}",
+                    kind_name,
+                    action.node_id(),
+                    failures.join("; ")
+                );
                 tracing::warn!(node_id = action.node_id(), "{note}");
-                self.publish(obs, EventType::Warning, failed_reason, note).await;
+                self.publish(obs, EventType::Warning, failed_reason, note)
+                    .await;
             }
         }
     }
 
     /// Writes `status.autoPromotions` and `status.plan` when they change, then reports each
     /// promotion and demotion. A failed write records nothing: the next scan decides again.
-    async fn record(&mut self, obs: &ObserverSet, decision: &Decision, now: chrono::DateTime<Utc>) -> Result<(), AutomationError> {
+    async fn record(
+        &mut self,
+        obs: &ObserverSet,
+        decision: &Decision,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(), AutomationError> {
         let plan = status::plan(decision, now);
         let auto = &decision.next_history.auto_promotions;
         if !status::differs(obs.status.as_ref(), &plan, auto) {
@@ -171,29 +227,42 @@ impl SetTask {
         }
         let api: Api<ObserverSet> = Api::namespaced(self.client.clone(), &self.labels.namespace);
         let body = status::apply_body(&plan, auto);
-        api.patch_status(&obs.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
-            .await
-            .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
+        api.patch_status(
+            &obs.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
         for action in &decision.actions {
             let (event_reason, note) = match (action, decision.dry_run) {
                 (Action::Promote { node_id, reason }, false) => {
                     self.metrics.automation().promoted(&self.labels, *node_id);
-                    (reason::AUTO_PROMOTED, format!("promoting observer {node_id}: {reason}"))
+                    (
+                        reason::AUTO_PROMOTED,
+                        format!("promoting observer {node_id}: {reason}"),
+                    )
                 }
                 (Action::Demote { node_id, reason }, false) => {
                     self.metrics.automation().demoted(&self.labels, *node_id);
-                    (reason::AUTO_DEMOTED, format!("demoting broker {node_id} back to observer: {reason}"))
+                    (
+                        reason::AUTO_DEMOTED,
+                        format!("demoting broker {node_id} back to observer: {reason}"),
+                    )
                 }
-                (Action::Promote { node_id, reason }, true) => {
-                    (reason::WOULD_PROMOTE, format!("dry run: would promote observer {node_id}: {reason}"))
-                }
-                (Action::Demote { node_id, reason }, true) => {
-                    (reason::WOULD_DEMOTE, format!("dry run: would demote broker {node_id}: {reason}"))
-                }
+                (Action::Promote { node_id, reason }, true) => (
+                    reason::WOULD_PROMOTE,
+                    format!("dry run: would promote observer {node_id}: {reason}"),
+                ),
+                (Action::Demote { node_id, reason }, true) => (
+                    reason::WOULD_DEMOTE,
+                    format!("dry run: would demote broker {node_id}: {reason}"),
+                ),
                 _ => continue,
             };
             tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "{note}");
-            self.publish(obs, EventType::Normal, event_reason, note).await;
+            self.publish(obs, EventType::Normal, event_reason, note)
+                .await;
         }
         Ok(())
     }
@@ -201,15 +270,18 @@ impl SetTask {
     /// One Warning event when the engine holds back although partitions need an observer, each
     /// time the explanation changes.
     async fn report_held_back(&mut self, obs: &ObserverSet, decision: &Decision) {
-        let held = (decision.triggered_partitions > 0 && decision.actions.is_empty() && !decision.reasons.is_empty())
-            .then(|| decision.reasons.join("; "));
+        let held = (decision.triggered_partitions > 0
+            && decision.actions.is_empty()
+            && !decision.reasons.is_empty())
+        .then(|| decision.reasons.join("; "));
         if held == self.last_held_back {
             return;
         }
         self.last_held_back = held.clone();
         if let Some(note) = held {
             tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "not promoting: {note}");
-            self.publish(obs, EventType::Warning, reason::HELD_BACK, note).await;
+            self.publish(obs, EventType::Warning, reason::HELD_BACK, note)
+                .await;
         }
     }
 
@@ -218,14 +290,21 @@ impl SetTask {
         tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, error = %text, "automation step failed");
         if self.last_error.as_deref() != Some(text.as_str()) {
             self.last_error = Some(text.clone());
-            self.publish(obs, EventType::Warning, reason::AUTOMATION_FAILED, text).await;
+            self.publish(obs, EventType::Warning, reason::AUTOMATION_FAILED, text)
+                .await;
         }
     }
 
     async fn publish(&self, obs: &ObserverSet, type_: EventType, reason: &str, note: String) {
         // Event notes are limited to 1 KiB by the API server.
         let note: String = note.chars().take(1000).collect();
-        let event = KubeEvent { type_, reason: reason.into(), note: Some(note), action: "Automate".into(), secondary: None };
+        let event = KubeEvent {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Automate".into(),
+            secondary: None,
+        };
         if let Err(e) = self.recorder.publish(&event, &obs.object_ref(&())).await {
             tracing::warn!(error = %e, reason, "could not publish event");
         }

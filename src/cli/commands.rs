@@ -7,26 +7,39 @@ use chrono::Utc;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::{render_table, replica_rows, Cli, CliError, Command, Output};
-use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
-use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
-use crate::policy::{check_demotion, check_promotion, led_by, CheckReport, ClusterSnapshot, PolicyConfig};
+use super::{Cli, CliError, Command, Output, render_table, replica_rows};
+use crate::crd::{ObserverSet, ValidatedObserverSet, validate};
+use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions, elect_leaders};
+use crate::policy::{
+    CheckReport, ClusterSnapshot, PolicyConfig, check_demotion, check_promotion, led_by,
+};
 
 /// Runs one plugin invocation.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     let client = kube::Client::try_default().await?;
-    let namespace = cli.namespace.clone().unwrap_or_else(|| client.default_namespace().to_string());
+    let namespace = cli
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
     let api: Api<ObserverSet> = Api::namespaced(client, &namespace);
     let obs = find(&api, &namespace, cli.observerset.as_deref()).await?;
     match cli.command {
         Command::Status { output } => status(&cli, &obs, output).await,
         Command::Promote { node_id, force } => promote(&cli, &api, &obs, node_id, force).await,
-        Command::Demote { node_id, move_leadership, force } => demote(&cli, &api, &obs, node_id, move_leadership, force).await,
+        Command::Demote {
+            node_id,
+            move_leadership,
+            force,
+        } => demote(&cli, &api, &obs, node_id, move_leadership, force).await,
         Command::Plan { output } => plan(&obs, output),
     }
 }
 
-async fn find(api: &Api<ObserverSet>, namespace: &str, name: Option<&str>) -> Result<ObserverSet, CliError> {
+async fn find(
+    api: &Api<ObserverSet>,
+    namespace: &str,
+    name: Option<&str>,
+) -> Result<ObserverSet, CliError> {
     if let Some(name) = name {
         return Ok(api.get(name).await?);
     }
@@ -36,7 +49,11 @@ async fn find(api: &Api<ObserverSet>, namespace: &str, name: Option<&str>) -> Re
         1 => Ok(all.remove(0)),
         _ => Err(CliError::Ambiguous {
             namespace: namespace.to_string(),
-            names: all.iter().filter_map(|o| o.metadata.name.clone()).collect::<Vec<_>>().join(", "),
+            names: all
+                .iter()
+                .filter_map(|o| o.metadata.name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
         }),
     }
 }
@@ -44,21 +61,31 @@ async fn find(api: &Api<ObserverSet>, namespace: &str, name: Option<&str>) -> Re
 /// The validated model and the engine's config as the operator would build them.
 fn policy_config(obs: &ObserverSet) -> Result<(ValidatedObserverSet, PolicyConfig), CliError> {
     let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
-    let acknowledged = obs.status.as_ref().map(|s| s.effective_observers.iter().copied().collect()).unwrap_or_default();
-    let mut config = PolicyConfig::from_validated(&validated, acknowledged).map_err(|e| CliError::Invalid(e.to_string()))?;
+    let acknowledged = obs
+        .status
+        .as_ref()
+        .map(|s| s.effective_observers.iter().copied().collect())
+        .unwrap_or_default();
+    let mut config = PolicyConfig::from_validated(&validated, acknowledged)
+        .map_err(|e| CliError::Invalid(e.to_string()))?;
     // Automatic promotions count as promoted for the checks and the table.
     config.promoted.extend(auto_promoted(obs));
     Ok((validated, config))
 }
 
 fn auto_promoted(obs: &ObserverSet) -> BTreeSet<i32> {
-    obs.status.iter().flat_map(|s| s.auto_promotions.iter().map(|p| p.node_id)).collect()
+    obs.status
+        .iter()
+        .flat_map(|s| s.auto_promotions.iter().map(|p| p.node_id))
+        .collect()
 }
 
 async fn watcher(cli: &Cli, validated: &ValidatedObserverSet) -> Result<KafkaWatcher, CliError> {
     let settings = match &cli.bootstrap {
         Some(b) => ConnectionSettings::from_bootstrap(b),
-        None if validated.kafka.tls.is_some() || validated.kafka.sasl.is_some() => return Err(CliError::SecureConnection),
+        None if validated.kafka.tls.is_some() || validated.kafka.sasl.is_some() => {
+            return Err(CliError::SecureConnection);
+        }
         None => ConnectionSettings::plaintext(validated.kafka.bootstrap_servers.iter().cloned()),
     };
     Ok(KafkaWatcher::new(&settings, WatcherOptions::default())?)
@@ -68,9 +95,16 @@ async fn status(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliE
     let (validated, config) = policy_config(obs)?;
     let snapshot = watcher(cli, &validated).await?.scan().await;
     if let crate::policy::SourceHealth::Unhealthy { reason } = &snapshot.source {
-        return Err(CliError::Kafka(crate::kafka::KafkaError::Metadata(reason.clone())));
+        return Err(CliError::Kafka(crate::kafka::KafkaError::Metadata(
+            reason.clone(),
+        )));
     }
-    let rows = replica_rows(&snapshot, &config.observers, &config.promoted, config.max_lag_messages);
+    let rows = replica_rows(
+        &snapshot,
+        &config.observers,
+        &config.promoted,
+        config.max_lag_messages,
+    );
     match output {
         Output::Json => {
             let doc = json!({"observerSet": obs.metadata.name, "takenAt": snapshot.taken_at, "replicas": rows});
@@ -81,7 +115,12 @@ async fn status(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliE
     Ok(())
 }
 
-fn enforce(report: &CheckReport, action: &'static str, node_id: i32, force: bool) -> Result<(), CliError> {
+fn enforce(
+    report: &CheckReport,
+    action: &'static str,
+    node_id: i32,
+    force: bool,
+) -> Result<(), CliError> {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
@@ -94,21 +133,45 @@ fn enforce(report: &CheckReport, action: &'static str, node_id: i32, force: bool
         }
         return Ok(());
     }
-    Err(CliError::Refused { action, node_id, problems: report.problems.join("\n  - ") })
+    Err(CliError::Refused {
+        action,
+        node_id,
+        problems: report.problems.join("\n  - "),
+    })
 }
 
-async fn promote(cli: &Cli, api: &Api<ObserverSet>, obs: &ObserverSet, node_id: i32, force: bool) -> Result<(), CliError> {
+async fn promote(
+    cli: &Cli,
+    api: &Api<ObserverSet>,
+    obs: &ObserverSet,
+    node_id: i32,
+    force: bool,
+) -> Result<(), CliError> {
     let (validated, config) = policy_config(obs)?;
     let snapshot = watcher(cli, &validated).await?.scan().await;
-    enforce(&check_promotion(&snapshot, &config, node_id, Utc::now()), "promote", node_id, force)?;
+    enforce(
+        &check_promotion(&snapshot, &config, node_id, Utc::now()),
+        "promote",
+        node_id,
+        force,
+    )?;
     let mut promoted: BTreeSet<i32> = obs.spec.promotion.promoted.iter().copied().collect();
     promoted.insert(node_id);
     patch_promoted(api, obs, promoted).await?;
-    println!("broker {node_id} promoted; the operator rolls the change out (controllers first, then brokers)");
+    println!(
+        "broker {node_id} promoted; the operator rolls the change out (controllers first, then brokers)"
+    );
     Ok(())
 }
 
-async fn demote(cli: &Cli, api: &Api<ObserverSet>, obs: &ObserverSet, node_id: i32, move_leadership: bool, force: bool) -> Result<(), CliError> {
+async fn demote(
+    cli: &Cli,
+    api: &Api<ObserverSet>,
+    obs: &ObserverSet,
+    node_id: i32,
+    move_leadership: bool,
+    force: bool,
+) -> Result<(), CliError> {
     let (validated, config) = policy_config(obs)?;
     let mut watcher = watcher(cli, &validated).await?;
     let mut snapshot = watcher.scan().await;
@@ -118,23 +181,51 @@ async fn demote(cli: &Cli, api: &Api<ObserverSet>, obs: &ObserverSet, node_id: i
     let mut config = config;
     // Only hand promotions are demoted here; automatic ones belong to the operator.
     config.promoted = obs.spec.promotion.promoted.iter().copied().collect();
-    enforce(&check_demotion(&snapshot, &config, node_id, Utc::now()), "demote", node_id, force)?;
-    let promoted: BTreeSet<i32> = obs.spec.promotion.promoted.iter().copied().filter(|id| *id != node_id).collect();
+    enforce(
+        &check_demotion(&snapshot, &config, node_id, Utc::now()),
+        "demote",
+        node_id,
+        force,
+    )?;
+    let promoted: BTreeSet<i32> = obs
+        .spec
+        .promotion
+        .promoted
+        .iter()
+        .copied()
+        .filter(|id| *id != node_id)
+        .collect();
     patch_promoted(api, obs, promoted).await?;
-    println!("broker {node_id} demoted; the operator rolls the change out (controllers first, then brokers)");
+    println!(
+        "broker {node_id} demoted; the operator rolls the change out (controllers first, then brokers)"
+    );
     Ok(())
 }
 
 /// Runs a preferred leader election for the partitions `node_id` leads and waits (up to 30 s)
 /// until the metadata shows it leads none of them.
-async fn move_leadership_off(watcher: &mut KafkaWatcher, snapshot: ClusterSnapshot, node_id: i32) -> Result<ClusterSnapshot, CliError> {
+async fn move_leadership_off(
+    watcher: &mut KafkaWatcher,
+    snapshot: ClusterSnapshot,
+    node_id: i32,
+) -> Result<ClusterSnapshot, CliError> {
     let led = led_by(&snapshot, node_id);
     if led.is_empty() {
         return Ok(snapshot);
     }
-    for outcome in elect_leaders(watcher.admin(), ElectionKind::Preferred, led, Duration::from_secs(30)).await? {
+    for outcome in elect_leaders(
+        watcher.admin(),
+        ElectionKind::Preferred,
+        led,
+        Duration::from_secs(30),
+    )
+    .await?
+    {
         if let Err(e) = outcome.result {
-            eprintln!("warning: preferred election for {} failed: {e}", outcome.partition);
+            eprintln!(
+                "warning: preferred election for {} failed: {e}",
+                outcome.partition
+            );
         }
     }
     let mut latest = snapshot;
@@ -145,19 +236,30 @@ async fn move_leadership_off(watcher: &mut KafkaWatcher, snapshot: ClusterSnapsh
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let still: Vec<String> = led_by(&latest, node_id).iter().map(ToString::to_string).collect();
-    Err(CliError::LeadershipStuck { node_id, partitions: still.join(", ") })
+    let still: Vec<String> = led_by(&latest, node_id)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    Err(CliError::LeadershipStuck {
+        node_id,
+        partitions: still.join(", "),
+    })
 }
 
 /// Writes `spec.promotion.promoted`, guarded by the resourceVersion read, so a concurrent edit
 /// makes this fail (409) instead of being overwritten.
-async fn patch_promoted(api: &Api<ObserverSet>, obs: &ObserverSet, promoted: BTreeSet<i32>) -> Result<(), CliError> {
+async fn patch_promoted(
+    api: &Api<ObserverSet>,
+    obs: &ObserverSet,
+    promoted: BTreeSet<i32>,
+) -> Result<(), CliError> {
     let name = obs.metadata.name.clone().unwrap_or_default();
     let patch = json!({
         "metadata": {"resourceVersion": obs.metadata.resource_version},
         "spec": {"promotion": {"promoted": promoted.into_iter().collect::<Vec<_>>()}}
     });
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }
 
@@ -169,9 +271,19 @@ fn plan(obs: &ObserverSet, output: Output) -> Result<(), CliError> {
         return Ok(());
     }
     match &status.plan {
-        None => println!("no plan yet (the operator has not decided anything for this ObserverSet)"),
+        None => {
+            println!("no plan yet (the operator has not decided anything for this ObserverSet)")
+        }
         Some(plan) => {
-            println!("plan at {}{}", plan.at.0, if plan.dry_run { " (dry run: not acted on)" } else { "" });
+            println!(
+                "plan at {}{}",
+                plan.at.0,
+                if plan.dry_run {
+                    " (dry run: not acted on)"
+                } else {
+                    ""
+                }
+            );
             if plan.actions.is_empty() {
                 println!("  nothing to do");
             }
@@ -181,7 +293,10 @@ fn plan(obs: &ObserverSet, output: Output) -> Result<(), CliError> {
         }
     }
     for p in &status.auto_promotions {
-        println!("automatically promoted: broker {} at {}: {}", p.node_id, p.at.0, p.reason);
+        println!(
+            "automatically promoted: broker {} at {}: {}",
+            p.node_id, p.at.0, p.reason
+        );
     }
     Ok(())
 }

@@ -9,10 +9,14 @@ use clap::{Parser, Subcommand, ValueEnum};
 use thiserror::Error;
 
 pub use commands::run;
-pub use replica_table::{render_table, replica_rows, ReplicaRole, ReplicaRow};
+pub use replica_table::{ReplicaRole, ReplicaRow, render_table, replica_rows};
 
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-observer", version, about = "Observer replicas of a Kafka cluster managed by an ObserverSet")]
+#[command(
+    name = "kubectl-observer",
+    version,
+    about = "Observer replicas of a Kafka cluster managed by an ObserverSet"
+)]
 pub struct Cli {
     /// Namespace of the ObserverSet (default: the kubeconfig's namespace).
     #[arg(short, long, global = true)]
@@ -70,18 +74,26 @@ pub enum CliError {
     Kube(#[from] kube::Error),
     #[error("no ObserverSet in namespace {0}: check -n/--namespace")]
     NotFound(String),
-    #[error("namespace {namespace} has several ObserverSets ({names}): pick one with -s/--observerset")]
+    #[error(
+        "namespace {namespace} has several ObserverSets ({names}): pick one with -s/--observerset"
+    )]
     Ambiguous { namespace: String, names: String },
     #[error("ObserverSet is invalid: {0}")]
     Invalid(String),
-    #[error("spec.kafka uses TLS or SASL, which this plugin does not speak: pass --bootstrap with a plaintext listener")]
+    #[error(
+        "spec.kafka uses TLS or SASL, which this plugin does not speak: pass --bootstrap with a plaintext listener"
+    )]
     SecureConnection,
     #[error(transparent)]
     Kafka(#[from] crate::kafka::KafkaError),
     #[error(transparent)]
     Election(#[from] crate::kafka::ElectionError),
     #[error("refusing to {action} broker {node_id}:\n  - {problems}\n(use --force to override)")]
-    Refused { action: &'static str, node_id: i32, problems: String },
+    Refused {
+        action: &'static str,
+        node_id: i32,
+        problems: String,
+    },
     #[error("broker {node_id} still leads {partitions} after the preferred leader election")]
     LeadershipStuck { node_id: i32, partitions: String },
     #[error("cannot print JSON: {0}")]

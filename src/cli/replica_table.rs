@@ -38,7 +38,12 @@ pub struct ReplicaRow {
 }
 
 /// Rows for every replica, in snapshot order. `caught_up` means a lag of at most `max_lag`.
-pub fn replica_rows(snapshot: &ClusterSnapshot, observers: &BTreeSet<BrokerId>, promoted: &BTreeSet<BrokerId>, max_lag: i64) -> Vec<ReplicaRow> {
+pub fn replica_rows(
+    snapshot: &ClusterSnapshot,
+    observers: &BTreeSet<BrokerId>,
+    promoted: &BTreeSet<BrokerId>,
+    max_lag: i64,
+) -> Vec<ReplicaRow> {
     let mut rows = Vec::new();
     for p in &snapshot.partitions {
         for &r in &p.replicas {
@@ -69,7 +74,19 @@ pub fn replica_rows(snapshot: &ClusterSnapshot, observers: &BTreeSet<BrokerId>, 
 
 /// A fixed-width text table with a header.
 pub fn render_table(rows: &[ReplicaRow]) -> String {
-    let header = ["TOPIC", "PARTITION", "REPLICA", "ROLE", "LEADER", "IN-ISR", "CAUGHT-UP", "LAG", "LEO", "HW", "ALIVE"];
+    let header = [
+        "TOPIC",
+        "PARTITION",
+        "REPLICA",
+        "ROLE",
+        "LEADER",
+        "IN-ISR",
+        "CAUGHT-UP",
+        "LAG",
+        "LEO",
+        "HW",
+        "ALIVE",
+    ];
     let opt = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
     let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
     let cells: Vec<[String; 11]> = rows
@@ -97,7 +114,11 @@ pub fn render_table(rows: &[ReplicaRow]) -> String {
         }
     }
     let line = |items: Vec<&str>| {
-        let padded: Vec<String> = items.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let padded: Vec<String> = items
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         padded.join("  ").trim_end().to_string() + "\n"
     };
     let mut out = line(header.to_vec());
@@ -117,7 +138,17 @@ mod tests {
         ClusterSnapshot {
             taken_at: Utc::now(),
             source: SourceHealth::Healthy,
-            brokers: (1..=4).map(|b| (b, BrokerState { registered: b != 2, reachable: b != 2 })).collect(),
+            brokers: (1..=4)
+                .map(|b| {
+                    (
+                        b,
+                        BrokerState {
+                            registered: b != 2,
+                            reachable: b != 2,
+                        },
+                    )
+                })
+                .collect(),
             partitions: vec![PartitionState {
                 topic: "orders".into(),
                 partition: 0,
@@ -136,16 +167,33 @@ mod tests {
         let rows = replica_rows(&snapshot(), &BTreeSet::from([4]), &BTreeSet::new(), 10);
         assert_eq!(rows.len(), 3);
         assert!(rows[0].leader && rows[0].in_isr && rows[0].caught_up == Some(true));
-        assert_eq!((rows[1].alive, rows[1].lag, rows[1].caught_up), (false, None, None));
-        assert_eq!((rows[2].role, rows[2].lag, rows[2].caught_up), (ReplicaRole::Observer, Some(20), Some(false)));
+        assert_eq!(
+            (rows[1].alive, rows[1].lag, rows[1].caught_up),
+            (false, None, None)
+        );
+        assert_eq!(
+            (rows[2].role, rows[2].lag, rows[2].caught_up),
+            (ReplicaRole::Observer, Some(20), Some(false))
+        );
     }
 
     #[test]
     fn table_has_aligned_columns() {
-        let text = render_table(&replica_rows(&snapshot(), &BTreeSet::from([4]), &BTreeSet::from([4]), 10));
+        let text = render_table(&replica_rows(
+            &snapshot(),
+            &BTreeSet::from([4]),
+            &BTreeSet::from([4]),
+            10,
+        ));
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].starts_with("TOPIC   PARTITION  REPLICA  ROLE"), "{text}");
-        assert!(lines[3].starts_with("orders  0          4        promoted"), "{text}");
+        assert!(
+            lines[0].starts_with("TOPIC   PARTITION  REPLICA  ROLE"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("orders  0          4        promoted"),
+            "{text}"
+        );
         assert!(lines[3].contains("20"), "{text}");
     }
 }

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::ClientConfig;
 
 use super::KafkaError;
 
@@ -20,18 +20,28 @@ pub struct ConnectionSettings {
 
 impl ConnectionSettings {
     pub fn plaintext(bootstrap_servers: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        ConnectionSettings { bootstrap_servers: bootstrap_servers.into_iter().map(Into::into).collect(), properties: BTreeMap::new() }
+        ConnectionSettings {
+            bootstrap_servers: bootstrap_servers.into_iter().map(Into::into).collect(),
+            properties: BTreeMap::new(),
+        }
     }
 
     /// Parses a comma-separated bootstrap string such as `.testbed/kafka/bootstrap`.
     pub fn from_bootstrap(bootstrap: &str) -> Self {
-        Self::plaintext(bootstrap.split(',').map(str::trim).filter(|s| !s.is_empty()))
+        Self::plaintext(
+            bootstrap
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty()),
+        )
     }
 
     /// Whether the brokers are reached without TLS or SASL; only then can the watcher's own
     /// offset probe talk to them (it speaks plain Kafka protocol).
     pub fn is_plaintext(&self) -> bool {
-        self.properties.get("security.protocol").is_none_or(|p| p.eq_ignore_ascii_case("plaintext"))
+        self.properties
+            .get("security.protocol")
+            .is_none_or(|p| p.eq_ignore_ascii_case("plaintext"))
     }
 
     pub fn admin_client(&self) -> Result<Arc<AdminClient<DefaultClientContext>>, KafkaError> {
@@ -44,6 +54,9 @@ impl ConnectionSettings {
         for (k, v) in &self.properties {
             config.set(k, v);
         }
-        config.create().map(Arc::new).map_err(|e| KafkaError::Client(e.to_string()))
+        config
+            .create()
+            .map(Arc::new)
+            .map_err(|e| KafkaError::Client(e.to_string()))
     }
 }

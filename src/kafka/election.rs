@@ -8,11 +8,11 @@
 use std::ffi::CStr;
 use std::time::Duration;
 
+use rdkafka::TopicPartitionList;
 use rdkafka::admin::AdminClient;
+use rdkafka::bindings as rdsys;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::TopicPartitionList;
-use rdkafka::bindings as rdsys;
 use thiserror::Error;
 
 use crate::policy::TopicPartition;
@@ -38,7 +38,9 @@ pub struct ElectionOutcome {
 pub enum ElectionError {
     #[error("leader election request failed: {0}")]
     Request(String),
-    #[error("no answer to the leader election request within {0:?}: check that the brokers are reachable")]
+    #[error(
+        "no answer to the leader election request within {0:?}: check that the brokers are reachable"
+    )]
     Timeout(Duration),
     #[error("leader election task failed: {0}")]
     Join(String),
@@ -80,12 +82,27 @@ fn elect_blocking(
     unsafe {
         let request = rdsys::rd_kafka_ElectLeaders_new(election_type, list.ptr());
         if request.is_null() {
-            return Err(ElectionError::Request("librdkafka rejected the election type".into()));
+            return Err(ElectionError::Request(
+                "librdkafka rejected the election type".into(),
+            ));
         }
-        let options = rdsys::rd_kafka_AdminOptions_new(rk, rdsys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ELECTLEADERS);
+        let options = rdsys::rd_kafka_AdminOptions_new(
+            rk,
+            rdsys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ELECTLEADERS,
+        );
         let mut errstr = [0 as std::ffi::c_char; 256];
-        rdsys::rd_kafka_AdminOptions_set_request_timeout(options, timeout_ms, errstr.as_mut_ptr(), errstr.len());
-        rdsys::rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms, errstr.as_mut_ptr(), errstr.len());
+        rdsys::rd_kafka_AdminOptions_set_request_timeout(
+            options,
+            timeout_ms,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
+        rdsys::rd_kafka_AdminOptions_set_operation_timeout(
+            options,
+            timeout_ms,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
         let queue = rdsys::rd_kafka_queue_new(rk);
         rdsys::rd_kafka_ElectLeaders(rk, request, options, queue);
         rdsys::rd_kafka_ElectLeaders_destroy(request);
@@ -94,7 +111,11 @@ fn elect_blocking(
         // librdkafka always answers (at the latest when its own request timeout fires); the extra
         // second only guards against waiting forever.
         let event = rdsys::rd_kafka_queue_poll(queue, timeout_ms.saturating_add(1000));
-        let outcome = if event.is_null() { Err(ElectionError::Timeout(timeout)) } else { read_result(event) };
+        let outcome = if event.is_null() {
+            Err(ElectionError::Timeout(timeout))
+        } else {
+            read_result(event)
+        };
         if !event.is_null() {
             rdsys::rd_kafka_event_destroy(event);
         }
@@ -104,14 +125,22 @@ fn elect_blocking(
 }
 
 /// Reads an ElectLeaders result event. Safety: `event` is a live, non-null event.
-unsafe fn read_result(event: *mut rdsys::rd_kafka_event_t) -> Result<Vec<ElectionOutcome>, ElectionError> {
+unsafe fn read_result(
+    event: *mut rdsys::rd_kafka_event_t,
+) -> Result<Vec<ElectionOutcome>, ElectionError> {
     unsafe {
-        if rdsys::rd_kafka_event_error(event) != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(ElectionError::Request(c_text(rdsys::rd_kafka_event_error_string(event))));
+        if rdsys::rd_kafka_event_error(event)
+            != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        {
+            return Err(ElectionError::Request(c_text(
+                rdsys::rd_kafka_event_error_string(event),
+            )));
         }
         let result = rdsys::rd_kafka_event_ElectLeaders_result(event);
         if result.is_null() {
-            return Err(ElectionError::Request("the answer was not an ElectLeaders result".into()));
+            return Err(ElectionError::Request(
+                "the answer was not an ElectLeaders result".into(),
+            ));
         }
         let mut count = 0usize;
         let items = rdsys::rd_kafka_ElectLeaders_result_partitions(result, &mut count);
@@ -125,7 +154,13 @@ unsafe fn read_result(event: *mut rdsys::rd_kafka_event_t) -> Result<Vec<Electio
                 RDKafkaErrorCode::NoError | RDKafkaErrorCode::ElectionNotNeeded => Ok(()),
                 _ => Err(c_text(rdsys::rd_kafka_error_string(error))),
             };
-            out.push(ElectionOutcome { partition: TopicPartition { topic: c_text(tp.topic), partition: tp.partition }, result });
+            out.push(ElectionOutcome {
+                partition: TopicPartition {
+                    topic: c_text(tp.topic),
+                    partition: tp.partition,
+                },
+                result,
+            });
         }
         Ok(out)
     }
@@ -136,5 +171,7 @@ unsafe fn c_text(ptr: *const std::ffi::c_char) -> String {
     if ptr.is_null() {
         return String::new();
     }
-    unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(ptr) }
+        .to_string_lossy()
+        .into_owned()
 }

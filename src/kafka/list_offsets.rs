@@ -51,8 +51,18 @@ pub enum DecodeError {
 }
 
 /// A complete request frame (length prefix included) for the given partitions, grouped by topic.
-pub fn encode_request(correlation_id: i32, client_id: &str, kind: OffsetKind, topics: &[(&str, Vec<i32>)]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(64 + topics.iter().map(|(t, p)| t.len() + 6 + p.len() * 12).sum::<usize>());
+pub fn encode_request(
+    correlation_id: i32,
+    client_id: &str,
+    kind: OffsetKind,
+    topics: &[(&str, Vec<i32>)],
+) -> Vec<u8> {
+    let mut b = Vec::with_capacity(
+        64 + topics
+            .iter()
+            .map(|(t, p)| t.len() + 6 + p.len() * 12)
+            .sum::<usize>(),
+    );
     b.extend_from_slice(&[0; 4]); // length, patched below
     b.extend_from_slice(&API_KEY_LIST_OFFSETS.to_be_bytes());
     b.extend_from_slice(&API_VERSION.to_be_bytes());
@@ -80,11 +90,17 @@ fn put_string(b: &mut Vec<u8>, s: &str) {
 }
 
 /// Decodes a response body (the bytes after the 4-byte length prefix).
-pub fn decode_response(expected_correlation_id: i32, body: &[u8]) -> Result<Vec<PartitionOffset>, DecodeError> {
+pub fn decode_response(
+    expected_correlation_id: i32,
+    body: &[u8],
+) -> Result<Vec<PartitionOffset>, DecodeError> {
     let mut r = Reader { buf: body, pos: 0 };
     let got = r.i32()?;
     if got != expected_correlation_id {
-        return Err(DecodeError::Correlation { expected: expected_correlation_id, got });
+        return Err(DecodeError::Correlation {
+            expected: expected_correlation_id,
+            got,
+        });
     }
     let _throttle_ms = r.i32()?;
     let mut out = Vec::new();
@@ -96,7 +112,11 @@ pub fn decode_response(expected_correlation_id: i32, body: &[u8]) -> Result<Vec<
             let _timestamp = r.i64()?;
             let offset = r.i64()?;
             let result = if error == 0 { Ok(offset) } else { Err(error) };
-            out.push(PartitionOffset { topic: topic.clone(), partition, result });
+            out.push(PartitionOffset {
+                topic: topic.clone(),
+                partition,
+                result,
+            });
         }
     }
     Ok(out)
@@ -109,7 +129,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let bytes = self.buf.get(self.pos..self.pos + N).ok_or(DecodeError::Truncated(self.pos))?;
+        let bytes = self
+            .buf
+            .get(self.pos..self.pos + N)
+            .ok_or(DecodeError::Truncated(self.pos))?;
         self.pos += N;
         Ok(bytes.try_into().expect("slice of length N"))
     }
@@ -134,7 +157,10 @@ impl Reader<'_> {
     fn string(&mut self) -> Result<String, DecodeError> {
         let at = self.pos;
         let len = usize::try_from(self.i16()?).map_err(|_| DecodeError::NegativeLength(at))?;
-        let bytes = self.buf.get(self.pos..self.pos + len).ok_or(DecodeError::Truncated(self.pos))?;
+        let bytes = self
+            .buf
+            .get(self.pos..self.pos + len)
+            .ok_or(DecodeError::Truncated(self.pos))?;
         self.pos += len;
         String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::NotUtf8)
     }
@@ -149,11 +175,11 @@ mod tests {
         let b = encode_request(7, "koo", OffsetKind::LocalLogEnd, &[("t", vec![0, 3])]);
         let expected: Vec<u8> = [
             &(b.len() as i32 - 4).to_be_bytes()[..],
-            &[0, 2, 0, 2],     // api key 2, version 2
-            &[0, 0, 0, 7],     // correlation id
+            &[0, 2, 0, 2], // api key 2, version 2
+            &[0, 0, 0, 7], // correlation id
             &[0, 3, b'k', b'o', b'o'],
             &(-2i32).to_be_bytes(),
-            &[0],              // isolation level
+            &[0], // isolation level
             &[0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2],
             &[0, 0, 0, 0],
             &(-1i64).to_be_bytes(),
@@ -186,8 +212,16 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                PartitionOffset { topic: "t".into(), partition: 0, result: Ok(42) },
-                PartitionOffset { topic: "t".into(), partition: 1, result: Err(6) },
+                PartitionOffset {
+                    topic: "t".into(),
+                    partition: 0,
+                    result: Ok(42)
+                },
+                PartitionOffset {
+                    topic: "t".into(),
+                    partition: 1,
+                    result: Err(6)
+                },
             ]
         );
     }
@@ -195,7 +229,16 @@ mod tests {
     #[test]
     fn rejects_truncated_and_mismatched_responses() {
         let full = response(9);
-        assert!(matches!(decode_response(9, &full[..full.len() - 3]), Err(DecodeError::Truncated(_))));
-        assert_eq!(decode_response(8, &full), Err(DecodeError::Correlation { expected: 8, got: 9 }));
+        assert!(matches!(
+            decode_response(9, &full[..full.len() - 3]),
+            Err(DecodeError::Truncated(_))
+        ));
+        assert_eq!(
+            decode_response(8, &full),
+            Err(DecodeError::Correlation {
+                expected: 8,
+                got: 9
+            })
+        );
     }
 }

@@ -8,7 +8,9 @@ use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::list_offsets::{decode_response, encode_request, DecodeError, OffsetKind, PartitionOffset};
+use super::list_offsets::{
+    DecodeError, OffsetKind, PartitionOffset, decode_response, encode_request,
+};
 
 /// Largest answer accepted: ~28 bytes a partition, so this covers well over a million.
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
@@ -16,12 +18,22 @@ const MAX_RESPONSE_BYTES: usize = 64 << 20;
 #[derive(Debug, Error)]
 pub enum ProbeError {
     #[error("cannot reach broker {broker} at {address}: {source}")]
-    Io { broker: i32, address: String, source: std::io::Error },
+    Io {
+        broker: i32,
+        address: String,
+        source: std::io::Error,
+    },
     #[error("broker {broker} at {address} did not answer within {timeout:?}")]
-    Timeout { broker: i32, address: String, timeout: Duration },
+    Timeout {
+        broker: i32,
+        address: String,
+        timeout: Duration,
+    },
     #[error("broker {broker} sent a bad ListOffsets answer: {source}")]
     Decode { broker: i32, source: DecodeError },
-    #[error("broker {broker} announced a {size}-byte answer, more than the {MAX_RESPONSE_BYTES} accepted")]
+    #[error(
+        "broker {broker} announced a {size}-byte answer, more than the {MAX_RESPONSE_BYTES} accepted"
+    )]
     TooLarge { broker: i32, size: i64 },
 }
 
@@ -35,7 +47,11 @@ pub struct OffsetProbe {
 
 impl OffsetProbe {
     pub fn new(client_id: impl Into<String>, timeout: Duration) -> Self {
-        OffsetProbe { client_id: client_id.into(), timeout, next_correlation: AtomicI32::new(1) }
+        OffsetProbe {
+            client_id: client_id.into(),
+            timeout,
+            next_correlation: AtomicI32::new(1),
+        }
     }
 
     /// Offsets of `partitions` (grouped by topic) as broker `broker` at `address` sees them.
@@ -49,7 +65,11 @@ impl OffsetProbe {
         let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let request = encode_request(correlation, &self.client_id, kind, topics);
         let exchange = async {
-            let io = |source| ProbeError::Io { broker, address: address.to_string(), source };
+            let io = |source| ProbeError::Io {
+                broker,
+                address: address.to_string(),
+                source,
+            };
             let mut stream = TcpStream::connect(address).await.map_err(io)?;
             stream.write_all(&request).await.map_err(io)?;
             let size = i64::from(stream.read_i32().await.map_err(io)?);
@@ -59,10 +79,17 @@ impl OffsetProbe {
                 .ok_or(ProbeError::TooLarge { broker, size })?;
             let mut body = vec![0; size];
             stream.read_exact(&mut body).await.map_err(io)?;
-            decode_response(correlation, &body).map_err(|source| ProbeError::Decode { broker, source })
+            decode_response(correlation, &body)
+                .map_err(|source| ProbeError::Decode { broker, source })
         };
-        tokio::time::timeout(self.timeout, exchange).await.unwrap_or_else(|_| {
-            Err(ProbeError::Timeout { broker, address: address.to_string(), timeout: self.timeout })
-        })
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ProbeError::Timeout {
+                    broker,
+                    address: address.to_string(),
+                    timeout: self.timeout,
+                })
+            })
     }
 }

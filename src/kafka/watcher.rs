@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
+use super::KafkaError;
 use super::connection::ConnectionSettings;
 use super::offset_probe::OffsetProbe;
-use super::scan::{read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets};
-use super::KafkaError;
+use super::scan::{
+    Admin, MetaPartition, Metadata, Offsets, read_metadata, read_min_isr, read_offsets,
+};
 use crate::policy::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
 
 #[derive(Clone, Debug)]
@@ -24,7 +26,10 @@ pub struct WatcherOptions {
 
 impl Default for WatcherOptions {
     fn default() -> Self {
-        WatcherOptions { request_timeout: Duration::from_secs(5), config_refresh: Duration::from_secs(30) }
+        WatcherOptions {
+            request_timeout: Duration::from_secs(5),
+            config_refresh: Duration::from_secs(30),
+        }
     }
 }
 
@@ -42,8 +47,16 @@ impl KafkaWatcher {
     pub fn new(settings: &ConnectionSettings, options: WatcherOptions) -> Result<Self, KafkaError> {
         // The probe speaks plain Kafka protocol only; with TLS or SASL log end offsets stay
         // unknown, and the engine then never promotes (it never acts on unknown lag).
-        let probe = settings.is_plaintext().then(|| OffsetProbe::new("kafka-observer-operator", options.request_timeout));
-        Ok(KafkaWatcher { admin: settings.admin_client()?, probe, options, min_isr: HashMap::new(), min_isr_read_at: None })
+        let probe = settings
+            .is_plaintext()
+            .then(|| OffsetProbe::new("kafka-observer-operator", options.request_timeout));
+        Ok(KafkaWatcher {
+            admin: settings.admin_client()?,
+            probe,
+            options,
+            min_isr: HashMap::new(),
+            min_isr_read_at: None,
+        })
     }
 
     /// The admin client, shared with the leader elections.
@@ -61,17 +74,22 @@ impl KafkaWatcher {
             Err(e) => {
                 return ClusterSnapshot {
                     taken_at: started,
-                    source: SourceHealth::Unhealthy { reason: e.to_string() },
+                    source: SourceHealth::Unhealthy {
+                        reason: e.to_string(),
+                    },
                     brokers: BTreeMap::new(),
                     partitions: Vec::new(),
-                }
+                };
             }
         };
         self.refresh_min_isr(&md).await;
         let offsets = match &self.probe {
             Some(probe) => read_offsets(probe, &md).await,
             // Without the probe, trust the metadata for liveness and leave offsets unknown.
-            None => Offsets { reachable: md.brokers.keys().map(|&b| (b, true)).collect(), ..Offsets::default() },
+            None => Offsets {
+                reachable: md.brokers.keys().map(|&b| (b, true)).collect(),
+                ..Offsets::default()
+            },
         };
         for e in &offsets.errors {
             tracing::debug!(error = %e, "offset probe failed");
@@ -82,17 +100,29 @@ impl KafkaWatcher {
     async fn refresh_min_isr(&mut self, md: &Metadata) {
         let mut topics: Vec<Arc<str>> = md.partitions.iter().map(|p| p.topic.clone()).collect();
         topics.dedup();
-        let due = self.min_isr_read_at.is_none_or(|t| t.elapsed() >= self.options.config_refresh);
+        let due = self
+            .min_isr_read_at
+            .is_none_or(|t| t.elapsed() >= self.options.config_refresh);
         if !due && topics.iter().all(|t| self.min_isr.contains_key(t)) {
             return;
         }
         let any_broker = md.brokers.keys().next().copied();
-        self.min_isr = read_min_isr(&self.admin, &topics, any_broker, self.options.request_timeout).await;
+        self.min_isr = read_min_isr(
+            &self.admin,
+            &topics,
+            any_broker,
+            self.options.request_timeout,
+        )
+        .await;
         self.min_isr_read_at = Some(Instant::now());
     }
 
     /// Scans every `interval` and publishes each snapshot, until every receiver is dropped.
-    pub async fn run(mut self, interval: Duration, publish: watch::Sender<Option<Arc<ClusterSnapshot>>>) {
+    pub async fn run(
+        mut self,
+        interval: Duration,
+        publish: watch::Sender<Option<Arc<ClusterSnapshot>>>,
+    ) {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -108,18 +138,34 @@ impl KafkaWatcher {
     }
 }
 
-fn assemble(taken_at: DateTime<Utc>, md: &Metadata, min_isr: &HashMap<Arc<str>, u32>, offsets: &Offsets) -> ClusterSnapshot {
+fn assemble(
+    taken_at: DateTime<Utc>,
+    md: &Metadata,
+    min_isr: &HashMap<Arc<str>, u32>,
+    offsets: &Offsets,
+) -> ClusterSnapshot {
     let mut brokers: BTreeMap<i32, BrokerState> = md
         .brokers
         .keys()
-        .map(|&b| (b, BrokerState { registered: true, reachable: offsets.reachable.get(&b).copied().unwrap_or(false) }))
+        .map(|&b| {
+            (
+                b,
+                BrokerState {
+                    registered: true,
+                    reachable: offsets.reachable.get(&b).copied().unwrap_or(false),
+                },
+            )
+        })
         .collect();
     let partitions = md
         .partitions
         .iter()
         .map(|p| {
             for r in &p.replicas {
-                brokers.entry(*r).or_insert(BrokerState { registered: false, reachable: false });
+                brokers.entry(*r).or_insert(BrokerState {
+                    registered: false,
+                    reachable: false,
+                });
             }
             PartitionState {
                 topic: p.topic.to_string(),
@@ -128,16 +174,29 @@ fn assemble(taken_at: DateTime<Utc>, md: &Metadata, min_isr: &HashMap<Arc<str>, 
                 isr: p.isr.clone(),
                 leader: p.leader,
                 min_isr: min_isr.get(&p.topic).copied(),
-                high_watermark: offsets.high_watermark.get(&(p.topic.clone(), p.partition)).copied(),
+                high_watermark: offsets
+                    .high_watermark
+                    .get(&(p.topic.clone(), p.partition))
+                    .copied(),
                 log_end_offsets: p
                     .replicas
                     .iter()
-                    .filter_map(|&r| offsets.log_end.get(&(p.topic.clone(), p.partition, r)).map(|&o| (r, o)))
+                    .filter_map(|&r| {
+                        offsets
+                            .log_end
+                            .get(&(p.topic.clone(), p.partition, r))
+                            .map(|&o| (r, o))
+                    })
                     .collect(),
             }
         })
         .collect();
-    ClusterSnapshot { taken_at, source: SourceHealth::Healthy, brokers, partitions }
+    ClusterSnapshot {
+        taken_at,
+        source: SourceHealth::Healthy,
+        brokers,
+        partitions,
+    }
 }
 
 /// Benchmark support: the raw results of a scan of a synthetic cluster (every replica caught up),
@@ -167,11 +226,17 @@ impl SyntheticScan {
                 min_isr.insert(topic.clone(), 2);
             }
             let partition = (i % 100) as i32;
-            let replicas: Vec<i32> = (0..rf).map(|k| ((i + k) % brokers as usize) as i32 + 1).collect();
+            let replicas: Vec<i32> = (0..rf)
+                .map(|k| ((i + k) % brokers as usize) as i32 + 1)
+                .collect();
             for &r in &replicas {
-                offsets.log_end.insert((topic.clone(), partition, r), 1_000_000 + i as i64);
+                offsets
+                    .log_end
+                    .insert((topic.clone(), partition, r), 1_000_000 + i as i64);
             }
-            offsets.high_watermark.insert((topic.clone(), partition), 1_000_000 + i as i64);
+            offsets
+                .high_watermark
+                .insert((topic.clone(), partition), 1_000_000 + i as i64);
             md.partitions.push(MetaPartition {
                 topic: topic.clone(),
                 partition,
@@ -180,7 +245,11 @@ impl SyntheticScan {
                 replicas,
             });
         }
-        SyntheticScan { md, min_isr, offsets }
+        SyntheticScan {
+            md,
+            min_isr,
+            offsets,
+        }
     }
 
     /// What [`KafkaWatcher::scan`] does with the raw results.

@@ -43,7 +43,10 @@ impl TopicFilter {
         E: IntoIterator<Item = T>,
         T: AsRef<str>,
     {
-        Ok(TopicFilter { include: RegexSet::new(include)?, exclude: RegexSet::new(exclude)? })
+        Ok(TopicFilter {
+            include: RegexSet::new(include)?,
+            exclude: RegexSet::new(exclude)?,
+        })
     }
 
     /// Every topic.
@@ -87,7 +90,10 @@ pub struct PolicyConfig {
 impl PolicyConfig {
     /// Builds the engine's config from a validated ObserverSet and its `status.effectiveObservers`.
     /// A snapshot counts as stale after three scan intervals (at least 3 s).
-    pub fn from_validated(obs: &ValidatedObserverSet, acknowledged_observers: BTreeSet<BrokerId>) -> Result<Self, regex::Error> {
+    pub fn from_validated(
+        obs: &ValidatedObserverSet,
+        acknowledged_observers: BTreeSet<BrokerId>,
+    ) -> Result<Self, regex::Error> {
         let p = &obs.promotion;
         let include: Vec<&str> = p.topics_include.iter().map(|r| r.as_str()).collect();
         let exclude: Vec<&str> = p.topics_exclude.iter().map(|r| r.as_str()).collect();

@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::config::PolicyConfig;
-use super::health::{assess, triggers, Health};
+use super::health::{Health, assess, triggers};
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
 use super::{demotion, promotion, takeover};
@@ -21,9 +21,17 @@ pub enum Action {
     Demote { node_id: BrokerId, reason: String },
     /// Run a preferred leader election on these partitions so the broker stops leading them;
     /// the demotion follows on a later scan once it leads nothing.
-    MoveLeadership { node_id: BrokerId, partitions: Vec<TopicPartition>, reason: String },
+    MoveLeadership {
+        node_id: BrokerId,
+        partitions: Vec<TopicPartition>,
+        reason: String,
+    },
     /// Elect the broker leader of these offline partitions by unclean election.
-    UncleanElect { node_id: BrokerId, partitions: Vec<TopicPartition>, reason: String },
+    UncleanElect {
+        node_id: BrokerId,
+        partitions: Vec<TopicPartition>,
+        reason: String,
+    },
 }
 
 impl Action {
@@ -77,7 +85,10 @@ pub(super) struct Scan<'a> {
 }
 
 impl<'a> Scan<'a> {
-    pub fn partitions_of(&self, broker: BrokerId) -> impl Iterator<Item = (usize, &'a PartitionState)> + '_ {
+    pub fn partitions_of(
+        &self,
+        broker: BrokerId,
+    ) -> impl Iterator<Item = (usize, &'a PartitionState)> + '_ {
         let all: &'a [PartitionState] = &self.snapshot.partitions;
         let idx = self.hosted.get(&broker).map(Vec::as_slice).unwrap_or(&[]);
         idx.iter().map(move |&i| (i, &all[i]))
@@ -98,19 +109,34 @@ impl<'a> Scan<'a> {
 }
 
 /// Decides what to do about observers now. See docs/promotion-policies.md for the rules.
-pub fn decide(snapshot: &ClusterSnapshot, config: &PolicyConfig, history: &PolicyHistory, now: DateTime<Utc>) -> Decision {
+pub fn decide(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    history: &PolicyHistory,
+    now: DateTime<Utc>,
+) -> Decision {
     let mut next = history.clone();
     if let Some(why) = untrustworthy(snapshot, config, now) {
         // An unknown scan breaks every streak: confirmations must be consecutive known scans.
         next.promote_streak.clear();
         next.recovered_since.clear();
-        return Decision { actions: Vec::new(), reasons: vec![why], next_history: next, dry_run: config.dry_run, triggered_partitions: 0 };
+        return Decision {
+            actions: Vec::new(),
+            reasons: vec![why],
+            next_history: next,
+            dry_run: config.dry_run,
+            triggered_partitions: 0,
+        };
     }
 
     next.last_known_hw = remember_high_watermarks(snapshot, history);
     let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
-    let observers_now: BTreeSet<BrokerId> =
-        config.observers.iter().copied().filter(|id| !config.promoted.contains(id) && !auto.contains(id)).collect();
+    let observers_now: BTreeSet<BrokerId> = config
+        .observers
+        .iter()
+        .copied()
+        .filter(|id| !config.promoted.contains(id) && !auto.contains(id))
+        .collect();
     let interesting: BTreeSet<BrokerId> = config.observers.iter().chain(&auto).copied().collect();
     let mut hosted: HashMap<BrokerId, Vec<usize>> = HashMap::new();
     for (i, p) in snapshot.partitions.iter().enumerate() {
@@ -120,7 +146,11 @@ pub fn decide(snapshot: &ClusterSnapshot, config: &PolicyConfig, history: &Polic
             }
         }
     }
-    let health: Vec<Health> = snapshot.partitions.iter().map(|p| assess(p, snapshot, |b| observers_now.contains(&b))).collect();
+    let health: Vec<Health> = snapshot
+        .partitions
+        .iter()
+        .map(|p| assess(p, snapshot, |b| observers_now.contains(&b)))
+        .collect();
     let triggered_partitions = snapshot
         .partitions
         .iter()
@@ -148,7 +178,13 @@ pub fn decide(snapshot: &ClusterSnapshot, config: &PolicyConfig, history: &Polic
         next.auto_promotions = history.auto_promotions.clone();
         next.last_action = history.last_action.clone();
     }
-    Decision { actions: out.actions, reasons: out.reasons, next_history: next, dry_run: config.dry_run, triggered_partitions }
+    Decision {
+        actions: out.actions,
+        reasons: out.reasons,
+        next_history: next,
+        dry_run: config.dry_run,
+        triggered_partitions,
+    }
 }
 
 /// Actions and reasons collected by the planning steps, in the order they were decided.
@@ -158,18 +194,30 @@ pub(super) struct Outcome {
     pub reasons: Vec<String>,
 }
 
-fn untrustworthy(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: DateTime<Utc>) -> Option<String> {
+fn untrustworthy(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    now: DateTime<Utc>,
+) -> Option<String> {
     if let SourceHealth::Unhealthy { reason } = &snapshot.source {
         return Some(format!("not acting: the last scan failed ({reason})"));
     }
     let age = now.signed_duration_since(snapshot.taken_at);
     let limit = TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX);
     (age > limit).then(|| {
-        format!("not acting: the cluster snapshot from {} is stale ({}s old, limit {}s)", snapshot.taken_at, age.num_seconds(), limit.num_seconds())
+        format!(
+            "not acting: the cluster snapshot from {} is stale ({}s old, limit {}s)",
+            snapshot.taken_at,
+            age.num_seconds(),
+            limit.num_seconds()
+        )
     })
 }
 
-fn remember_high_watermarks(snapshot: &ClusterSnapshot, history: &PolicyHistory) -> HashMap<TopicPartition, i64> {
+fn remember_high_watermarks(
+    snapshot: &ClusterSnapshot,
+    history: &PolicyHistory,
+) -> HashMap<TopicPartition, i64> {
     let mut hw = HashMap::with_capacity(snapshot.partitions.len());
     for p in &snapshot.partitions {
         let id = p.id();
@@ -186,7 +234,10 @@ fn remember_high_watermarks(snapshot: &ClusterSnapshot, history: &PolicyHistory)
 
 /// "t-0, t-1, t-2 and 4 more": partition lists in reasons stay short.
 pub(super) fn list_partitions<'a>(parts: impl IntoIterator<Item = &'a PartitionState>) -> String {
-    let names: Vec<String> = parts.into_iter().map(|p| format!("{}-{}", p.topic, p.partition)).collect();
+    let names: Vec<String> = parts
+        .into_iter()
+        .map(|p| format!("{}-{}", p.topic, p.partition))
+        .collect();
     summarize(&names)
 }
 
@@ -195,6 +246,10 @@ pub(super) fn summarize(names: &[String]) -> String {
     if names.len() <= SHOWN {
         names.join(", ")
     } else {
-        format!("{} and {} more", names[..SHOWN].join(", "), names.len() - SHOWN)
+        format!(
+            "{} and {} more",
+            names[..SHOWN].join(", "),
+            names.len() - SHOWN
+        )
     }
 }

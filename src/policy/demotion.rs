@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use chrono::TimeDelta;
 
-use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
-use super::health::{assess, Health};
+use super::decide::{Action, Outcome, Scan, list_partitions, summarize};
+use super::health::{Health, assess};
 use super::history::{ActionKind, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
 
@@ -31,23 +31,38 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             continue;
         }
         if let Err(why) = recovered_without(scan, x) {
-            out.reasons.push(format!("broker {x}: stays promoted, {why}"));
+            out.reasons
+                .push(format!("broker {x}: stays promoted, {why}"));
             continue;
         }
-        let since = scan.history.recovered_since.get(&x).copied().unwrap_or(scan.now);
+        let since = scan
+            .history
+            .recovered_since
+            .get(&x)
+            .copied()
+            .unwrap_or(scan.now);
         recovered.insert(x, since);
         if scan.now.signed_duration_since(since) < window {
             out.reasons.push(format!("broker {x}: cluster healthy without it since {since}, demotion after the stabilization window"));
             continue;
         }
         if let Some(until) = scan.cooling_until(x) {
-            out.reasons.push(format!("broker {x}: would be demoted, but its cooldown runs until {until}"));
+            out.reasons.push(format!(
+                "broker {x}: would be demoted, but its cooldown runs until {until}"
+            ));
             continue;
         }
-        let led: Vec<&PartitionState> = scan.partitions_of(x).map(|(_, p)| p).filter(|p| p.leader == Some(x)).collect();
+        let led: Vec<&PartitionState> = scan
+            .partitions_of(x)
+            .map(|(_, p)| p)
+            .filter(|p| p.leader == Some(x))
+            .collect();
         if !led.is_empty() {
             // A leader never shrinks itself out of the ISR, so its leaderships must go first.
-            let stuck: Vec<String> = led.iter().filter_map(|p| why_leadership_stuck(scan, p, x)).collect();
+            let stuck: Vec<String> = led
+                .iter()
+                .filter_map(|p| why_leadership_stuck(scan, p, x))
+                .collect();
             if stuck.is_empty() {
                 out.actions.push(Action::MoveLeadership {
                     node_id: x,
@@ -55,16 +70,27 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
                     reason: format!("broker {x} leads {}; moving leadership to the preferred leaders before demoting it", list_partitions(led)),
                 });
             } else {
-                out.reasons.push(format!("broker {x}: cannot be demoted, leadership cannot move off it: {}", summarize(&stuck)));
+                out.reasons.push(format!(
+                    "broker {x}: cannot be demoted, leadership cannot move off it: {}",
+                    summarize(&stuck)
+                ));
             }
             continue;
         }
         recovered.remove(&x);
         next.auto_promotions.retain(|p| p.node_id != x);
-        next.last_action.insert(x, LastAction { kind: ActionKind::Demote, at: scan.now });
+        next.last_action.insert(
+            x,
+            LastAction {
+                kind: ActionKind::Demote,
+                at: scan.now,
+            },
+        );
         out.actions.push(Action::Demote {
             node_id: x,
-            reason: format!("every partition it hosts has been fully replicated without it since {since}"),
+            reason: format!(
+                "every partition it hosts has been fully replicated without it since {since}"
+            ),
         });
     }
     next.recovered_since = recovered;
@@ -77,10 +103,14 @@ fn recovered_without(scan: &Scan, x: BrokerId) -> Result<(), String> {
     let mut below_min = Vec::new();
     let mut not_recovered = Vec::new();
     for (_, p) in scan.partitions_of(x) {
-        match assess(p, scan.snapshot, |b| b == x || scan.observers_now.contains(&b)) {
+        match assess(p, scan.snapshot, |b| {
+            b == x || scan.observers_now.contains(&b)
+        }) {
             Health::Unknown => unknown.push(p),
             Health::Offline | Health::UnderMinIsr => below_min.push(p),
-            Health::UnderReplicated if scan.config.topics.watches(&p.topic) => not_recovered.push(p),
+            Health::UnderReplicated if scan.config.topics.watches(&p.topic) => {
+                not_recovered.push(p)
+            }
             _ => {}
         }
     }
@@ -88,10 +118,16 @@ fn recovered_without(scan: &Scan, x: BrokerId) -> Result<(), String> {
         return Err(format!("state unknown for {}", list_partitions(unknown)));
     }
     if !below_min.is_empty() {
-        return Err(format!("demoting it would put {} under min ISR", list_partitions(below_min)));
+        return Err(format!(
+            "demoting it would put {} under min ISR",
+            list_partitions(below_min)
+        ));
     }
     if !not_recovered.is_empty() {
-        return Err(format!("{} would be under-replicated without it", list_partitions(not_recovered)));
+        return Err(format!(
+            "{} would be under-replicated without it",
+            list_partitions(not_recovered)
+        ));
     }
     Ok(())
 }
@@ -101,13 +137,15 @@ fn why_leadership_stuck(scan: &Scan, p: &PartitionState, x: BrokerId) -> Option<
     let name = format!("{}-{}", p.topic, p.partition);
     match p.replicas.first().copied() {
         None => Some(format!("{name} has no replicas")),
-        Some(pref) if pref == x => {
-            Some(format!("{name}: broker {x} is its preferred leader (reassign the partition or restart the broker)"))
+        Some(pref) if pref == x => Some(format!(
+            "{name}: broker {x} is its preferred leader (reassign the partition or restart the broker)"
+        )),
+        Some(pref) if scan.observers_now.contains(&pref) => {
+            Some(format!("{name}: preferred leader {pref} is an observer"))
         }
-        Some(pref) if scan.observers_now.contains(&pref) => Some(format!("{name}: preferred leader {pref} is an observer")),
-        Some(pref) if !p.in_isr(pref) || !scan.snapshot.is_alive(pref) => {
-            Some(format!("{name}: preferred leader {pref} is not a live ISR member"))
-        }
+        Some(pref) if !p.in_isr(pref) || !scan.snapshot.is_alive(pref) => Some(format!(
+            "{name}: preferred leader {pref} is not a live ISR member"
+        )),
         Some(_) => None,
     }
 }

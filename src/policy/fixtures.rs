@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::{BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyKind, SourceHealth, TopicFilter};
+use super::{
+    BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyKind, SourceHealth,
+    TopicFilter,
+};
 
 pub fn at(secs: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
@@ -31,7 +34,14 @@ pub fn config(policy: PolicyKind) -> PolicyConfig {
 }
 
 /// A partition with every replica caught up at `hw`.
-pub fn partition(topic: &str, partition: i32, replicas: &[BrokerId], isr: &[BrokerId], leader: Option<BrokerId>, hw: i64) -> PartitionState {
+pub fn partition(
+    topic: &str,
+    partition: i32,
+    replicas: &[BrokerId],
+    isr: &[BrokerId],
+    leader: Option<BrokerId>,
+    hw: i64,
+) -> PartitionState {
     PartitionState {
         topic: topic.into(),
         partition,
@@ -46,19 +56,42 @@ pub fn partition(topic: &str, partition: i32, replicas: &[BrokerId], isr: &[Brok
 
 /// Brokers 1-4; those in `down` are fenced (gone from the metadata).
 pub fn brokers(down: &[BrokerId]) -> BTreeMap<BrokerId, BrokerState> {
-    (1..=4).map(|id| (id, BrokerState { registered: !down.contains(&id), reachable: !down.contains(&id) })).collect()
+    (1..=4)
+        .map(|id| {
+            (
+                id,
+                BrokerState {
+                    registered: !down.contains(&id),
+                    reachable: !down.contains(&id),
+                },
+            )
+        })
+        .collect()
 }
 
-pub fn snapshot(taken_at: DateTime<Utc>, down: &[BrokerId], partitions: Vec<PartitionState>) -> ClusterSnapshot {
-    ClusterSnapshot { taken_at, source: SourceHealth::Healthy, brokers: brokers(down), partitions }
+pub fn snapshot(
+    taken_at: DateTime<Utc>,
+    down: &[BrokerId],
+    partitions: Vec<PartitionState>,
+) -> ClusterSnapshot {
+    ClusterSnapshot {
+        taken_at,
+        source: SourceHealth::Healthy,
+        brokers: brokers(down),
+        partitions,
+    }
 }
 
 /// Healthy RF3 topic `t` with `n` partitions on brokers 1, 2 (leader 1) and observer 4.
 pub fn healthy(n: i32) -> Vec<PartitionState> {
-    (0..n).map(|i| partition("t", i, &[1, 2, 4], &[1, 2], Some(1), 100)).collect()
+    (0..n)
+        .map(|i| partition("t", i, &[1, 2, 4], &[1, 2], Some(1), 100))
+        .collect()
 }
 
 /// The same topic after broker 2 was lost: ISR [1], under min ISR 2.
 pub fn broker_2_lost(n: i32) -> Vec<PartitionState> {
-    (0..n).map(|i| partition("t", i, &[1, 2, 4], &[1], Some(1), 100)).collect()
+    (0..n)
+        .map(|i| partition("t", i, &[1, 2, 4], &[1], Some(1), 100))
+        .collect()
 }

@@ -19,7 +19,11 @@ pub enum Health {
 }
 
 /// Classifies a partition. `is_observer` says which brokers count as observers for this question.
-pub fn assess(p: &PartitionState, snapshot: &ClusterSnapshot, is_observer: impl Fn(BrokerId) -> bool) -> Health {
+pub fn assess(
+    p: &PartitionState,
+    snapshot: &ClusterSnapshot,
+    is_observer: impl Fn(BrokerId) -> bool,
+) -> Health {
     let mut primaries = 0usize;
     let mut live_primaries = 0usize;
     for &r in &p.replicas {
@@ -35,8 +39,14 @@ pub fn assess(p: &PartitionState, snapshot: &ClusterSnapshot, is_observer: impl 
     if p.leader.is_none() && live_primaries == 0 {
         return Health::Offline;
     }
-    let Some(min_isr) = p.min_isr else { return Health::Unknown };
-    let live_isr = p.isr.iter().filter(|&&r| !is_observer(r) && snapshot.is_alive(r)).count();
+    let Some(min_isr) = p.min_isr else {
+        return Health::Unknown;
+    };
+    let live_isr = p
+        .isr
+        .iter()
+        .filter(|&&r| !is_observer(r) && snapshot.is_alive(r))
+        .count();
     if live_isr < min_isr as usize {
         Health::UnderMinIsr
     } else if live_isr < primaries {
@@ -53,7 +63,10 @@ pub fn triggers(policy: PolicyKind, health: Health) -> bool {
         PolicyKind::Manual => false,
         PolicyKind::LeaderIsObserver => health == Health::Offline,
         PolicyKind::UnderMinIsr => matches!(health, Health::Offline | Health::UnderMinIsr),
-        PolicyKind::UnderReplicated => matches!(health, Health::Offline | Health::UnderMinIsr | Health::UnderReplicated),
+        PolicyKind::UnderReplicated => matches!(
+            health,
+            Health::Offline | Health::UnderMinIsr | Health::UnderReplicated
+        ),
     }
 }
 

@@ -53,9 +53,21 @@ impl PolicyHistory {
     pub fn from_auto_promotions(auto_promotions: Vec<AutoPromotion>) -> Self {
         let last_action = auto_promotions
             .iter()
-            .map(|p| (p.node_id, LastAction { kind: ActionKind::Promote, at: p.at }))
+            .map(|p| {
+                (
+                    p.node_id,
+                    LastAction {
+                        kind: ActionKind::Promote,
+                        at: p.at,
+                    },
+                )
+            })
             .collect();
-        PolicyHistory { auto_promotions, last_action, ..PolicyHistory::default() }
+        PolicyHistory {
+            auto_promotions,
+            last_action,
+            ..PolicyHistory::default()
+        }
     }
 
     pub fn is_auto_promoted(&self, broker: BrokerId) -> bool {
@@ -63,10 +75,18 @@ impl PolicyHistory {
     }
 
     /// When the broker's cooldown ends, if it is still running at `now`.
-    pub fn cooling_until(&self, broker: BrokerId, cooldown: chrono::TimeDelta, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub fn cooling_until(
+        &self,
+        broker: BrokerId,
+        cooldown: chrono::TimeDelta,
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
         let last = self.last_action.get(&broker)?;
         // An absurdly long cooldown saturates instead of overflowing the date.
-        let until = last.at.checked_add_signed(cooldown).unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let until = last
+            .at
+            .checked_add_signed(cooldown)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
         (until > now).then_some(until)
     }
 }

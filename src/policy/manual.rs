@@ -4,7 +4,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::config::PolicyConfig;
-use super::health::{assess, Health};
+use super::health::{Health, assess};
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth};
 
 /// Problems that forbid the change, and warnings that do not.
@@ -20,13 +20,25 @@ impl CheckReport {
     }
 }
 
-fn fresh(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: DateTime<Utc>, report: &mut CheckReport) -> bool {
+fn fresh(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    now: DateTime<Utc>,
+    report: &mut CheckReport,
+) -> bool {
     if let SourceHealth::Unhealthy { reason } = &snapshot.source {
-        report.problems.push(format!("cannot read the cluster: {reason}"));
+        report
+            .problems
+            .push(format!("cannot read the cluster: {reason}"));
         return false;
     }
-    if now.signed_duration_since(snapshot.taken_at) > TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX) {
-        report.problems.push(format!("the cluster snapshot from {} is stale", snapshot.taken_at));
+    if now.signed_duration_since(snapshot.taken_at)
+        > TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX)
+    {
+        report.problems.push(format!(
+            "the cluster snapshot from {} is stale",
+            snapshot.taken_at
+        ));
         return false;
     }
     true
@@ -40,31 +52,47 @@ fn hosted(snapshot: &ClusterSnapshot, id: BrokerId) -> impl Iterator<Item = &Par
 /// (lag at most maxLagMessages) on every partition it hosts that has a leader. Offline partitions
 /// have no high watermark to compare with: they only warn (promotion itself elects nobody; an
 /// unclean takeover has its own guard).
-pub fn check_promotion(snapshot: &ClusterSnapshot, config: &PolicyConfig, id: BrokerId, now: DateTime<Utc>) -> CheckReport {
+pub fn check_promotion(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    id: BrokerId,
+    now: DateTime<Utc>,
+) -> CheckReport {
     let mut report = CheckReport::default();
     if !config.observers.contains(&id) {
-        report.problems.push(format!("broker {id} is not a declared observer (spec.observers)"));
+        report.problems.push(format!(
+            "broker {id} is not a declared observer (spec.observers)"
+        ));
     }
     if config.promoted.contains(&id) {
-        report.problems.push(format!("broker {id} is already promoted"));
+        report
+            .problems
+            .push(format!("broker {id} is already promoted"));
     }
     if !fresh(snapshot, config, now, &mut report) {
         return report;
     }
     if !snapshot.is_alive(id) {
-        report.problems.push(format!("broker {id} is not alive (not registered, or not answering)"));
+        report.problems.push(format!(
+            "broker {id} is not alive (not registered, or not answering)"
+        ));
     }
     for p in hosted(snapshot, id) {
         let name = format!("{}-{}", p.topic, p.partition);
         if p.leader.is_none() {
-            report.warnings.push(format!("{name} has no leader: its lag cannot be measured"));
+            report
+                .warnings
+                .push(format!("{name} has no leader: its lag cannot be measured"));
             continue;
         }
         match p.lag_against(id, p.high_watermark) {
-            None => report.problems.push(format!("{name}: lag of broker {id} unknown")),
-            Some(lag) if lag > config.max_lag_messages => {
-                report.problems.push(format!("{name}: broker {id} lags {lag} messages (maxLagMessages {})", config.max_lag_messages))
-            }
+            None => report
+                .problems
+                .push(format!("{name}: lag of broker {id} unknown")),
+            Some(lag) if lag > config.max_lag_messages => report.problems.push(format!(
+                "{name}: broker {id} lags {lag} messages (maxLagMessages {})",
+                config.max_lag_messages
+            )),
             Some(_) => {}
         }
     }
@@ -74,7 +102,12 @@ pub fn check_promotion(snapshot: &ClusterSnapshot, config: &PolicyConfig, id: Br
 /// Demoting `id` by hand: it must be in `promotion.promoted`, no partition may drop under min
 /// ISR without it, and it must lead nothing (a leader never shrinks itself out of the ISR).
 /// Returns also the partitions it leads, so the caller can move leadership first.
-pub fn check_demotion(snapshot: &ClusterSnapshot, config: &PolicyConfig, id: BrokerId, now: DateTime<Utc>) -> CheckReport {
+pub fn check_demotion(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    id: BrokerId,
+    now: DateTime<Utc>,
+) -> CheckReport {
     let mut report = CheckReport::default();
     if !config.promoted.contains(&id) {
         report.problems.push(format!(
@@ -84,14 +117,20 @@ pub fn check_demotion(snapshot: &ClusterSnapshot, config: &PolicyConfig, id: Bro
     if !fresh(snapshot, config, now, &mut report) {
         return report;
     }
-    let observers: std::collections::BTreeSet<BrokerId> =
-        config.observers.iter().copied().filter(|o| *o == id || !config.promoted.contains(o)).collect();
+    let observers: std::collections::BTreeSet<BrokerId> = config
+        .observers
+        .iter()
+        .copied()
+        .filter(|o| *o == id || !config.promoted.contains(o))
+        .collect();
     let mut led = Vec::new();
     for p in hosted(snapshot, id) {
         let name = format!("{}-{}", p.topic, p.partition);
         match assess(p, snapshot, |b| observers.contains(&b)) {
             Health::Unknown => report.problems.push(format!("{name}: state unknown")),
-            Health::Offline | Health::UnderMinIsr => report.problems.push(format!("{name} would be under min ISR without broker {id}")),
+            Health::Offline | Health::UnderMinIsr => report
+                .problems
+                .push(format!("{name} would be under min ISR without broker {id}")),
             _ => {}
         }
         if p.leader == Some(id) {
@@ -109,5 +148,10 @@ pub fn check_demotion(snapshot: &ClusterSnapshot, config: &PolicyConfig, id: Bro
 
 /// Partitions `id` leads, for a preferred leader election before a manual demotion.
 pub fn led_by(snapshot: &ClusterSnapshot, id: BrokerId) -> Vec<super::TopicPartition> {
-    snapshot.partitions.iter().filter(|p| p.leader == Some(id)).map(PartitionState::id).collect()
+    snapshot
+        .partitions
+        .iter()
+        .filter(|p| p.leader == Some(id))
+        .map(PartitionState::id)
+        .collect()
 }

@@ -21,8 +21,10 @@ mod properties;
 mod tests;
 
 pub use config::{PolicyConfig, PolicyKind, TopicFilter};
-pub use decide::{decide, Action, Decision};
-pub use health::{assess, Health};
-pub use manual::{check_demotion, check_promotion, led_by, CheckReport};
+pub use decide::{Action, Decision, decide};
+pub use health::{Health, assess};
 pub use history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
-pub use snapshot::{BrokerId, BrokerState, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
+pub use manual::{CheckReport, check_demotion, check_promotion, led_by};
+pub use snapshot::{
+    BrokerId, BrokerState, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition,
+};

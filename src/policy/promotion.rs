@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::config::PolicyKind;
-use super::decide::{list_partitions, Action, Outcome, Scan};
-use super::health::{triggers, Health};
+use super::decide::{Action, Outcome, Scan, list_partitions};
+use super::health::{Health, triggers};
 use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
 
@@ -14,7 +14,9 @@ enum Candidate<'a> {
     NotNeeded,
     /// Needed, but promoting it now would break a rule.
     Blocked(String),
-    Eligible { triggered: Vec<(Health, &'a PartitionState)> },
+    Eligible {
+        triggered: Vec<(Health, &'a PartitionState)>,
+    },
 }
 
 pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
@@ -34,18 +36,38 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             }
             Candidate::Eligible { triggered } => triggered,
         };
-        let streak = scan.history.promote_streak.get(&x).copied().unwrap_or(0).saturating_add(1);
+        let streak = scan
+            .history
+            .promote_streak
+            .get(&x)
+            .copied()
+            .unwrap_or(0)
+            .saturating_add(1);
         streaks.insert(x, streak);
         if streak < config.confirmations {
-            out.reasons.push(format!("observer {x}: promotion confirmed by {streak} of {} consecutive scans", config.confirmations));
+            out.reasons.push(format!(
+                "observer {x}: promotion confirmed by {streak} of {} consecutive scans",
+                config.confirmations
+            ));
             continue;
         }
         if let Some(until) = scan.cooling_until(x) {
-            out.reasons.push(format!("observer {x}: would be promoted, but its cooldown runs until {until}"));
+            out.reasons.push(format!(
+                "observer {x}: would be promoted, but its cooldown runs until {until}"
+            ));
             continue;
         }
-        let worst = triggered.iter().map(|(h, _)| *h).min().unwrap_or(Health::Healthy);
-        let reason = format!("{} partition(s) {}: {}", triggered.len(), worst.describe(), list_partitions(triggered.iter().map(|(_, p)| *p)));
+        let worst = triggered
+            .iter()
+            .map(|(h, _)| *h)
+            .min()
+            .unwrap_or(Health::Healthy);
+        let reason = format!(
+            "{} partition(s) {}: {}",
+            triggered.len(),
+            worst.describe(),
+            list_partitions(triggered.iter().map(|(_, p)| *p))
+        );
         ready.push((triggered.len(), x, reason));
     }
 
@@ -66,8 +88,18 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             // promotion on every scan instead of flickering through the confirmations again.
             streaks.remove(&x);
         }
-        next.auto_promotions.push(AutoPromotion { node_id: x, at: scan.now, reason: reason.clone() });
-        next.last_action.insert(x, LastAction { kind: ActionKind::Promote, at: scan.now });
+        next.auto_promotions.push(AutoPromotion {
+            node_id: x,
+            at: scan.now,
+            reason: reason.clone(),
+        });
+        next.last_action.insert(
+            x,
+            LastAction {
+                kind: ActionKind::Promote,
+                at: scan.now,
+            },
+        );
         out.actions.push(Action::Promote { node_id: x, reason });
     }
     next.promote_streak = streaks;
@@ -88,13 +120,18 @@ fn candidate<'a>(scan: &'a Scan, x: BrokerId) -> Candidate<'a> {
         }
     }
     if !unknown.is_empty() {
-        return Candidate::Blocked(format!("observer {x}: not acting, state unknown for {}", list_partitions(unknown)));
+        return Candidate::Blocked(format!(
+            "observer {x}: not acting, state unknown for {}",
+            list_partitions(unknown)
+        ));
     }
     if triggered.is_empty() {
         return Candidate::NotNeeded;
     }
     if !scan.snapshot.is_alive(x) {
-        return Candidate::Blocked(format!("observer {x}: needed but not alive (unregistered or unreachable), not promoting"));
+        return Candidate::Blocked(format!(
+            "observer {x}: needed but not alive (unregistered or unreachable), not promoting"
+        ));
     }
     // The lag rule covers every partition the observer hosts, watched or not: once promoted it
     // joins the ISR of all of them.
@@ -119,7 +156,10 @@ fn candidate<'a>(scan: &'a Scan, x: BrokerId) -> Candidate<'a> {
         ));
     }
     if !lag_unknown.is_empty() {
-        return Candidate::Blocked(format!("observer {x}: needed but its lag is unknown on {}", list_partitions(lag_unknown)));
+        return Candidate::Blocked(format!(
+            "observer {x}: needed but its lag is unknown on {}",
+            list_partitions(lag_unknown)
+        ));
     }
     Candidate::Eligible { triggered }
 }

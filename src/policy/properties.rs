@@ -31,28 +31,41 @@ fn partition_state(index: i32) -> impl Strategy<Value = PartitionState> {
         prop::option::weighted(0.9, 0i64..5000),
         prop::collection::vec(prop::option::weighted(0.9, 0i64..2500), 4),
     )
-        .prop_map(move |(topic, shuffled, rf, in_isr, leader_pick, min_isr, hw, behind)| {
-            let replicas: Vec<BrokerId> = shuffled[..rf].to_vec();
-            let isr: Vec<BrokerId> = replicas.iter().zip(&in_isr).filter(|(_, keep)| **keep).map(|(r, _)| *r).collect();
-            let leader = leader_pick.and_then(|i| isr.get(i % isr.len().max(1)).copied());
-            let base = hw.unwrap_or(3000);
-            let log_end_offsets = replicas.iter().zip(&behind).filter_map(|(r, b)| b.map(|b| (*r, base - b))).collect();
-            PartitionState {
-                topic: topic.into(),
-                partition: index,
-                replicas,
-                isr,
-                leader,
-                min_isr,
-                high_watermark: leader.and(hw),
-                log_end_offsets,
-            }
-        })
+        .prop_map(
+            move |(topic, shuffled, rf, in_isr, leader_pick, min_isr, hw, behind)| {
+                let replicas: Vec<BrokerId> = shuffled[..rf].to_vec();
+                let isr: Vec<BrokerId> = replicas
+                    .iter()
+                    .zip(&in_isr)
+                    .filter(|(_, keep)| **keep)
+                    .map(|(r, _)| *r)
+                    .collect();
+                let leader = leader_pick.and_then(|i| isr.get(i % isr.len().max(1)).copied());
+                let base = hw.unwrap_or(3000);
+                let log_end_offsets = replicas
+                    .iter()
+                    .zip(&behind)
+                    .filter_map(|(r, b)| b.map(|b| (*r, base - b)))
+                    .collect();
+                PartitionState {
+                    topic: topic.into(),
+                    partition: index,
+                    replicas,
+                    isr,
+                    leader,
+                    min_isr,
+                    high_watermark: leader.and(hw),
+                    log_end_offsets,
+                }
+            },
+        )
 }
 
 fn cluster() -> impl Strategy<Value = (BTreeMap<BrokerId, BrokerState>, Vec<PartitionState>)> {
-    let brokers = prop::collection::vec(broker_state(), 5).prop_map(|s| BROKERS.iter().copied().zip(s).collect());
-    let partitions = (1usize..10).prop_flat_map(|n| (0..n as i32).map(partition_state).collect::<Vec<_>>());
+    let brokers = prop::collection::vec(broker_state(), 5)
+        .prop_map(|s| BROKERS.iter().copied().zip(s).collect());
+    let partitions =
+        (1usize..10).prop_flat_map(|n| (0..n as i32).map(partition_state).collect::<Vec<_>>());
     (brokers, partitions)
 }
 
@@ -69,67 +82,128 @@ fn policy_config() -> impl Strategy<Value = PolicyConfig> {
         (0i64..2000, 1u32..=3, 0u64..600, 1u32..=3),
         prop::option::of(0u64..120),
     )
-        .prop_map(|(policy, observers, (promote_first, ack, unclean), (lag, confirmations, cooldown, concurrent), demote)| {
-            let observers: BTreeSet<BrokerId> = observers.into_iter().collect();
-            let promoted: BTreeSet<BrokerId> = if promote_first { observers.iter().take(1).copied().collect() } else { BTreeSet::new() };
-            PolicyConfig {
+        .prop_map(
+            |(
                 policy,
-                acknowledged_observers: if ack { observers.clone() } else { BTreeSet::new() },
                 observers,
-                promoted,
-                max_lag_messages: lag,
-                confirmations,
-                cooldown: Duration::from_secs(cooldown),
-                max_concurrent_promotions: concurrent,
-                topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
-                dry_run: false,
-                auto_demote_after: demote.map(Duration::from_secs),
-                unclean_takeover: unclean,
-                stale_after: Duration::from_secs(3),
-            }
-        })
+                (promote_first, ack, unclean),
+                (lag, confirmations, cooldown, concurrent),
+                demote,
+            )| {
+                let observers: BTreeSet<BrokerId> = observers.into_iter().collect();
+                let promoted: BTreeSet<BrokerId> = if promote_first {
+                    observers.iter().take(1).copied().collect()
+                } else {
+                    BTreeSet::new()
+                };
+                PolicyConfig {
+                    policy,
+                    acknowledged_observers: if ack {
+                        observers.clone()
+                    } else {
+                        BTreeSet::new()
+                    },
+                    observers,
+                    promoted,
+                    max_lag_messages: lag,
+                    confirmations,
+                    cooldown: Duration::from_secs(cooldown),
+                    max_concurrent_promotions: concurrent,
+                    topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
+                    dry_run: false,
+                    auto_demote_after: demote.map(Duration::from_secs),
+                    unclean_takeover: unclean,
+                    stale_after: Duration::from_secs(3),
+                }
+            },
+        )
 }
 
 /// A sequence of scans: (seconds since the previous scan, snapshot age, cluster).
-type Scans = Vec<(i64, i64, (BTreeMap<BrokerId, BrokerState>, Vec<PartitionState>))>;
+type Scans = Vec<(
+    i64,
+    i64,
+    (BTreeMap<BrokerId, BrokerState>, Vec<PartitionState>),
+)>;
 
 fn scan_sequence() -> impl Strategy<Value = Scans> {
     prop::collection::vec((1i64..200, 0i64..5, cluster()), 1..25)
 }
 
 fn observers_now(cfg: &PolicyConfig, history: &PolicyHistory) -> BTreeSet<BrokerId> {
-    cfg.observers.iter().copied().filter(|id| !cfg.promoted.contains(id) && !history.is_auto_promoted(*id)).collect()
+    cfg.observers
+        .iter()
+        .copied()
+        .filter(|id| !cfg.promoted.contains(id) && !history.is_auto_promoted(*id))
+        .collect()
 }
 
 /// Checks every per-decision rule; returns the actions that change the observer set.
-fn check_decision(snap: &ClusterSnapshot, cfg: &PolicyConfig, history: &PolicyHistory, d: &Decision) -> Result<(), TestCaseError> {
+fn check_decision(
+    snap: &ClusterSnapshot,
+    cfg: &PolicyConfig,
+    history: &PolicyHistory,
+    d: &Decision,
+) -> Result<(), TestCaseError> {
     let observers = observers_now(cfg, history);
     let hosting = |x: BrokerId| snap.partitions.iter().filter(move |p| p.hosts(x));
     for action in &d.actions {
         match action {
             Action::Promote { node_id: x, .. } => {
-                prop_assert!(observers.contains(x), "promoted {x}, which is not an observer now");
+                prop_assert!(
+                    observers.contains(x),
+                    "promoted {x}, which is not an observer now"
+                );
                 for p in hosting(*x) {
-                    let hw = if p.leader.is_some() { p.high_watermark } else { history.last_known_hw.get(&p.id()).copied() };
+                    let hw = if p.leader.is_some() {
+                        p.high_watermark
+                    } else {
+                        history.last_known_hw.get(&p.id()).copied()
+                    };
                     let lag = p.lag_against(*x, hw);
-                    prop_assert!(matches!(lag, Some(l) if l <= cfg.max_lag_messages), "promoted lagging {x} on {}: {lag:?}", p.id());
+                    prop_assert!(
+                        matches!(lag, Some(l) if l <= cfg.max_lag_messages),
+                        "promoted lagging {x} on {}: {lag:?}",
+                        p.id()
+                    );
                 }
             }
             Action::Demote { node_id: x, .. } => {
                 prop_assert!(history.is_auto_promoted(*x) && !cfg.promoted.contains(x));
                 for p in hosting(*x) {
-                    prop_assert_ne!(p.leader, Some(*x), "demoted {} while it leads {}", x, p.id());
-                    let live = p.isr.iter().filter(|&&r| r != *x && !observers.contains(&r) && snap.is_alive(r)).count();
+                    prop_assert_ne!(
+                        p.leader,
+                        Some(*x),
+                        "demoted {} while it leads {}",
+                        x,
+                        p.id()
+                    );
+                    let live = p
+                        .isr
+                        .iter()
+                        .filter(|&&r| r != *x && !observers.contains(&r) && snap.is_alive(r))
+                        .count();
                     let min = p.min_isr.unwrap_or(u32::MAX) as usize;
-                    prop_assert!(live >= min, "demoting {x} leaves {} with {live} live ISR < {min}", p.id());
+                    prop_assert!(
+                        live >= min,
+                        "demoting {x} leaves {} with {live} live ISR < {min}",
+                        p.id()
+                    );
                 }
             }
-            Action::UncleanElect { node_id: x, partitions, .. } => {
+            Action::UncleanElect {
+                node_id: x,
+                partitions,
+                ..
+            } => {
                 prop_assert!(cfg.unclean_takeover);
                 for id in partitions {
                     let p = snap.partitions.iter().find(|p| &p.id() == id).unwrap();
                     let (leo, hw) = (p.log_end_offsets.get(x), history.last_known_hw.get(id));
-                    prop_assert!(matches!((leo, hw), (Some(l), Some(h)) if l >= h), "unclean election of {x} on {id}: {leo:?} < {hw:?}");
+                    prop_assert!(
+                        matches!((leo, hw), (Some(l), Some(h)) if l >= h),
+                        "unclean election of {x} on {id}: {leo:?} < {hw:?}"
+                    );
                 }
             }
             Action::MoveLeadership { .. } => {}

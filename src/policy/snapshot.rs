@@ -66,7 +66,10 @@ pub struct PartitionState {
 
 impl PartitionState {
     pub fn id(&self) -> TopicPartition {
-        TopicPartition { topic: self.topic.clone(), partition: self.partition }
+        TopicPartition {
+            topic: self.topic.clone(),
+            partition: self.partition,
+        }
     }
 
     pub fn hosts(&self, broker: BrokerId) -> bool {

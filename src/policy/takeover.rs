@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
+use super::decide::{Action, Outcome, Scan, list_partitions, summarize};
 use super::snapshot::{BrokerId, PartitionState};
 
 pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
@@ -33,15 +33,25 @@ pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
         let mut refused = Vec::new();
         for p in orphaned {
             let name = format!("{}-{}", p.topic, p.partition);
-            match (p.log_end_offsets.get(&x), scan.history.last_known_hw.get(&p.id())) {
+            match (
+                p.log_end_offsets.get(&x),
+                scan.history.last_known_hw.get(&p.id()),
+            ) {
                 (Some(&leo), Some(&hw)) if leo >= hw => elect.push(p),
-                (Some(&leo), Some(&hw)) => refused.push(format!("{name}: log end offset {leo} < last known high watermark {hw}")),
+                (Some(&leo), Some(&hw)) => refused.push(format!(
+                    "{name}: log end offset {leo} < last known high watermark {hw}"
+                )),
                 (None, _) => refused.push(format!("{name}: its log end offset is unknown")),
-                (_, None) => refused.push(format!("{name}: no high watermark known since the operator started")),
+                (_, None) => refused.push(format!(
+                    "{name}: no high watermark known since the operator started"
+                )),
             }
         }
         if !refused.is_empty() {
-            out.reasons.push(format!("broker {x}: not electing it by unclean election on {}", summarize(&refused)));
+            out.reasons.push(format!(
+                "broker {x}: not electing it by unclean election on {}",
+                summarize(&refused)
+            ));
         }
         if !elect.is_empty() {
             out.actions.push(Action::UncleanElect {
