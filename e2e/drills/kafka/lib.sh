@@ -73,6 +73,15 @@ kubectl() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 control_plane_up() {
   [[ -f "$tb/kubeconfig" && -x "$tb/bin/kubectl" ]] && [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]
 }
+standin_up() { [[ -f "$tb/pids/kubelet-standin.pid" ]] && kill -0 "$(cat "$tb/pids/kubelet-standin.pid")" 2>/dev/null; }
+# configmap (the real path) when the control plane answers and the kubelet stand-in runs; local
+# otherwise. DRILL_OBSERVERS_VIA=configmap|local forces one (configmap on a half bed then fails).
+observers_via() {
+  case "${DRILL_OBSERVERS_VIA:-auto}" in
+    configmap | local) echo "$DRILL_OBSERVERS_VIA" ;;
+    *) if control_plane_up && standin_up; then echo configmap; else echo local; fi ;;
+  esac
+}
 
 # The kubelet's atomic-writer layout, for benches/drills run without the control plane:
 # ..<timestamp>/observer.ids, ..data -> ..<timestamp> swapped by rename, observer.ids -> ..data/observer.ids.
@@ -96,7 +105,7 @@ file_shows() { [[ "$(cat "$(obs_file "$1")" 2>/dev/null; echo x)" == "${2}x" ]];
 # the last node's file was seen changed (polled every 20 ms).
 set_observers() {
   local role="$1" content="$2" id pending deadline json n
-  if control_plane_up; then
+  if [[ "${OBSERVERS_VIA:=$(observers_via)}" == configmap ]]; then
     json="$(printf '%s' "$content" | python3 -c 'import json,sys; print(json.dumps({"data": {"observer.ids": sys.stdin.read()}}))')"
     kubectl -n kafka patch configmap "kafka-observers-$role" --type merge -p "$json" >/dev/null ||
       fail "kubectl patch configmap kafka-observers-$role failed"
@@ -154,6 +163,15 @@ start_watch() { # start_watch <topic> [broker ids whose partition size to sample
   rm -f "$SCENARIO_DIR/watch.stop"
   dc watch "$1" "$WATCH_OUT" "${WATCH_PERIOD_MS:-200}" "$SCENARIO_DIR/watch.stop" "${@:2}" &
   WATCH_PID=$!
+  wait_watch_samples 1
+}
+wait_watch_samples() { # wait_watch_samples <n>: until the watch has written n samples (30 s)
+  local i
+  for i in $(seq 300); do
+    [[ -f "$WATCH_OUT" && $(wc -l < "$WATCH_OUT") -ge $1 ]] && return 0
+    sleep 0.1
+  done
+  fail "the watch client wrote no samples"
 }
 stop_watch() {
   [[ -n "${WATCH_PID:-}" ]] || return 0
@@ -184,7 +202,8 @@ restore_default() {
       fi
     done
   done
-  for id in ${SCENARIO_TOPICS:-}; do dc delete "$id" >&2 || true; done
+  # Every topic the scenario created (drill_topic records them; it runs in a subshell).
+  for id in $(cat "$SCENARIO_DIR/topics" 2>/dev/null); do dc delete "$id" >&2 || { note "restore: cannot delete $id"; bad=1; }; done
   dc brokers 4 90000 >&2 || bad=1
   if ! dc observer-free "$OBSERVER" 30000 >&2; then
     # A demoted broker that still leads keeps its leadership until the next partition change:

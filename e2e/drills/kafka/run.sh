@@ -24,10 +24,11 @@ done
 [[ -s "$kdir/bootstrap" ]] || { echo "the Kafka bed is not up: run make testbed-up (or e2e/testbed/kafka.sh up)" >&2; exit 2; }
 [[ -s "$kdir/patch-jar" ]] || { echo "the bed runs VANILLA Kafka (no .testbed/kafka/patch-jar): the suite needs the patched nodes" >&2; exit 2; }
 dc_build || { echo "cannot compile the drill client" >&2; exit 2; }
-if control_plane_up; then
-  note "observer lists change through the ConfigMaps kafka/kafka-observers-{controller,broker} (control plane up)"
+export OBSERVERS_VIA="$(observers_via)"
+if [[ $OBSERVERS_VIA == configmap ]]; then
+  note "observer lists change through the ConfigMaps kafka/kafka-observers-{controller,broker} and the kubelet stand-in"
 else
-  note "control plane not up: observer lists are projected locally in the kubelet's layout"
+  note "no control plane or no kubelet stand-in: observer lists are projected locally in the kubelet's layout"
 fi
 
 failed=0
@@ -39,7 +40,6 @@ for s in "${wanted[@]}"; do
   (
     set -eE
     export SCENARIO_DIR
-    SCENARIO_TOPICS=""
     # Restore even on failure; a failing restore fails the scenario too.
     trap 'rc=$?; trap - EXIT; restore_default || { [[ -s "$SCENARIO_DIR/reason" ]] || echo "could not restore the default state" > "$SCENARIO_DIR/reason"; rc=1; }; exit $rc' EXIT
     note "==== $s"

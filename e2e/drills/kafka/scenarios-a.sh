@@ -6,7 +6,7 @@
 drill_topic() {
   local t
   t="$(new_topic "$1")"
-  SCENARIO_TOPICS="$SCENARIO_TOPICS $t"
+  echo "$t" >> "$SCENARIO_DIR/topics"
   create_topic "$t" 4:1:2:3
   await "$t" 20000 leader=1 isr=1,2,3 >&2
   echo "$t"
@@ -100,8 +100,12 @@ scenario_s4() {
   set_observers_all ""
   out="$(dc elect "$t" unclean)" || fail "the unclean election did not elect the promoted observer: $out"
   await "$t" 10000 leader=4 >&2
-  # One live replica: acks=all would rightly fail min.insync.replicas=2, so acks=1.
-  produce "$t" 200 1 after >/dev/null
+  # One live copy left: Kafka 4 (KIP-966) advances the HW only while the ISR holds
+  # min.insync.replicas members, so with min ISR 2 the survivor can neither commit writes nor
+  # answer a consumer's ListOffsets. Lowering the topic's min ISR to 1 is the operator's part of
+  # this disaster recovery; then the promoted observer serves everything.
+  dc config "$t" min.insync.replicas 1 >&2 || fail "cannot lower min.insync.replicas of $t"
+  produce "$t" 200 all after >/dev/null
   n="$(consume_count "$t" read_uncommitted)"
   [[ "$n" == 1200 ]] || fail "the promoted observer served $n records, expected 1200"
   node_up 1 && node_up 2 && node_up 3
@@ -115,7 +119,7 @@ scenario_s5() {
   node_stop "$OBSERVER"
   produce "$t" 60000 all backlog >/dev/null
   start_watch "$t" 1 "$OBSERVER"
-  sleep 0.5
+  wait_watch_samples 2
   set_observers_all ""
   size_at_promotion="$(tail -n1 "$WATCH_OUT" | sed -n 's/.* size\.1=\([0-9]*\).*/\1/p')"
   # Stopped before the backlog was written: its own segments on disk are what it has.

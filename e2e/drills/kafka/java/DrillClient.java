@@ -15,6 +15,7 @@
  *   DrillClient <bootstrap> elect <topic> <preferred|unclean>    -> elected=N | error=...
  *   DrillClient <bootstrap> watch <topic> <outFile> <periodMs> <stopFile> [brokerId...]
  *       one line per sample: epochMs leader=.. isr=.. hw=.. size.<broker>=<bytes of the partition>
+ *   DrillClient <bootstrap> config <topic> <key> <value>        set one topic config
  *   DrillClient <bootstrap> observer-free <nodeId> <timeoutMs>   no partition led by / in ISR with it
  *   DrillClient <bootstrap> brokers <count> <timeoutMs>          until that many brokers are registered
  */
@@ -80,6 +81,7 @@ public final class DrillClient {
             case "txn": rc = txn(a[0], a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3])); break;
             case "elect": rc = elect(a[0], a[1]); break;
             case "watch": rc = watch(a[0], a[1], Long.parseLong(a[2]), a[3], Arrays.copyOfRange(a, 4, a.length)); break;
+            case "config": rc = config(a[0], a[1], a[2]); break;
             case "observer-free": rc = observerFree(Integer.parseInt(a[0]), Long.parseLong(a[1])); break;
             case "brokers": rc = brokers(Integer.parseInt(a[0]), Long.parseLong(a[1])); break;
             default: die("unknown command " + args[1]); return;
@@ -364,6 +366,17 @@ public final class DrillClient {
                 long sleep = periodMs - (System.currentTimeMillis() - t0);
                 if (sleep > 0) Thread.sleep(sleep);
             }
+        }
+        return 0;
+    }
+
+    static int config(String topic, String key, String value) throws Exception {
+        org.apache.kafka.common.config.ConfigResource r =
+            new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, topic);
+        org.apache.kafka.clients.admin.AlterConfigOp op = new org.apache.kafka.clients.admin.AlterConfigOp(
+            new org.apache.kafka.clients.admin.ConfigEntry(key, value), org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET);
+        try (Admin admin = admin()) {
+            admin.incrementalAlterConfigs(Map.of(r, List.of(op))).all().get();
         }
         return 0;
     }
