@@ -133,7 +133,11 @@ impl Metrics {
         };
         let mut registry = Registry::with_prefix(PREFIX);
         let f = &families;
-        registry.register("reconciles", "ObserverSet reconciliations", f.reconciles.clone());
+        registry.register(
+            "reconciles",
+            "ObserverSet reconciliations",
+            f.reconciles.clone(),
+        );
         registry.register(
             "reconcile_duration_seconds",
             "Time spent in one reconciliation",
@@ -333,7 +337,25 @@ mod tests {
 
     #[test]
     fn renders_every_family_with_help_and_eof() {
-        let text = Metrics::new().render();
+        // Labelled families appear once they have a series.
+        let metrics = Metrics::new();
+        let set = ObserverSetLabels::new("kafka", "kafka");
+        metrics.reconcile_failed("kube_api");
+        metrics.rollout_step_finished("controller", Duration::from_millis(5));
+        metrics.set_observer_set_state(
+            &set,
+            ObserverSetState {
+                desired_observers: 1,
+                effective_observers: 1,
+                rollout_in_progress: false,
+                degraded: false,
+            },
+        );
+        metrics.event_published(&set, "RolloutStarted");
+        metrics.promoted(&set, 4, "manual");
+        metrics.demoted(&set, 4, "manual");
+        metrics.kafka_scanned(&set, Duration::from_millis(5));
+        let text = metrics.render();
         for name in [
             "kafka_observer_reconciles",
             "kafka_observer_reconcile_duration_seconds",

@@ -5,7 +5,6 @@
 //! (`GET /observer-ids`). The operator polls it to know when every pod of a role holds a
 //! revision before moving on to the next role, instead of guessing the kubelet's sync delay.
 
-mod file_format;
 mod snapshot;
 mod watch;
 
@@ -30,7 +29,11 @@ use crate::shutdown::Shutdown;
 pub struct AgentArgs {
     /// Directory where the observer ConfigMap is mounted (a directory mount: a `subPath`
     /// mount never receives updates).
-    #[arg(long, env = "OBSERVER_AGENT_DIR", default_value = "/etc/kafka/observer")]
+    #[arg(
+        long,
+        env = "OBSERVER_AGENT_DIR",
+        default_value = "/etc/kafka/observer"
+    )]
     pub dir: PathBuf,
     /// File name (ConfigMap key) inside `--dir`.
     #[arg(long, env = "OBSERVER_AGENT_KEY", default_value = "observer.ids", value_parser = parse_key)]
@@ -87,10 +90,8 @@ pub async fn serve(
 ) -> Result<(), AgentError> {
     let path = args.dir.join(&args.key);
     // The first report is made before serving, so no request ever sees a placeholder.
-    let first = snapshot::Snapshot::from_observation(
-        &watch::observe(&path).await,
-        chrono::Utc::now(),
-    );
+    let first =
+        snapshot::Snapshot::from_observation(&watch::observe(&path).await, chrono::Utc::now());
     tracing::info!(
         path = %path.display(),
         source = ?first.source,

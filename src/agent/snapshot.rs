@@ -1,14 +1,14 @@
 //! What the agent reports: the observer file as the Kafka node in the same pod reads it.
 //!
 //! Pure: the shell reads the file and hands the outcome here; this module decides whether the
-//! report changes. The ids are parsed with the broker patch's rules (see `file_format`), so
+//! report changes. The ids are parsed with the broker patch's rules (see `crate::observer_ids`), so
 //! the agent acknowledges exactly what Kafka will act on, and the header tells which
 //! ObserverSet revision the content came from.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use super::file_format;
+use crate::observer_ids;
 
 /// Where the reported ids come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -29,7 +29,7 @@ pub enum Source {
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     /// Revision from the managed-file header; `None` without a file or header.
-    pub revision: Option<u64>,
+    pub revision: Option<i64>,
     /// `namespace/name` of the ObserverSet from the header.
     pub observer_set: Option<String>,
     /// Observer node ids, sorted and unique; `None` when there is no file.
@@ -56,11 +56,11 @@ impl Snapshot {
         match observation {
             Observation::Content(bytes) => {
                 let text = String::from_utf8_lossy(bytes);
-                let header = file_format::parse_header(&text);
+                let header = observer_ids::parse_header(&text);
                 Self {
                     revision: header.as_ref().map(|h| h.revision),
                     observer_set: header.map(|h| format!("{}/{}", h.namespace, h.name)),
-                    ids: Some(file_format::parse_ids(&text).into_iter().collect()),
+                    ids: Some(observer_ids::parse_ids(&text).into_iter().collect()),
                     sha256: Some(sha256_hex(bytes)),
                     seen_at: now,
                     source: Source::File,
@@ -121,7 +121,8 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
-    const FILE: &str = "# Managed by kafka-observer-operator: ObserverSet kafka/kafka, revision 7\n\
+    const FILE: &str =
+        "# Managed by kafka-observer-operator: ObserverSet kafka/kafka, revision 7\n\
                         # One observer node id per line. Do not edit: changes are reverted.\n4\n";
 
     fn at(secs: i64) -> DateTime<Utc> {

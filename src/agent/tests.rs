@@ -43,7 +43,7 @@ impl AtomicDir {
     }
 }
 
-fn managed(revision: u64, ids: &str) -> String {
+fn managed(revision: i64, ids: &str) -> String {
     format!(
         "# Managed by kafka-observer-operator: ObserverSet kafka/kafka, revision {revision}\n\
          # One observer node id per line. Do not edit: changes are reverted.\n{ids}"

@@ -84,7 +84,9 @@ fn start_watcher(dir: &Path, wake: Arc<Notify>) -> Option<RecommendedWatcher> {
         // `notify_one` stores a permit when nobody waits, so a burst of events between two
         // reads coalesces into one re-read and none is lost.
         Ok(_) => wake.notify_one(),
-        Err(e) => tracing::warn!(error = %e, "inotify reported an error; relying on the periodic re-read"),
+        Err(e) => {
+            tracing::warn!(error = %e, "inotify reported an error; relying on the periodic re-read")
+        }
     };
     let mut watcher = match notify::recommended_watcher(handler) {
         Ok(w) => w,

@@ -11,6 +11,9 @@ use super::status::ObserverSetStatus;
 use super::NodeId;
 
 /// Declares which Kafka nodes are observers and how the operator keeps their observer.ids files.
+// The derive's `printcolumn(...)` entries repeat `type_`/`json_path`, which clippy mistakes
+// for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "kafkaobserver.io",

@@ -27,9 +27,9 @@ pub struct AgentReport {
     /// Revision from the file's header; absent when the file has no operator header.
     #[serde(default)]
     pub revision: Option<i64>,
-    /// Observer ids the pod's Kafka process reads.
+    /// Observer ids the pod's Kafka process reads; `null` when the agent sees no file.
     #[serde(default)]
-    pub ids: Vec<NodeId>,
+    pub ids: Option<Vec<NodeId>>,
     /// `<namespace>/<name>` of the ObserverSet named in the header.
     #[serde(default)]
     pub observer_set: Option<String>,
@@ -67,16 +67,20 @@ impl Verdict {
 
 /// Does `report` show the pod reading exactly the expected revision and ids? (pure)
 pub fn judge(report: &AgentReport, expected: &Expectation) -> Verdict {
-    let mut ids = report.ids.clone();
+    let Some(mut ids) = report.ids.clone() else {
+        return Verdict::Behind(format!("sees no observer.ids file ({})", report.source));
+    };
     ids.sort_unstable();
     ids.dedup();
-    let same_set = report.observer_set.as_deref().is_none_or(|s| s == expected.observer_set);
+    let same_set = report.observer_set.as_deref() == Some(expected.observer_set.as_str());
     if report.revision == Some(expected.revision) && ids == expected.ids && same_set {
         Verdict::Acknowledged
     } else {
         Verdict::Behind(format!(
             "reports revision {} ids {:?} from {} ({})",
-            report.revision.map_or("none".to_string(), |r| r.to_string()),
+            report
+                .revision
+                .map_or("none".to_string(), |r| r.to_string()),
             ids,
             report.observer_set.as_deref().unwrap_or("no ObserverSet"),
             report.source
@@ -111,14 +115,28 @@ impl Default for AgentClient {
 impl AgentClient {
     /// Fetches one agent's report.
     pub async fn report(&self, ip: &str, port: u16) -> Result<AgentReport, String> {
-        let ip: IpAddr = ip.parse().map_err(|_| format!("pod IP {ip:?} is not an IP address"))?;
+        let ip: IpAddr = ip
+            .parse()
+            .map_err(|_| format!("pod IP {ip:?} is not an IP address"))?;
         let uri = format!("http://{}/observer-ids", SocketAddr::new(ip, port));
         let request = async {
-            let response = self.http.get(uri.parse().map_err(|e| format!("{e}"))?).await.map_err(|e| format!("{e}"))?;
+            let response = self
+                .http
+                .get(uri.parse().map_err(|e| format!("{e}"))?)
+                .await
+                .map_err(|e| format!("{e}"))?;
             let status = response.status();
-            let body = response.into_body().collect().await.map_err(|e| format!("{e}"))?.to_bytes();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("{e}"))?
+                .to_bytes();
             if !status.is_success() {
-                return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).trim()));
+                return Err(format!(
+                    "HTTP {status}: {}",
+                    String::from_utf8_lossy(&body).trim()
+                ));
             }
             serde_json::from_slice(&body).map_err(|e| format!("unexpected answer: {e}"))
         };
@@ -129,7 +147,12 @@ impl AgentClient {
     }
 
     /// Asks every pod's agent at once and judges each answer.
-    pub async fn verdicts(&self, pods: &[KafkaPod], port: u16, expected: &Expectation) -> Vec<(String, Verdict)> {
+    pub async fn verdicts(
+        &self,
+        pods: &[KafkaPod],
+        port: u16,
+        expected: &Expectation,
+    ) -> Vec<(String, Verdict)> {
         let asks = pods.iter().map(|pod| async move {
             let verdict = match &pod.ip {
                 None => Verdict::Unreachable("pod has no IP yet".into()),
@@ -149,25 +172,41 @@ mod tests {
     use super::*;
 
     fn expected() -> Expectation {
-        Expectation { observer_set: "kafka/kafka".into(), revision: 7, ids: vec![3, 4] }
+        Expectation {
+            observer_set: "kafka/kafka".into(),
+            revision: 7,
+            ids: vec![3, 4],
+        }
     }
 
     fn report(revision: Option<i64>, ids: &[NodeId], set: Option<&str>) -> AgentReport {
-        AgentReport { revision, ids: ids.to_vec(), observer_set: set.map(Into::into), source: "file".into() }
+        AgentReport {
+            revision,
+            ids: Some(ids.to_vec()),
+            observer_set: set.map(Into::into),
+            source: "file".into(),
+        }
     }
 
     #[test]
     fn acknowledges_only_the_exact_revision_and_ids() {
-        assert!(judge(&report(Some(7), &[4, 3], Some("kafka/kafka")), &expected()).is_acknowledged());
-        assert!(!judge(&report(Some(6), &[3, 4], Some("kafka/kafka")), &expected()).is_acknowledged());
+        assert!(
+            judge(&report(Some(7), &[4, 3], Some("kafka/kafka")), &expected()).is_acknowledged()
+        );
+        assert!(
+            !judge(&report(Some(6), &[3, 4], Some("kafka/kafka")), &expected()).is_acknowledged()
+        );
         assert!(!judge(&report(Some(7), &[4], Some("kafka/kafka")), &expected()).is_acknowledged());
         assert!(!judge(&report(None, &[3, 4], None), &expected()).is_acknowledged());
-        assert!(!judge(&report(Some(7), &[3, 4], Some("kafka/other")), &expected()).is_acknowledged());
+        assert!(
+            !judge(&report(Some(7), &[3, 4], Some("kafka/other")), &expected()).is_acknowledged()
+        );
     }
 
     #[test]
     fn behind_says_what_the_pod_reads() {
-        let Verdict::Behind(why) = judge(&report(Some(6), &[4], Some("kafka/kafka")), &expected()) else {
+        let Verdict::Behind(why) = judge(&report(Some(6), &[4], Some("kafka/kafka")), &expected())
+        else {
             panic!("expected Behind");
         };
         assert!(why.contains("revision 6") && why.contains("[4]"), "{why}");
@@ -175,9 +214,15 @@ mod tests {
 
     #[test]
     fn parses_the_agent_json() {
-        let json = r#"{"revision":7,"ids":[4],"observerSet":"kafka/kafka","source":"file","path":"/x"}"#;
+        let json =
+            r#"{"revision":7,"ids":[4],"observerSet":"kafka/kafka","source":"file","path":"/x"}"#;
         let parsed: AgentReport = serde_json::from_str(json).unwrap();
         assert_eq!(parsed, report(Some(7), &[4], Some("kafka/kafka")));
+        let missing = r#"{"revision":null,"ids":null,"observerSet":null,"source":"missing"}"#;
+        let parsed: AgentReport = serde_json::from_str(missing).unwrap();
+        assert!(
+            matches!(judge(&parsed, &expected()), Verdict::Behind(why) if why.contains("no observer.ids"))
+        );
     }
 
     #[test]
@@ -196,8 +241,16 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
-        let pods = [KafkaPod { name: "p".into(), node_id: 1, ip: Some("127.0.0.1".into()), nudged_revision: None }];
-        let got = AgentClient::default().verdicts(&pods, port, &expected()).await;
+        let pods = [KafkaPod {
+            name: "p".into(),
+            node_id: 1,
+            ip: Some("127.0.0.1".into()),
+            nudged_revision: None,
+            running: true,
+        }];
+        let got = AgentClient::default()
+            .verdicts(&pods, port, &expected())
+            .await;
         assert!(matches!(&got[0].1, Verdict::Unreachable(_)), "{got:?}");
     }
 }

@@ -24,19 +24,36 @@ pub struct KafkaPod {
     pub ip: Option<String>,
     /// Value of the nudge annotation: the revision the pod was last nudged for.
     pub nudged_revision: Option<i64>,
+    /// `status.phase` is Running. Only running pods must acknowledge a rollout step: a pod that
+    /// is not running yet mounts the ConfigMap's current content when it starts.
+    pub running: bool,
 }
 
 /// Why a selected pod cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DereferenceError {
     #[error("pod {pod} (selected as {role}) has no label {label}: add the label with its Kafka node id, or use nodeId.ordinalOffset")]
-    MissingLabel { pod: String, role: Role, label: String },
+    MissingLabel {
+        pod: String,
+        role: Role,
+        label: String,
+    },
     #[error("pod {pod} (selected as {role}) has label {label}={value:?}, which is not a node id: set it to the pod's Kafka node.id")]
-    BadLabel { pod: String, role: Role, label: String, value: String },
+    BadLabel {
+        pod: String,
+        role: Role,
+        label: String,
+        value: String,
+    },
     #[error("pod {pod} (selected as {role}) has no StatefulSet ordinal (no {POD_INDEX_LABEL} label, no -N name suffix): use nodeId.label instead of ordinalOffset")]
     NoOrdinal { pod: String, role: Role },
     #[error("pods {first} and {second} (selected as {role}) both resolve to node id {node_id}: fix the selector or the node id source")]
-    DuplicateNodeId { first: String, second: String, role: Role, node_id: NodeId },
+    DuplicateNodeId {
+        first: String,
+        second: String,
+        role: Role,
+        node_id: NodeId,
+    },
 }
 
 /// Reads one pod's node id according to `rule`.
@@ -45,51 +62,93 @@ pub fn node_id_of(pod: &Pod, role: Role, rule: &NodeIdRule) -> Result<NodeId, De
     let labels = pod.metadata.labels.as_ref();
     match rule {
         NodeIdRule::Label(label) => {
-            let value = labels.and_then(|l| l.get(label)).ok_or_else(|| DereferenceError::MissingLabel {
-                pod: name.clone(),
-                role,
-                label: label.clone(),
+            let value = labels.and_then(|l| l.get(label)).ok_or_else(|| {
+                DereferenceError::MissingLabel {
+                    pod: name.clone(),
+                    role,
+                    label: label.clone(),
+                }
             })?;
-            value.trim().parse().map_err(|_| DereferenceError::BadLabel {
-                pod: name.clone(),
-                role,
-                label: label.clone(),
-                value: value.clone(),
-            })
+            value
+                .trim()
+                .parse()
+                .map_err(|_| DereferenceError::BadLabel {
+                    pod: name.clone(),
+                    role,
+                    label: label.clone(),
+                    value: value.clone(),
+                })
         }
         NodeIdRule::OrdinalOffset(offset) => {
-            let from_label = labels.and_then(|l| l.get(POD_INDEX_LABEL)).and_then(|v| v.parse::<NodeId>().ok());
-            let from_name = name.rsplit_once('-').and_then(|(_, n)| n.parse::<NodeId>().ok());
-            let ordinal = from_label.or(from_name).ok_or(DereferenceError::NoOrdinal { pod: name.clone(), role })?;
+            let from_label = labels
+                .and_then(|l| l.get(POD_INDEX_LABEL))
+                .and_then(|v| v.parse::<NodeId>().ok());
+            let from_name = name
+                .rsplit_once('-')
+                .and_then(|(_, n)| n.parse::<NodeId>().ok());
+            let ordinal = from_label
+                .or(from_name)
+                .ok_or(DereferenceError::NoOrdinal {
+                    pod: name.clone(),
+                    role,
+                })?;
             Ok(ordinal + offset)
         }
     }
 }
 
 /// Reduces the selected pods to [`KafkaPod`]s, sorted by node id; rejects duplicate node ids.
-pub fn kafka_pods(pods: &[Pod], role: Role, rule: &NodeIdRule) -> Result<Vec<KafkaPod>, DereferenceError> {
+pub fn kafka_pods(
+    pods: &[Pod],
+    role: Role,
+    rule: &NodeIdRule,
+) -> Result<Vec<KafkaPod>, DereferenceError> {
     let mut by_id: BTreeMap<NodeId, KafkaPod> = BTreeMap::new();
     for pod in pods {
         let node_id = node_id_of(pod, role, rule)?;
         let name = pod.metadata.name.clone().unwrap_or_default();
         if let Some(first) = by_id.get(&node_id) {
-            return Err(DereferenceError::DuplicateNodeId { first: first.name.clone(), second: name, role, node_id });
+            return Err(DereferenceError::DuplicateNodeId {
+                first: first.name.clone(),
+                second: name,
+                role,
+                node_id,
+            });
         }
-        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty());
+        let ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .filter(|ip| !ip.is_empty());
         let nudged_revision = pod
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(REVISION_ANNOTATION))
             .and_then(|v| v.parse().ok());
-        by_id.insert(node_id, KafkaPod { name, node_id, ip, nudged_revision });
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        by_id.insert(
+            node_id,
+            KafkaPod {
+                name,
+                node_id,
+                ip,
+                nudged_revision,
+                running,
+            },
+        );
     }
     Ok(by_id.into_values().collect())
 }
 
 /// Lists the pods `selector` picks in the namespace (terminating pods included: they still read
 /// their file until they are gone).
-pub async fn list_role_pods(api: &Api<Pod>, role: Role, selector: &Selector, rule: &NodeIdRule) -> Result<Vec<KafkaPod>> {
+pub async fn list_role_pods(
+    api: &Api<Pod>,
+    role: Role,
+    selector: &Selector,
+    rule: &NodeIdRule,
+) -> Result<Vec<KafkaPod>> {
     let pods = api
         .list(&ListParams::default().labels_from(selector))
         .await
@@ -107,10 +166,19 @@ mod tests {
         Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
-                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..Default::default()
             },
-            status: Some(PodStatus { pod_ip: ip.map(Into::into), ..Default::default() }),
+            status: Some(PodStatus {
+                pod_ip: ip.map(Into::into),
+                phase: ip.filter(|ip| !ip.is_empty()).map(|_| "Running".into()),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -118,14 +186,21 @@ mod tests {
     #[test]
     fn node_id_from_label() {
         let rule = NodeIdRule::Label("kafkaobserver.io/node-id".into());
-        let p = pod("kafka-controller-0", &[("kafkaobserver.io/node-id", "101")], Some("127.0.1.101"));
+        let p = pod(
+            "kafka-controller-0",
+            &[("kafkaobserver.io/node-id", "101")],
+            Some("127.0.1.101"),
+        );
         assert_eq!(node_id_of(&p, Role::Controller, &rule), Ok(101));
     }
 
     #[test]
     fn node_id_from_ordinal_prefers_pod_index_label() {
         let rule = NodeIdRule::OrdinalOffset(1);
-        assert_eq!(node_id_of(&pod("kafka-broker-3", &[], None), Role::Broker, &rule), Ok(4));
+        assert_eq!(
+            node_id_of(&pod("kafka-broker-3", &[], None), Role::Broker, &rule),
+            Ok(4)
+        );
         let labelled = pod("renamed", &[(POD_INDEX_LABEL, "2")], None);
         assert_eq!(node_id_of(&labelled, Role::Broker, &rule), Ok(3));
     }
@@ -134,10 +209,19 @@ mod tests {
     fn errors_name_the_pod_and_the_fix() {
         let by_label = NodeIdRule::Label("id".into());
         let err = node_id_of(&pod("b-0", &[], None), Role::Broker, &by_label).unwrap_err();
-        assert!(err.to_string().contains("b-0") && err.to_string().contains("ordinalOffset"), "{err}");
-        let err = node_id_of(&pod("b-0", &[("id", "x")], None), Role::Broker, &by_label).unwrap_err();
+        assert!(
+            err.to_string().contains("b-0") && err.to_string().contains("ordinalOffset"),
+            "{err}"
+        );
+        let err =
+            node_id_of(&pod("b-0", &[("id", "x")], None), Role::Broker, &by_label).unwrap_err();
         assert!(matches!(err, DereferenceError::BadLabel { .. }));
-        let err = node_id_of(&pod("standalone", &[], None), Role::Broker, &NodeIdRule::OrdinalOffset(0)).unwrap_err();
+        let err = node_id_of(
+            &pod("standalone", &[], None),
+            Role::Broker,
+            &NodeIdRule::OrdinalOffset(0),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("nodeId.label"), "{err}");
     }
 
@@ -150,8 +234,20 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                KafkaPod { name: "kafka-broker-0".into(), node_id: 1, ip: None, nudged_revision: None },
-                KafkaPod { name: "kafka-broker-1".into(), node_id: 2, ip: Some("127.0.1.2".into()), nudged_revision: Some(7) },
+                KafkaPod {
+                    name: "kafka-broker-0".into(),
+                    node_id: 1,
+                    ip: None,
+                    nudged_revision: None,
+                    running: false
+                },
+                KafkaPod {
+                    name: "kafka-broker-1".into(),
+                    node_id: 2,
+                    ip: Some("127.0.1.2".into()),
+                    nudged_revision: Some(7),
+                    running: true,
+                },
             ]
         );
     }
@@ -159,8 +255,19 @@ mod tests {
     #[test]
     fn duplicate_node_ids_are_rejected() {
         let rule = NodeIdRule::Label("id".into());
-        let pods = [pod("a", &[("id", "1")], None), pod("b", &[("id", "1")], None)];
+        let pods = [
+            pod("a", &[("id", "1")], None),
+            pod("b", &[("id", "1")], None),
+        ];
         let err = kafka_pods(&pods, Role::Broker, &rule).unwrap_err();
-        assert_eq!(err, DereferenceError::DuplicateNodeId { first: "a".into(), second: "b".into(), role: Role::Broker, node_id: 1 });
+        assert_eq!(
+            err,
+            DereferenceError::DuplicateNodeId {
+                first: "a".into(),
+                second: "b".into(),
+                role: Role::Broker,
+                node_id: 1
+            }
+        );
     }
 }

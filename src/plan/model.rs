@@ -1,0 +1,213 @@
+//! What the rollout planner reads and what it decides: plain data, no I/O.
+//!
+//! The shell fills a [`RolloutInput`] from the API (pods, ConfigMaps, agent reports, the
+//! ObserverSet's status), calls [`super::advance`] and carries out the [`Decision`]: first the
+//! new status (the intent), then the ConfigMap writes, then the pod nudges.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::crd::{
+    AckMode, NodeId, Phase, Role, RoleStatus, RolesStatus, RolloutKind, RolloutStatus, RolloutStep,
+};
+
+/// One selected pod of a role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodObservation {
+    pub name: String,
+    /// Only running pods must acknowledge: a pod that starts later mounts the current content.
+    pub running: bool,
+    /// The revision of the pod's nudge annotation.
+    pub nudged_revision: Option<i64>,
+}
+
+/// A role's live ConfigMap as read from the API; `None` in [`RoleObservation::live`] means absent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveList {
+    /// The `kafkaobserver.io/revision` annotation, if present and numeric.
+    pub revision: Option<i64>,
+    /// The `observer.ids` key, if present.
+    pub content: Option<String>,
+}
+
+/// A configured role: its pods and its ConfigMap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleObservation {
+    pub role: Role,
+    pub pods: Vec<PodObservation>,
+    pub live: Option<LiveList>,
+}
+
+/// What to ask the agents of a role: has every pod read this revision with these ids?
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expectation {
+    pub role: Role,
+    pub revision: i64,
+    pub ids: BTreeSet<NodeId>,
+}
+
+/// Agent-mode answers: the pods that reported exactly `expectation`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acknowledgements {
+    pub expectation: Expectation,
+    pub pods: BTreeSet<String>,
+}
+
+/// How steps are acknowledged and how long they may take (from `spec.rollout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RolloutSettings {
+    pub mode: AckMode,
+    pub settle: Duration,
+    pub timeout: Duration,
+}
+
+/// The part of `status` the planner owns. Everything the rollout needs to resume after a
+/// restart is here, so the planner itself keeps no memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RolloutState {
+    /// Last revision allocated (and written, or about to be written, to a ConfigMap).
+    pub revision: i64,
+    /// The set every pod of every role acknowledged (`status.effectiveObservers`).
+    pub effective: Vec<NodeId>,
+    pub roles: RolesStatus,
+    pub rollout: Option<RolloutStatus>,
+}
+
+impl RolloutState {
+    pub fn role(&self, role: Role) -> Option<&RoleStatus> {
+        match role {
+            Role::Controller => self.roles.controller.as_ref(),
+            Role::Broker => self.roles.broker.as_ref(),
+        }
+    }
+
+    pub fn set_role(&mut self, role: Role, status: RoleStatus) {
+        match role {
+            Role::Controller => self.roles.controller = Some(status),
+            Role::Broker => self.roles.broker = Some(status),
+        }
+    }
+
+    /// Ready, RollingOut or Degraded (Invalid is decided by the shell, before planning).
+    pub fn phase(&self) -> Phase {
+        match &self.rollout {
+            None => Phase::Ready,
+            Some(r) if r.timed_out => Phase::Degraded,
+            Some(_) => Phase::RollingOut,
+        }
+    }
+}
+
+/// Everything [`super::advance`] looks at.
+#[derive(Clone, Debug)]
+pub struct RolloutInput<'a> {
+    /// `<namespace>` and `<name>` of the ObserverSet, for the file header.
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// The effective set wanted now.
+    pub desired: &'a BTreeSet<NodeId>,
+    pub state: &'a RolloutState,
+    /// Configured roles in rollout order (controllers first).
+    pub roles: &'a [RoleObservation],
+    /// Agent answers for [`super::awaited`], if gathered.
+    pub acks: Option<&'a Acknowledgements>,
+    pub settings: RolloutSettings,
+    pub now: Timestamp,
+}
+
+/// Why a ConfigMap is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteCause {
+    /// A rollout step: the role learns a new revision.
+    Step,
+    /// The live ConfigMap differs from what the operator wrote (edited or deleted): put it back.
+    Restore,
+}
+
+/// Write this content to the role's ConfigMap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListWrite {
+    pub role: Role,
+    pub revision: i64,
+    pub ids: BTreeSet<NodeId>,
+    pub content: String,
+    pub cause: WriteCause,
+}
+
+/// Set the nudge annotation of this pod to `revision`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodNudge {
+    pub role: Role,
+    pub pod: String,
+    pub revision: i64,
+}
+
+/// Something worth an Event and a log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Happening {
+    RolloutStarted {
+        revision: i64,
+        kind: RolloutKind,
+        from: Vec<NodeId>,
+        to: Vec<NodeId>,
+        /// The revision this rollout replaces, when the desired set changed mid-rollout.
+        superseded: Option<i64>,
+    },
+    StepWritten {
+        role: Role,
+        revision: i64,
+        pods: usize,
+    },
+    StepAcknowledged {
+        role: Role,
+        revision: i64,
+        took: Duration,
+    },
+    StepTimedOut {
+        role: Role,
+        revision: i64,
+        pending: Vec<String>,
+    },
+    RolloutComplete {
+        revision: i64,
+        observers: Vec<NodeId>,
+        took: Duration,
+    },
+    DriftRestored {
+        role: Role,
+        revision: i64,
+    },
+}
+
+/// What to do now. Apply in order: `state` (status), `writes`, `nudges`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub state: RolloutState,
+    pub writes: Vec<ListWrite>,
+    pub nudges: Vec<PodNudge>,
+    pub happenings: Vec<Happening>,
+}
+
+impl Decision {
+    /// While a rollout waits for acknowledgements, look again soon.
+    pub fn requeue_after(&self) -> Option<Duration> {
+        self.state.rollout.as_ref().map(|_| Duration::from_secs(1))
+    }
+}
+
+/// Rollout steps and roles are the same thing seen from status and from the cluster.
+pub fn role_of(step: RolloutStep) -> Role {
+    match step {
+        RolloutStep::Controllers => Role::Controller,
+        RolloutStep::Brokers => Role::Broker,
+    }
+}
+
+pub fn step_of(role: Role) -> RolloutStep {
+    match role {
+        Role::Controller => RolloutStep::Controllers,
+        Role::Broker => RolloutStep::Brokers,
+    }
+}

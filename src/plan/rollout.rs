@@ -1,0 +1,348 @@
+//! The rollout state machine: from the persisted state, the desired set and what the cluster
+//! shows, decide the next writes, nudges and the new state. Pure; the whole state lives in
+//! `status`, so re-running from the persisted state after a crash or restart resumes exactly
+//! where the previous run stopped.
+//!
+//! Rules (docs/api.md, "Rollout order"):
+//! - A change of the effective set allocates a new revision `n` and rolls out role by role in
+//!   [`Role::ROLLOUT_ORDER`]: controllers first, then brokers, for promotion, demotion and mixed
+//!   changes alike. A role's ConfigMap is written with `n` only once every running pod of the
+//!   previous role acknowledged `n`.
+//! - A change of the desired set during a rollout supersedes it: a new revision `n+1` starts
+//!   again from the controllers' step. A role never learns a revision before the roles ahead of
+//!   it have acknowledged that same revision.
+//! - A step that is not acknowledged within the timeout marks the rollout timed out (phase
+//!   Degraded, naming the pending pods) and keeps waiting: moving on would skip the safety.
+//! - Outside the current step, each role's ConfigMap is kept at the revision and content the
+//!   status records for it (drift is restored). Nothing is ever deleted, and a list is empty
+//!   only when the set it carries is empty.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::effective::rollout_kind;
+use super::model::*;
+use crate::crd::{AckMode, NodeId, Role, RoleStatus, RolloutStatus};
+use crate::observer_ids::{self, Header};
+
+/// The acknowledgement the current step waits for, if a rollout is in flight.
+pub fn awaited(state: &RolloutState) -> Option<Expectation> {
+    state.rollout.as_ref().map(|r| Expectation {
+        role: role_of(r.step),
+        revision: r.revision,
+        ids: r.target.iter().copied().collect(),
+    })
+}
+
+/// The file content for `ids` at `revision`.
+pub fn content(input: &RolloutInput<'_>, revision: i64, ids: &BTreeSet<NodeId>) -> String {
+    let header = Header {
+        namespace: input.namespace.into(),
+        name: input.name.into(),
+        revision,
+    };
+    observer_ids::render(&header, ids)
+}
+
+/// One step of the state machine. See the module documentation for the rules.
+pub fn advance(input: &RolloutInput<'_>) -> Decision {
+    let mut d = Decision {
+        state: input.state.clone(),
+        writes: vec![],
+        nudges: vec![],
+        happenings: vec![],
+    };
+    let configured: Vec<Role> = input.roles.iter().map(|r| r.role).collect();
+    if configured.is_empty() {
+        return d;
+    }
+    let desired: Vec<NodeId> = input.desired.iter().copied().collect();
+    let restart = match &d.state.rollout {
+        Some(r) => r.target != desired || !configured.contains(&role_of(r.step)),
+        None => !steady(&d.state, &desired, &configured),
+    };
+    if restart {
+        start(input, &mut d, &configured, desired);
+    } else {
+        step_back_on_drift(input, &mut d, &configured);
+    }
+    progress(input, &mut d, &configured);
+    restore_drift(input, &mut d);
+    d
+}
+
+/// No rollout, and every configured role holds the desired set at the current revision.
+fn steady(state: &RolloutState, desired: &[NodeId], configured: &[Role]) -> bool {
+    configured.iter().all(|&role| {
+        state
+            .role(role)
+            .is_some_and(|rs| rs.revision == state.revision && rs.observers == desired)
+    })
+}
+
+fn start(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role], desired: Vec<NodeId>) {
+    let live_max = input
+        .roles
+        .iter()
+        .filter_map(|o| o.live.as_ref()?.revision)
+        .max()
+        .unwrap_or(0);
+    let superseded = d.state.rollout.as_ref().map(|r| r.revision);
+    let revision = d.state.revision.max(superseded.unwrap_or(0)).max(live_max) + 1;
+    let from: BTreeSet<NodeId> = d.state.effective.iter().copied().collect();
+    let kind = rollout_kind(&from, input.desired);
+    d.happenings.push(Happening::RolloutStarted {
+        revision,
+        kind,
+        from: d.state.effective.clone(),
+        to: desired.clone(),
+        superseded,
+    });
+    d.state.revision = revision;
+    d.state.rollout = Some(RolloutStatus {
+        revision,
+        kind,
+        step: step_of(configured[0]),
+        started_at: Time(input.now),
+        step_started_at: Time(input.now),
+        target: desired,
+        acknowledged: vec![],
+        pending: vec![],
+        timed_out: false,
+    });
+}
+
+/// A role ahead of the current step whose list no longer holds the rollout's revision (edited
+/// or deleted by someone else) must be written and acknowledged again before the later roles
+/// go on: the rollout goes back to that role's step.
+fn step_back_on_drift(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
+    let Some(r) = d.state.rollout.as_mut() else {
+        return;
+    };
+    let ids: BTreeSet<NodeId> = r.target.iter().copied().collect();
+    let text = content(input, r.revision, &ids);
+    let current = role_of(r.step);
+    let drifted = configured
+        .iter()
+        .take_while(|&&role| role != current)
+        .find(|&&role| {
+            !holds(
+                input
+                    .roles
+                    .iter()
+                    .find(|o| o.role == role)
+                    .and_then(|o| o.live.as_ref()),
+                r.revision,
+                &text,
+            )
+        });
+    if let Some(&role) = drifted {
+        r.step = step_of(role);
+        r.step_started_at = Time(input.now);
+        r.timed_out = false;
+        d.happenings.push(Happening::DriftRestored {
+            role,
+            revision: r.revision,
+        });
+    }
+}
+
+/// Writes, nudges and acknowledges the current step; moves on (possibly several steps, when a
+/// role has nothing to wait for) or finishes the rollout.
+fn progress(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
+    while let Some(rollout) = d.state.rollout.clone() {
+        let role = role_of(rollout.step);
+        let Some(observed) = input.roles.iter().find(|o| o.role == role) else {
+            return;
+        };
+        let target: BTreeSet<NodeId> = rollout.target.iter().copied().collect();
+        let text = content(input, rollout.revision, &target);
+        let mut r = rollout.clone();
+        let entering = d
+            .state
+            .role(role)
+            .is_none_or(|rs| rs.revision != rollout.revision);
+        let writing = !holds(observed.live.as_ref(), rollout.revision, &text);
+        if writing {
+            d.writes.push(ListWrite {
+                role,
+                revision: rollout.revision,
+                ids: target.clone(),
+                content: text,
+                cause: WriteCause::Step,
+            });
+            d.happenings.push(Happening::StepWritten {
+                role,
+                revision: rollout.revision,
+                pods: observed.pods.len(),
+            });
+            if !entering {
+                // A rewrite inside the step (the ConfigMap was edited or deleted): the clock of
+                // Time mode restarts, since no pod can have read this content before now.
+                r.step_started_at = Time(input.now);
+                r.timed_out = false;
+            }
+        }
+        for pod in observed
+            .pods
+            .iter()
+            .filter(|p| p.nudged_revision != Some(rollout.revision))
+        {
+            d.nudges.push(PodNudge {
+                role,
+                pod: pod.name.clone(),
+                revision: rollout.revision,
+            });
+        }
+        let (acknowledged, pending) = acknowledgements(input, &r, role, &target, observed);
+        r.acknowledged = acknowledged.clone();
+        r.pending = pending.clone();
+        d.state.set_role(
+            role,
+            RoleStatus {
+                revision: r.revision,
+                observers: r.target.clone(),
+                acknowledged,
+                pending,
+            },
+        );
+        if writing {
+            // A step is acknowledged only in a later pass that saw its list in place: the
+            // persisted "acknowledged" then never runs ahead of what the API holds, even if
+            // the operator stops between the status write and the ConfigMap write.
+            d.state.rollout = Some(r);
+            return;
+        }
+        if !r.pending.is_empty() {
+            let waited = elapsed(r.step_started_at.0, input.now);
+            if !r.timed_out && waited >= input.settings.timeout {
+                r.timed_out = true;
+                d.happenings.push(Happening::StepTimedOut {
+                    role,
+                    revision: r.revision,
+                    pending: r.pending.clone(),
+                });
+            }
+            d.state.rollout = Some(r);
+            return;
+        }
+        d.happenings.push(Happening::StepAcknowledged {
+            role,
+            revision: r.revision,
+            took: elapsed(r.step_started_at.0, input.now),
+        });
+        let next = configured
+            .iter()
+            .skip_while(|&&c| c != role)
+            .nth(1)
+            .copied();
+        match next {
+            Some(next) => {
+                r.step = step_of(next);
+                r.step_started_at = Time(input.now);
+                r.timed_out = false;
+                r.acknowledged = vec![];
+                r.pending = vec![];
+                d.state.rollout = Some(r);
+            }
+            None => {
+                d.happenings.push(Happening::RolloutComplete {
+                    revision: r.revision,
+                    observers: r.target.clone(),
+                    took: elapsed(r.started_at.0, input.now),
+                });
+                d.state.effective = r.target;
+                d.state.rollout = None;
+            }
+        }
+    }
+}
+
+/// Running pods of the step that acknowledged, and those still pending (both sorted).
+fn acknowledgements(
+    input: &RolloutInput<'_>,
+    r: &RolloutStatus,
+    role: Role,
+    target: &BTreeSet<NodeId>,
+    observed: &RoleObservation,
+) -> (Vec<String>, Vec<String>) {
+    let expected = Expectation {
+        role,
+        revision: r.revision,
+        ids: target.clone(),
+    };
+    let agent_acks = input
+        .acks
+        .filter(|a| a.expectation == expected)
+        .map(|a| &a.pods);
+    let settled = {
+        let waited = elapsed(r.step_started_at.0, input.now);
+        input.settings.settle.is_zero() || waited >= input.settings.settle
+    };
+    let mut running: Vec<&PodObservation> = observed.pods.iter().filter(|p| p.running).collect();
+    running.sort_by(|a, b| a.name.cmp(&b.name));
+    let (acked, pending): (Vec<&PodObservation>, Vec<&PodObservation>) = running
+        .into_iter()
+        .partition(|p| match input.settings.mode {
+            AckMode::Agent => agent_acks.is_some_and(|pods| pods.contains(&p.name)),
+            AckMode::Time => settled,
+        });
+    let names = |pods: Vec<&PodObservation>| pods.into_iter().map(|p| p.name.clone()).collect();
+    (names(acked), names(pending))
+}
+
+/// Keeps every role outside the current step at what its status records.
+fn restore_drift(input: &RolloutInput<'_>, d: &mut Decision) {
+    let current = d
+        .state
+        .rollout
+        .as_ref()
+        .map(|r| (role_of(r.step), r.revision));
+    let written: Vec<Role> = d.writes.iter().map(|w| w.role).collect();
+    for observed in input
+        .roles
+        .iter()
+        .filter(|o| current.map(|c| c.0) != Some(o.role) && !written.contains(&o.role))
+    {
+        let Some(rs) = d.state.role(observed.role) else {
+            continue;
+        };
+        // A later role already recorded at the rollout's revision (the rollout stepped back to
+        // an earlier role) gets that revision in its own step, not as a restore.
+        if current.is_some_and(|(step, revision)| observed.role > step && rs.revision >= revision) {
+            continue;
+        }
+        let ids: BTreeSet<NodeId> = rs.observers.iter().copied().collect();
+        let text = content(input, rs.revision, &ids);
+        if !holds(observed.live.as_ref(), rs.revision, &text) {
+            let (role, revision) = (observed.role, rs.revision);
+            d.writes.push(ListWrite {
+                role,
+                revision,
+                ids,
+                content: text,
+                cause: WriteCause::Restore,
+            });
+            d.happenings
+                .push(Happening::DriftRestored { role, revision });
+        }
+    }
+    // Roles in rollout order: a restored controllers' list lands before a brokers' step write.
+    d.writes.sort_by_key(|w| w.role);
+}
+
+fn holds(live: Option<&LiveList>, revision: i64, text: &str) -> bool {
+    live.is_some_and(|l| l.revision == Some(revision) && l.content.as_deref() == Some(text))
+}
+
+fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+    let span = now.duration_since(since);
+    if span.is_negative() {
+        Duration::ZERO
+    } else {
+        span.unsigned_abs()
+    }
+}

@@ -1,0 +1,405 @@
+//! A model of the cluster around the planner, for the property tests: ConfigMaps, pods that
+//! read them when the kubelet syncs, agents that may stop answering, a clock, and an operator
+//! that may crash between any two of its writes and then resumes from the persisted status.
+//!
+//! The model checks the safety rules on every ConfigMap write, as it happens:
+//! - the brokers' list never runs ahead of the controllers: when it is written with revision
+//!   `n`, the controllers' list holds `n` or later and every running controller pod has read
+//!   `n` or later (Agent mode), or has had `settleTime` to read it (Time mode);
+//! - every written set was the desired set at some point (so an empty list only when the
+//!   effective set really was empty).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::*;
+use crate::crd::{AckMode, NodeId, Role};
+use crate::observer_ids;
+
+#[derive(Clone, Debug)]
+pub struct Pod {
+    pub name: String,
+    pub role: Role,
+    pub running: bool,
+    /// The agent answers.
+    pub responsive: bool,
+    /// What the pod's file holds: (revision from the header, ids).
+    pub seen: Option<(Option<i64>, BTreeSet<NodeId>)>,
+    pub history: BTreeSet<(i64, BTreeSet<NodeId>)>,
+    pub nudged: Option<i64>,
+    /// Logical time (World::seq) of the pod's start.
+    pub started_seq: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct World {
+    pub roles: Vec<Role>,
+    pub pods: Vec<Pod>,
+    pub lists: BTreeMap<Role, LiveList>,
+    /// When the controllers' list first carried each revision (Time-mode invariant).
+    pub controller_revisions: BTreeMap<i64, (Timestamp, u64)>,
+    /// Logical clock ordering writes and pod starts that happen at the same `now`.
+    pub seq: u64,
+    /// The highest revision the brokers' list ever carried.
+    pub broker_high: i64,
+    pub status: RolloutState,
+    pub desired: BTreeSet<NodeId>,
+    pub desired_history: Vec<BTreeSet<NodeId>>,
+    pub now: Timestamp,
+    pub settings: RolloutSettings,
+    pub happenings: Vec<Happening>,
+    pub writes: Vec<ListWrite>,
+}
+
+pub const NAMESPACE: &str = "kafka";
+pub const NAME: &str = "kafka";
+
+impl World {
+    /// `controllers` dedicated controller pods (0: combined mode, no controller role) and
+    /// `brokers` broker pods. `seed`: the lists exist before the operator runs (as the bed seeds
+    /// them, without header or revision) and the pods run.
+    pub fn new(
+        controllers: usize,
+        brokers: usize,
+        mode: AckMode,
+        seed: Option<BTreeSet<NodeId>>,
+    ) -> World {
+        let mut roles = vec![];
+        let mut pods = vec![];
+        for (role, count, prefix) in [
+            (Role::Controller, controllers, "c"),
+            (Role::Broker, brokers, "b"),
+        ] {
+            if count == 0 {
+                continue;
+            }
+            roles.push(role);
+            for i in 0..count {
+                pods.push(Pod {
+                    name: format!("{prefix}-{i}"),
+                    role,
+                    running: false,
+                    responsive: true,
+                    seen: None,
+                    history: BTreeSet::new(),
+                    nudged: None,
+                    started_seq: None,
+                });
+            }
+        }
+        let now: Timestamp = "2026-11-29T09:00:00Z".parse().unwrap();
+        let mut world = World {
+            roles,
+            pods,
+            lists: BTreeMap::new(),
+            controller_revisions: BTreeMap::new(),
+            seq: 0,
+            broker_high: 0,
+            status: RolloutState::default(),
+            desired: BTreeSet::from([4]),
+            desired_history: vec![BTreeSet::from([4])],
+            now,
+            settings: RolloutSettings {
+                mode,
+                settle: Duration::from_secs(3),
+                timeout: Duration::from_secs(10),
+            },
+            happenings: vec![],
+            writes: vec![],
+        };
+        if let Some(ids) = seed {
+            let text: String = ids.iter().map(|id| format!("{id}\n")).collect();
+            for role in world.roles.clone() {
+                world.lists.insert(
+                    role,
+                    LiveList {
+                        revision: None,
+                        content: Some(text.clone()),
+                    },
+                );
+            }
+            world.desired_history.push(ids);
+            for i in 0..world.pods.len() {
+                world.set_running(i, true);
+            }
+        }
+        world
+    }
+
+    pub fn observe(&self) -> Vec<RoleObservation> {
+        self.roles
+            .iter()
+            .map(|&role| RoleObservation {
+                role,
+                pods: self
+                    .pods
+                    .iter()
+                    .filter(|p| p.role == role)
+                    .map(|p| PodObservation {
+                        name: p.name.clone(),
+                        running: p.running,
+                        nudged_revision: p.nudged,
+                    })
+                    .collect(),
+                live: self.lists.get(&role).cloned(),
+            })
+            .collect()
+    }
+
+    /// What the agents answer for the awaited expectation.
+    pub fn acks(&self) -> Option<Acknowledgements> {
+        let expectation = awaited(&self.status)?;
+        let pods = self
+            .pods
+            .iter()
+            .filter(|p| p.role == expectation.role && p.running && p.responsive)
+            .filter(|p| p.seen == Some((Some(expectation.revision), expectation.ids.clone())))
+            .map(|p| p.name.clone())
+            .collect();
+        Some(Acknowledgements { expectation, pods })
+    }
+
+    pub fn decide(&self) -> Decision {
+        let roles = self.observe();
+        let acks = self.acks();
+        advance(&RolloutInput {
+            namespace: NAMESPACE,
+            name: NAME,
+            desired: &self.desired,
+            state: &self.status,
+            roles: &roles,
+            acks: acks.as_ref(),
+            settings: self.settings,
+            now: self.now,
+        })
+    }
+
+    /// One reconcile. `crash_after`: stop after that many actions (0: before the status write,
+    /// 1: after it, 2: after the first ConfigMap write...). The next reconcile starts from
+    /// whatever was persisted, as a restarted operator would.
+    pub fn reconcile(&mut self, crash_after: Option<usize>) {
+        let decision = self.decide();
+        if crash_after == Some(0) {
+            return;
+        }
+        self.status = decision.state.clone();
+        self.happenings.extend(decision.happenings.iter().cloned());
+        for (i, write) in decision.writes.iter().enumerate() {
+            if crash_after == Some(i + 1) {
+                return;
+            }
+            self.apply_write(write);
+        }
+        for nudge in &decision.nudges {
+            if let Some(pod) = self.pods.iter_mut().find(|p| p.name == nudge.pod) {
+                pod.nudged = Some(nudge.revision);
+            }
+        }
+    }
+
+    fn apply_write(&mut self, w: &ListWrite) {
+        assert!(
+            self.desired_history.contains(&w.ids),
+            "wrote {:?} to the {} list, never a desired set ({:?})",
+            w.ids,
+            w.role,
+            self.desired_history
+        );
+        assert_eq!(observer_ids::parse_ids(&w.content), w.ids);
+        if w.role == Role::Broker && self.roles.contains(&Role::Controller) {
+            self.check_brokers_not_ahead(w);
+        }
+        if w.role == Role::Controller {
+            self.seq += 1;
+            self.controller_revisions
+                .entry(w.revision)
+                .or_insert((self.now, self.seq));
+        } else {
+            self.broker_high = self.broker_high.max(w.revision);
+        }
+        self.lists.insert(
+            w.role,
+            LiveList {
+                revision: Some(w.revision),
+                content: Some(w.content.clone()),
+            },
+        );
+        self.writes.push(w.clone());
+    }
+
+    /// Controllers first: the brokers' list never carries a revision that the controllers'
+    /// list does not hold yet; a step write also waits until every running controller has read
+    /// it (Agent mode) or had `settleTime` to read it (Time mode). Revisions only grow and each
+    /// one has one content.
+    fn check_brokers_not_ahead(&self, w: &ListWrite) {
+        let controllers_list = self
+            .lists
+            .get(&Role::Controller)
+            .expect("controllers' list exists before the brokers'");
+        assert!(
+            controllers_list.revision >= Some(w.revision),
+            "brokers got revision {} first",
+            w.revision
+        );
+        if w.cause == WriteCause::Restore {
+            // Putting back what the status records: its step was acknowledged when it was
+            // first written (a controller may since read a hand-edited list, which no operator
+            // can prevent).
+            return;
+        }
+        let running = self
+            .pods
+            .iter()
+            .filter(|p| p.role == Role::Controller && p.running);
+        match self.settings.mode {
+            AckMode::Agent => {
+                for pod in running {
+                    assert!(
+                        pod.history.iter().any(|(r, _)| *r >= w.revision),
+                        "brokers written with revision {} {:?} before controller {} read it (history {:?})",
+                        w.revision,
+                        w.ids,
+                        pod.name,
+                        pod.history
+                    );
+                }
+            }
+            // Only new information counts in Time mode: restoring what the brokers already had
+            // is not a step.
+            AckMode::Time if w.revision > self.broker_high => {
+                let (since, seq) = self
+                    .controller_revisions
+                    .range(w.revision..)
+                    .map(|(_, at)| *at)
+                    .min()
+                    .unwrap();
+                // A pod that started after the list held the revision read it at start.
+                if running
+                    .filter(|p| p.started_seq.is_some_and(|s| s < seq))
+                    .count()
+                    == 0
+                {
+                    return;
+                }
+                let waited = self.now.duration_since(since);
+                assert!(
+                    waited >= SignedDuration::try_from(self.settings.settle).unwrap(),
+                    "brokers written {waited:?} after the controllers, settle time is {:?}",
+                    self.settings.settle
+                );
+            }
+            AckMode::Time => {}
+        }
+    }
+
+    /// The kubelet refreshes the pod's volume.
+    pub fn sync(&mut self, index: usize) {
+        let Some(list) = self
+            .pods
+            .get(index)
+            .and_then(|p| self.lists.get(&p.role))
+            .cloned()
+        else {
+            return;
+        };
+        let pod = &mut self.pods[index];
+        if !pod.running {
+            return;
+        }
+        let text = list.content.unwrap_or_default();
+        let parsed = observer_ids::parse(&text);
+        let revision = parsed.header.map(|h| h.revision);
+        if let Some(r) = revision {
+            pod.history.insert((r, parsed.ids.clone()));
+        }
+        pod.seen = Some((revision, parsed.ids));
+    }
+
+    pub fn sync_all(&mut self) {
+        for i in 0..self.pods.len() {
+            self.sync(i);
+        }
+    }
+
+    /// A pod stops or starts. A pod starts only when its list exists (a ConfigMap volume that
+    /// is missing keeps the pod from starting) and reads the current content at start.
+    pub fn set_running(&mut self, index: usize, running: bool) {
+        let Some(pod) = self.pods.get(index) else {
+            return;
+        };
+        let can_mount = self
+            .lists
+            .get(&pod.role)
+            .is_some_and(|l| l.content.is_some());
+        if running && !can_mount {
+            return;
+        }
+        self.pods[index].running = running;
+        self.seq += 1;
+        self.pods[index].started_seq = running.then_some(self.seq);
+        if running {
+            self.sync(index);
+        } else {
+            self.pods[index].seen = None;
+        }
+    }
+
+    pub fn set_desired(&mut self, ids: BTreeSet<NodeId>) {
+        self.desired_history.push(ids.clone());
+        self.desired = ids;
+    }
+
+    pub fn tick(&mut self, secs: u64) {
+        self.now = self
+            .now
+            .checked_add(SignedDuration::from_secs(secs as i64))
+            .unwrap();
+    }
+
+    /// Someone else deletes a list or edits it by hand.
+    pub fn drift(&mut self, role: Role, delete: bool) {
+        if !self.roles.contains(&role) {
+            return;
+        }
+        if delete {
+            self.lists.remove(&role);
+        } else if let Some(list) = self.lists.get_mut(&role) {
+            list.content = Some("1\n2\n".into());
+        }
+    }
+
+    /// Reconciles, syncs every pod and lets a second pass, up to `rounds` times.
+    pub fn quiesce(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            self.reconcile(None);
+            self.sync_all();
+            self.tick(1);
+        }
+        self.reconcile(None);
+    }
+
+    /// The lists hold `desired` at the status' revision, and the status says so.
+    pub fn converged(&self) -> bool {
+        let ids: Vec<NodeId> = self.desired.iter().copied().collect();
+        let header = observer_ids::Header {
+            namespace: NAMESPACE.into(),
+            name: NAME.into(),
+            revision: self.status.revision,
+        };
+        let text = observer_ids::render(&header, &self.desired);
+        self.status.rollout.is_none()
+            && self.status.effective == ids
+            && self.roles.iter().all(|role| {
+                self.lists.get(role)
+                    == Some(&LiveList {
+                        revision: Some(self.status.revision),
+                        content: Some(text.clone()),
+                    })
+                    && self.status.role(*role).is_some_and(|rs| {
+                        rs.observers == ids && rs.revision == self.status.revision
+                    })
+            })
+    }
+}
