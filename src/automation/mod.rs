@@ -72,6 +72,16 @@ fn key(obs: &ObserverSet) -> (String, String) {
 /// on its own (watch errors are retried with backoff); drop it to stop every task.
 pub async fn run(client: Client, metrics: Metrics) {
     let api: Api<ObserverSet> = Api::all(client.clone());
+    supervise(client, api, metrics).await
+}
+
+/// [`run`] for the ObserverSets of one namespace only (tests, namespace-scoped installs).
+pub async fn run_namespaced(client: Client, metrics: Metrics, namespace: &str) {
+    let api: Api<ObserverSet> = Api::namespaced(client.clone(), namespace);
+    supervise(client, api, metrics).await
+}
+
+async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics) {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();

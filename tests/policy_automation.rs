@@ -1,0 +1,181 @@
+//! The promotion automation end to end on the test bed: a real apiserver holding an ObserverSet,
+//! the bed's real Kafka losing a broker (`kill -9`), the automation writing `status.plan` in dry
+//! run, then `status.autoPromotions` once live, events and metrics, and the demotion after the
+//! broker is back. No reconciler runs here: the test checks the automation's side of the
+//! contract (status fields only); the rollout is the reconciler's.
+
+#[path = "operator_support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kafka_observer_operator::automation;
+use kafka_observer_operator::metrics::Metrics;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use serde_json::{Value, json};
+
+const TOPIC: &str = "policy-test-auto";
+
+async fn create_topic(bootstrap: &str) -> AdminClient<DefaultClientContext> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let _ = admin.delete_topics(&[TOPIC], &opts).await;
+    let assignment: [&[i32]; 1] = [&[1, 2, 4]];
+    for _ in 0..30 {
+        let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(&assignment))
+            .set("min.insync.replicas", "2");
+        if admin.create_topics(&[topic], &opts).await.unwrap()[0].is_ok() {
+            return admin;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("cannot create {TOPIC}");
+}
+
+fn plan_actions(status: &Value) -> Vec<(String, i64)> {
+    status["plan"]["actions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    (
+                        x["action"].as_str().unwrap_or("").to_string(),
+                        x["nodeId"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn auto_ids(status: &Value) -> Vec<i64> {
+    status["autoPromotions"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["nodeId"].as_i64()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery() {
+    let Some(bed) = support::bed().await else {
+        return;
+    };
+    let testbed = koo_testbed::TestBed::require().expect("bed");
+    let bootstrap = testbed.kafka_bootstrap();
+    let admin = create_topic(&bootstrap).await;
+    let ns = bed.namespace("policy-auto").await;
+    let api = bed.observer_sets(&ns);
+    let mut body = support::podless_observer_set("auto", &[4], &[]);
+    body["spec"]["kafka"]["bootstrapServers"] = json!(bootstrap);
+    body["spec"]["promotion"] = json!({
+        "policy": "UnderMinIsr", "promoted": [], "confirmations": 2, "scanInterval": "1s",
+        "cooldown": "0s", "maxLagMessages": 1000,
+        "topics": {"include": [format!("^{TOPIC}$")], "exclude": []},
+        "dryRun": true, "autoDemote": {"enabled": true, "stabilizationWindow": "0s"}
+    });
+    support::create_observer_set(&api, body).await;
+
+    let metrics = Metrics::new();
+    let task = tokio::spawn({
+        let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.clone());
+        async move { automation::run_namespaced(client, metrics, &ns).await }
+    });
+
+    // Healthy: a plan with nothing to do.
+    support::wait_for(Duration::from_secs(60), "a first (empty) plan", || async {
+        let s = support::status_of(&api, "auto").await;
+        (s["plan"]["dryRun"] == json!(true) && plan_actions(&s).is_empty()).then_some(())
+    })
+    .await;
+
+    let killed = testbed.kill_node(2).expect("kill -9 broker 2");
+    let dry = support::wait_for(
+        Duration::from_secs(90),
+        "a dry-run plan promoting 4",
+        || async {
+            let s = support::status_of(&api, "auto").await;
+            (plan_actions(&s) == vec![("Promote".to_string(), 4)]).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(dry["plan"]["dryRun"], json!(true));
+    assert!(
+        auto_ids(&dry).is_empty(),
+        "a dry run records no promotion: {dry}"
+    );
+
+    // Live: the same promotion, now recorded.
+    let live_patch = json!({"spec": {"promotion": {"dryRun": false}}});
+    api.patch("auto", &PatchParams::default(), &Patch::Merge(&live_patch))
+        .await
+        .unwrap();
+    let live = support::wait_for(
+        Duration::from_secs(60),
+        "status.autoPromotions with 4",
+        || async {
+            let s = support::status_of(&api, "auto").await;
+            (auto_ids(&s) == vec![4]).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(live["plan"]["dryRun"], json!(false));
+    assert_eq!(plan_actions(&live), vec![("Promote".to_string(), 4)]);
+    let reason = live["autoPromotions"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("under min ISR") && reason.contains(TOPIC),
+        "{reason}"
+    );
+    let text = metrics.render();
+    let labels = format!("namespace=\"{ns}\",observerset=\"auto\"");
+    assert!(
+        text.contains(&format!(
+            "kafka_observer_automation_promotions_total{{{labels},node_id=\"4\"}} 1"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "kafka_observer_automation_decision_latency_seconds_count{{{labels}}}"
+        )),
+        "{text}"
+    );
+    let events: Api<Event> = Api::namespaced(bed.client.clone(), &ns);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "AutoPromoted"),
+        "events: {reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r == "DryRunPromote"),
+        "events: {reasons:?}"
+    );
+
+    // Recovery: broker 2 back in the ISR, the automation demotes 4 (window and cooldown 0).
+    killed.start().expect("restart broker 2");
+    support::wait_for(Duration::from_secs(120), "the demotion of 4", || async {
+        let s = support::status_of(&api, "auto").await;
+        auto_ids(&s).is_empty().then_some(())
+    })
+    .await;
+    assert!(metrics.render().contains(&format!(
+        "kafka_observer_automation_demotions_total{{{labels},node_id=\"4\"}} 1"
+    )));
+
+    task.abort();
+    bed.drop_namespace(&ns).await;
+    let _ = admin.delete_topics(&[TOPIC], &AdminOptions::new()).await;
+}
