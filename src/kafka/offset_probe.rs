@@ -93,3 +93,87 @@ impl OffsetProbe {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A one-shot server on loopback that reads the request and answers with `reply`
+    /// (`None`: never answers).
+    async fn server(reply: Option<Vec<u8>>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let size = socket.read_i32().await.unwrap();
+            let mut request = vec![0; size as usize];
+            socket.read_exact(&mut request).await.unwrap();
+            match reply {
+                Some(bytes) => socket.write_all(&bytes).await.unwrap(),
+                None => tokio::time::sleep(Duration::from_secs(60)).await,
+            }
+        });
+        address
+    }
+
+    fn framed(body: &[u8]) -> Vec<u8> {
+        [&(body.len() as i32).to_be_bytes()[..], body].concat()
+    }
+
+    #[tokio::test]
+    async fn a_silent_broker_times_out_within_the_probe_timeout() {
+        let address = server(None).await;
+        let probe = OffsetProbe::new("t", Duration::from_millis(200));
+        let start = std::time::Instant::now();
+        let result = probe
+            .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
+            .await;
+        assert!(
+            matches!(result, Err(ProbeError::Timeout { .. })),
+            "{result:?}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn oversized_and_negative_sizes_are_refused_without_allocating() {
+        for size in [-1i32, i32::MAX] {
+            let address = server(Some(size.to_be_bytes().to_vec())).await;
+            let probe = OffsetProbe::new("t", Duration::from_secs(2));
+            let result = probe
+                .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
+                .await;
+            assert!(
+                matches!(result, Err(ProbeError::TooLarge { .. })),
+                "{size}: {result:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_to_another_request_is_rejected() {
+        // Correlation id 999 cannot be ours: a fresh probe starts at 1.
+        let body = [&999i32.to_be_bytes()[..], &[0, 0, 0, 0], &[0, 0, 0, 0]].concat();
+        let address = server(Some(framed(&body))).await;
+        let probe = OffsetProbe::new("t", Duration::from_secs(2));
+        let result = probe
+            .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
+            .await;
+        assert!(
+            matches!(result, Err(ProbeError::Decode { .. })),
+            "{result:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_connection_mid_answer_is_an_io_error() {
+        // Announces 100 bytes, sends 4, closes.
+        let address = server(Some([&100i32.to_be_bytes()[..], &[0, 0, 0, 1]].concat())).await;
+        let probe = OffsetProbe::new("t", Duration::from_secs(2));
+        let result = probe
+            .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
+            .await;
+        assert!(matches!(result, Err(ProbeError::Io { .. })), "{result:?}");
+    }
+}

@@ -20,6 +20,11 @@ use crate::policy::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
 pub struct WatcherOptions {
     /// How long one request (metadata, configs, offsets) may take.
     pub request_timeout: Duration,
+    /// How long one broker may take to answer the offset probe. Shorter than `request_timeout`:
+    /// a broker that does not answer (a dead pod's address often drops packets instead of
+    /// refusing) must not make every snapshot older than the engine's staleness limit
+    /// (3 scan intervals, at least 3 s) while the controller has not fenced it yet.
+    pub probe_timeout: Duration,
     /// Topic configs change rarely: `min.insync.replicas` is re-read this often (and for new topics).
     pub config_refresh: Duration,
 }
@@ -28,6 +33,7 @@ impl Default for WatcherOptions {
     fn default() -> Self {
         WatcherOptions {
             request_timeout: Duration::from_secs(5),
+            probe_timeout: Duration::from_secs(2),
             config_refresh: Duration::from_secs(30),
         }
     }
@@ -49,7 +55,7 @@ impl KafkaWatcher {
         // unknown, and the engine then never promotes (it never acts on unknown lag).
         let probe = settings
             .is_plaintext()
-            .then(|| OffsetProbe::new("kafka-observer-operator", options.request_timeout));
+            .then(|| OffsetProbe::new("kafka-observer-operator", options.probe_timeout));
         Ok(KafkaWatcher {
             admin: settings.admin_client()?,
             probe,
