@@ -301,3 +301,84 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
     );
     let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
 }
+
+/// The ElectLeaders FFI wrapper against the real controller: after a controlled shutdown moved
+/// leadership off broker 1, a preferred election gives it back; a second one is "not needed".
+#[tokio::test(flavor = "multi_thread")]
+async fn preferred_election_moves_leadership_back() {
+    use kafka_observer_operator::kafka::{ElectionKind, elect_leaders};
+    use kafka_observer_operator::policy::TopicPartition;
+    let Some(bed) = TestBed::require() else {
+        return;
+    };
+    let bootstrap = bed.kafka_bootstrap();
+    let topic = "policy-test-election";
+    let admin = admin(&bootstrap);
+    create_topic(&admin, topic, &[1, 2, 3]).await;
+    let mut w = KafkaWatcher::new(
+        &ConnectionSettings::from_bootstrap(&bootstrap),
+        WatcherOptions::default(),
+    )
+    .unwrap();
+    scan_until(&mut w, topic, Duration::from_secs(60), |s| {
+        part(s, topic).is_some_and(|p| p.leader == Some(1) && p.isr.len() == 3)
+    })
+    .await;
+    bed.stop_node(1)
+        .expect("controlled shutdown of broker 1")
+        .start()
+        .expect("start broker 1");
+    // auto.leader.rebalance.enable=false on the bed: broker 1 is back in the ISR but not leader.
+    scan_until(&mut w, topic, Duration::from_secs(120), |s| {
+        part(s, topic)
+            .is_some_and(|p| p.leader.is_some() && p.leader != Some(1) && p.isr.contains(&1))
+    })
+    .await;
+    let tp = vec![TopicPartition {
+        topic: topic.into(),
+        partition: 0,
+    }];
+    let outcome = elect_leaders(
+        w.admin(),
+        ElectionKind::Preferred,
+        tp.clone(),
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.len(), 1);
+    assert_eq!(outcome[0].result, Ok(()), "{outcome:?}");
+    scan_until(&mut w, topic, Duration::from_secs(30), |s| {
+        part(s, topic).is_some_and(|p| p.leader == Some(1))
+    })
+    .await;
+    let again = elect_leaders(
+        w.admin(),
+        ElectionKind::Preferred,
+        tp,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        again[0].result,
+        Ok(()),
+        "ELECTION_NOT_NEEDED counts as done: {again:?}"
+    );
+    let missing = vec![TopicPartition {
+        topic: "policy-test-no-such-topic".into(),
+        partition: 0,
+    }];
+    let refused = elect_leaders(
+        w.admin(),
+        ElectionKind::Preferred,
+        missing,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        refused.is_err() || refused.as_ref().unwrap().iter().all(|o| o.result.is_err()),
+        "{refused:?}"
+    );
+    let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
+}
