@@ -8,6 +8,7 @@
  *   DrillClient <bootstrap> delete <topic>
  *   DrillClient <bootstrap> state <topic>                -> leader=1 isr=1,2,3 replicas=4,1,2,3
  *   DrillClient <bootstrap> await <topic> <timeoutMs> <cond>...  -> "<epochMs> <state>" when all hold
+ *       ($DRILL_READY_FILE, if set, is written after the first answer)
  *       cond: leader=N | leader!=N | leader=none | leader-in=2,3 | isr=1,2,3 | isr-has=N | isr-lacks=N
  *   DrillClient <bootstrap> produce <topic> <count> <acks> <prefix>  -> acked=N failed=M
  *   DrillClient <bootstrap> consume <topic> <read_committed|read_uncommitted> [dumpFile] -> count=N sha256=..
@@ -181,11 +182,16 @@ public final class DrillClient {
     static int await(String topic, long timeoutMs, String[] conds) throws Exception {
         long deadline = System.currentTimeMillis() + timeoutMs;
         String last = "no answer";
+        String ready = System.getenv("DRILL_READY_FILE");
         try (Admin admin = admin()) {
             while (true) {
                 try {
                     State s = state(admin, topic);
                     last = s.render();
+                    if (ready != null && !ready.isBlank() && !Files.exists(Path.of(ready))) {
+                        // Connected and answered once: a bench may now make its change.
+                        Files.writeString(Path.of(ready), last);
+                    }
                     if (Arrays.stream(conds).allMatch(c -> holds(s, c))) {
                         System.out.println(System.currentTimeMillis() + " " + last);
                         return 0;
