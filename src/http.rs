@@ -22,8 +22,14 @@ use crate::shutdown::Shutdown;
 /// HTTP options, to be flattened into the operator's `run` command.
 #[derive(Clone, Debug, clap::Args)]
 pub struct HttpArgs {
-    /// Address for /metrics, /healthz and /readyz.
-    #[arg(long, env = "METRICS_LISTEN", default_value = "0.0.0.0:8080")]
+    /// Address for /metrics, /healthz and /readyz (loopback by default; the chart listens on
+    /// 0.0.0.0).
+    #[arg(
+        long,
+        alias = "health-listen",
+        env = "METRICS_LISTEN",
+        default_value = "127.0.0.1:8080"
+    )]
     pub metrics_listen: SocketAddr,
 }
 

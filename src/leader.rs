@@ -19,8 +19,16 @@ use crate::shutdown::Shutdown;
 /// Leader election options, to be flattened into the operator's `run` command.
 #[derive(Clone, Debug, clap::Args)]
 pub struct LeaderArgs {
-    /// Campaign for the Lease before acting. Turn off only when exactly one replica runs.
-    #[arg(long = "leader-elect", env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    /// Campaign for the Lease before acting (`on`/`off`, also `true`/`false`). Turn off only
+    /// when exactly one replica runs.
+    #[arg(
+        long = "leader-election",
+        alias = "leader-elect",
+        env = "LEADER_ELECT",
+        default_value = "on",
+        value_name = "on|off",
+        value_parser = parse_switch
+    )]
     pub enabled: bool,
     /// Name of the Lease object.
     #[arg(long, env = "LEASE_NAME", default_value = "kafka-observer-operator")]
@@ -39,13 +47,26 @@ pub struct LeaderArgs {
     pub lease_grace: Duration,
 }
 
+/// `on`/`off` (and `true`/`false`, `yes`/`no`, `1`/`0`) for switches set from the chart's values.
+pub fn parse_switch(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        other => Err(format!("{other:?} is not a switch: write on or off")),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
-    #[error("--lease-grace must be at least 2s (it bounds each API call to half of it), got {0:?}")]
+    #[error(
+        "--lease-grace must be at least 2s (it bounds each API call to half of it), got {0:?}"
+    )]
     GraceTooShort(Duration),
     #[error("--lease-duration ({duration:?}) must be longer than --lease-grace ({grace:?})")]
     DurationNotAboveGrace { duration: Duration, grace: Duration },
-    #[error("no identity for the leader lease: set POD_NAME (the chart does) or --leader-identity")]
+    #[error(
+        "no identity for the leader lease: set POD_NAME (the chart does) or --leader-identity"
+    )]
     NoIdentity,
     #[error("cannot build the Kubernetes client for leader election: {0}")]
     Client(#[source] kube::Error),
@@ -165,7 +186,11 @@ pub fn campaign(
         .ok_or(LeaderError::NoIdentity)?;
     let mut config = config;
     let timeout = Some(timing.request_timeout());
-    (config.connect_timeout, config.read_timeout, config.write_timeout) = (timeout, timeout, timeout);
+    (
+        config.connect_timeout,
+        config.read_timeout,
+        config.write_timeout,
+    ) = (timeout, timeout, timeout);
     let client = kube::Client::try_from(config).map_err(LeaderError::Client)?;
 
     let (sender, receiver) = watch::channel(false);
@@ -260,7 +285,9 @@ async fn run_campaign(
             let (next, action) = decide(role, event);
             role = next;
             match action {
-                Action::StartActing => tracing::info!(lease = %lease.name, "acquired the leader Lease"),
+                Action::StartActing => {
+                    tracing::info!(lease = %lease.name, "acquired the leader Lease")
+                }
                 Action::StopActing => tracing::warn!(lease = %lease.name, ?event, "stepping down"),
                 Action::Nothing => {}
             }
@@ -347,15 +374,31 @@ mod tests {
 
         sender.send_replace(true);
         settle().await;
-        assert_eq!((starts.load(Ordering::SeqCst), running.load(Ordering::SeqCst)), (1, 1));
+        assert_eq!(
+            (
+                starts.load(Ordering::SeqCst),
+                running.load(Ordering::SeqCst)
+            ),
+            (1, 1)
+        );
 
         sender.send_replace(false);
         settle().await;
-        assert_eq!(running.load(Ordering::SeqCst), 0, "still acting after the loss");
+        assert_eq!(
+            running.load(Ordering::SeqCst),
+            0,
+            "still acting after the loss"
+        );
 
         sender.send_replace(true);
         settle().await;
-        assert_eq!((starts.load(Ordering::SeqCst), running.load(Ordering::SeqCst)), (2, 1));
+        assert_eq!(
+            (
+                starts.load(Ordering::SeqCst),
+                running.load(Ordering::SeqCst)
+            ),
+            (2, 1)
+        );
 
         shutdown.trigger();
         tokio::time::timeout(Duration::from_secs(1), runner)

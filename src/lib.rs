@@ -8,10 +8,13 @@
 pub mod crd;
 pub mod observer_ids;
 pub mod plan;
-pub mod policy;
-pub mod kafka;
-pub mod cli;
+// The reconciler and its Kubernetes shell.
 pub mod automation;
+pub mod cli;
+pub mod controller;
+pub mod kafka;
+pub mod kube;
+pub mod policy;
 
 // Operator infrastructure: sidecar, logs, metrics, HTTP endpoints, leader election, shutdown.
 pub mod agent;

@@ -1,29 +1,165 @@
 //! Entry point: wiring only. `run` starts the operator, `agent` the observer-agent sidecar,
-//! `crd` prints the CustomResourceDefinition.
+//! `crd` prints the CustomResourceDefinition. Flags are documented in docs/operator.md.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::CustomResourceExt;
 
-use kafka_observer_operator::crd::ObserverSet;
+use kafka_observer_operator::agent::{self, AgentArgs};
+use kafka_observer_operator::crd::{parse_duration, ObserverSet};
+use kafka_observer_operator::http::{self, Health, HttpArgs};
+use kafka_observer_operator::leader::{self, LeaderArgs};
+use kafka_observer_operator::metrics::Metrics;
+use kafka_observer_operator::shutdown::Shutdown;
+use kafka_observer_operator::telemetry::{self, LogFormat};
+use kafka_observer_operator::{automation, controller};
 
 #[derive(Parser)]
-#[command(name = "kafka-observer-operator", version, about = "Kubernetes operator for Kafka observer replicas")]
+#[command(
+    name = "kafka-observer-operator",
+    version,
+    about = "Kubernetes operator for Kafka observer replicas"
+)]
 struct Cli {
+    /// Log line format (the filter comes from RUST_LOG, default `info`).
+    #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the operator: reconciler, promotion automation, /metrics /healthz /readyz, leader election.
+    Run(RunArgs),
+    /// Run the observer-agent sidecar: report the observer.ids file a pod reads over HTTP.
+    Agent(AgentArgs),
     /// Print the ObserverSet CustomResourceDefinition as YAML.
     Crd,
 }
 
+#[derive(Clone, Debug, clap::Args)]
+struct RunArgs {
+    /// Kubeconfig file; without it: in-cluster config, else $KUBECONFIG, else ~/.kube/config.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Watch ObserverSets (and their pods and ConfigMaps) in this namespace only; default: all.
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Requeue of an ObserverSet with nothing in flight (changes are picked up by watches at once).
+    #[arg(long, env = "RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    resync: Duration,
+    #[command(flatten)]
+    http: HttpArgs,
+    #[command(flatten)]
+    leader: LeaderArgs,
+}
+
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    match cli.command {
         Command::Crd => {
             print!("{}", serde_yaml::to_string(&ObserverSet::crd())?);
             Ok(())
         }
+        Command::Agent(args) => {
+            telemetry::init(cli.log_format)?;
+            runtime()?.block_on(agent::run(args))
+        }
+        Command::Run(args) => {
+            telemetry::init(cli.log_format)?;
+            runtime()?.block_on(operate(args))
+        }
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+async fn kube_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
+    match &args.kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))
+        }
+        None => kube::Config::infer().await.context(
+            "no Kubernetes configuration: run in a pod, or pass --kubeconfig / set KUBECONFIG",
+        ),
+    }
+}
+
+async fn operate(args: RunArgs) -> anyhow::Result<()> {
+    let shutdown = Shutdown::on_signals().context("installing the SIGTERM/SIGINT handlers")?;
+    let metrics = Metrics::new();
+    let health = Health::new();
+    let listener = http::bind(args.http.metrics_listen).await?;
+    let server = tokio::spawn(http::serve(
+        listener,
+        metrics.clone(),
+        health.clone(),
+        shutdown.clone(),
+    ));
+
+    let config = kube_config(&args).await?;
+    let client =
+        kube::Client::try_from(config.clone()).context("building the Kubernetes client")?;
+    let leadership = leader::campaign(config, &args.leader, metrics.clone(), shutdown.clone())?;
+    let instance = args
+        .leader
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok());
+    let ctx = Arc::new(controller::Context::new(
+        client.clone(),
+        metrics.clone(),
+        instance,
+        args.resync,
+    ));
+    health.set_ready(true);
+    tracing::info!(
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        "operator started"
+    );
+
+    leader::while_leader(leadership, shutdown.clone(), || {
+        let (client, ctx, metrics, shutdown, namespace) = (
+            client.clone(),
+            ctx.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+            args.namespace.clone(),
+        );
+        async move {
+            let promotions = async {
+                match namespace.as_deref() {
+                    Some(ns) => automation::run_namespaced(client.clone(), metrics, ns).await,
+                    None => automation::run(client.clone(), metrics).await,
+                }
+            };
+            // The reconciler and the promotion automation act only together, only while leading.
+            tokio::join!(
+                controller::run(client.clone(), namespace.clone(), ctx, shutdown),
+                promotions
+            );
+        }
+    })
+    .await;
+
+    shutdown.trigger();
+    health.set_ready(false);
+    server.await.context("HTTP server task")??;
+    tracing::info!("operator stopped");
+    Ok(())
 }

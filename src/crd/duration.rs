@@ -16,7 +16,9 @@ pub struct DurationError {
 
 /// Parses `<n>ms|s|m|h`; no spaces, no fractions, no compound forms like `1m30s`.
 pub fn parse_duration(value: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError { value: value.to_string() };
+    let err = || DurationError {
+        value: value.to_string(),
+    };
     let split = value.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
     let (digits, unit) = value.split_at(split);
     if digits.is_empty() || digits.len() > 9 {
@@ -47,7 +49,19 @@ mod tests {
 
     #[test]
     fn rejects_what_the_pattern_rejects() {
-        for bad in ["", "s", "1", "1.5s", "1m30s", " 1s", "1s ", "-1s", "1d", "1S", "1234567890s"] {
+        for bad in [
+            "",
+            "s",
+            "1",
+            "1.5s",
+            "1m30s",
+            " 1s",
+            "1s ",
+            "-1s",
+            "1d",
+            "1S",
+            "1234567890s",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
     }

@@ -14,18 +14,21 @@ mod status;
 mod validation;
 
 pub use duration::{parse_duration, DurationError, DURATION_PATTERN};
-pub use kafka::{ClientCertSecretRef, KafkaConnection, SaslMechanism, SaslSpec, SecretKeyRef, SaslSecretRef, TlsSpec};
+pub use kafka::{
+    ClientCertSecretRef, KafkaConnection, SaslMechanism, SaslSecretRef, SaslSpec, SecretKeyRef,
+    TlsSpec,
+};
 pub use nodes::{NodeIdSource, NodesSpec, RoleNodes};
 pub use promotion::{AutoDemote, PromotionPolicy, PromotionSpec, TopicFilter};
 pub use rollout::{AckMode, RolloutSpec};
 pub use spec::{DeletionPolicy, ObserverSet, ObserverSetSpec};
 pub use status::{
-    AutoPromotion, ObserverSetStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus, RolesStatus,
-    RolloutKind, RolloutStatus, RolloutStep,
+    AutoPromotion, ObserverSetStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus,
+    RolesStatus, RolloutKind, RolloutStatus, RolloutStep,
 };
 pub use validation::{
-    validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka, ValidatedObserverSet, ValidatedPromotion,
-    ValidatedRollout,
+    validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka,
+    ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
 };
 
 /// API group of every resource this operator defines.
@@ -57,5 +60,47 @@ impl Role {
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+
+    use super::ObserverSet;
+
+    /// `crds/observerset.yaml` and the chart's copy are what `kafka-observer-operator crd`
+    /// prints; regenerate both with `make crds`.
+    #[test]
+    fn checked_in_crd_is_up_to_date() {
+        let generated = serde_yaml::to_string(&ObserverSet::crd()).unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for path in [
+            "crds/observerset.yaml",
+            "charts/kafka-observer-operator/crds/observerset.yaml",
+        ] {
+            let on_disk = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+            assert!(
+                on_disk == generated,
+                "{path} is stale or missing: run `make crds`"
+            );
+        }
+    }
+
+    #[test]
+    fn crd_carries_the_validation_rules() {
+        let yaml = serde_yaml::to_string(&ObserverSet::crd()).unwrap();
+        for rule in [
+            "observers must be node ids >= 0",
+            "observers must not list a node id twice",
+            "every id in promotion.promoted must also be listed in observers",
+            "nodeId needs exactly one of label or ordinalOffset",
+            "selector must have at least one matchLabels entry or matchExpressions term",
+            "nodes needs at least one of controllers or brokers",
+            "bootstrapServers must list at least one host:port",
+            super::DURATION_PATTERN,
+        ] {
+            assert!(yaml.contains(rule), "the CRD lacks {rule:?}");
+        }
     }
 }

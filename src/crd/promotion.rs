@@ -91,7 +91,9 @@ fn default_max_concurrent() -> i32 {
 }
 
 /// The condition that triggers an automatic promotion.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub enum PromotionPolicy {
     /// Only `promotion.promoted` changes the effective set.
     #[default]
@@ -116,7 +118,10 @@ pub struct TopicFilter {
 
 impl Default for TopicFilter {
     fn default() -> Self {
-        TopicFilter { include: default_include(), exclude: default_exclude() }
+        TopicFilter {
+            include: default_include(),
+            exclude: default_exclude(),
+        }
     }
 }
 
@@ -142,7 +147,10 @@ pub struct AutoDemote {
 
 impl Default for AutoDemote {
     fn default() -> Self {
-        AutoDemote { enabled: true, stabilization_window: default_stabilization() }
+        AutoDemote {
+            enabled: true,
+            stabilization_window: default_stabilization(),
+        }
     }
 }
 

@@ -49,7 +49,9 @@ fn default_timeout() -> String {
 }
 
 /// Acknowledgement mode of a rollout step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub enum AckMode {
     /// The observer-agent sidecar reports the revision it reads from the mounted file.
     #[default]

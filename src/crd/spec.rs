@@ -25,10 +25,24 @@ use super::NodeId;
     status = "ObserverSetStatus",
     derive = "PartialEq",
     doc = "Observer replicas of one Kafka cluster: the declared observers, promotion policy and rollout of the observer.ids files",
-    printcolumn(name = "Desired", type_ = "string", description = "Effective observer set wanted now", json_path = ".status.desiredObservers"),
-    printcolumn(name = "Effective", type_ = "string", description = "Observer set acknowledged by every pod", json_path = ".status.effectiveObservers"),
+    printcolumn(
+        name = "Desired",
+        type_ = "string",
+        description = "Effective observer set wanted now",
+        json_path = ".status.desiredObservers"
+    ),
+    printcolumn(
+        name = "Effective",
+        type_ = "string",
+        description = "Observer set acknowledged by every pod",
+        json_path = ".status.effectiveObservers"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.promotion) || !has(self.promotion.promoted) || self.promotion.promoted.all(id, id in self.observers)").message("every id in promotion.promoted must also be listed in observers"))]
@@ -54,7 +68,9 @@ pub struct ObserverSetSpec {
 }
 
 /// Fate of the ConfigMaps when their ObserverSet is deleted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub enum DeletionPolicy {
     /// Keep the ConfigMaps and their content (owner references removed): the brokers keep
     /// their observers. Deleting them would promote every observer at once.

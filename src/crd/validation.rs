@@ -25,9 +25,13 @@ use super::{NodeId, Role};
 pub enum SpecViolation {
     #[error("spec.kafka.bootstrapServers is empty: list at least one host:port, comma-separated")]
     NoBootstrapServers,
-    #[error("spec.kafka.bootstrapServers entry {0:?} is not host:port: write it like 127.0.1.1:9092")]
+    #[error(
+        "spec.kafka.bootstrapServers entry {0:?} is not host:port: write it like 127.0.1.1:9092"
+    )]
     BadBootstrapServer(String),
-    #[error("spec.nodes has neither controllers nor brokers: add a selector for at least one role")]
+    #[error(
+        "spec.nodes has neither controllers nor brokers: add a selector for at least one role"
+    )]
     NoRoles,
     #[error("spec.nodes.controllers is missing but the brokers are not combined-mode: add controllers or set brokers.combined: true")]
     ControllersMissing,
@@ -52,12 +56,22 @@ pub enum SpecViolation {
     #[error("spec.promotion.maxLagMessages is {0}: use 0 or more")]
     MaxLag(i64),
     #[error("spec.{field}: {source}")]
-    Duration { field: &'static str, source: super::duration::DurationError },
+    Duration {
+        field: &'static str,
+        source: super::duration::DurationError,
+    },
     #[error("spec.promotion.topics.{list}[{index}] {pattern:?} is not a valid regex: {message}")]
-    TopicRegex { list: &'static str, index: usize, pattern: String, message: String },
+    TopicRegex {
+        list: &'static str,
+        index: usize,
+        pattern: String,
+        message: String,
+    },
     #[error("spec.rollout.agentPort is {0}: use a port between 1 and 65535")]
     AgentPort(i32),
-    #[error("spec.rollout.timeout must be longer than settleTime, or Time-mode rollouts always degrade")]
+    #[error(
+        "spec.rollout.timeout must be longer than settleTime, or Time-mode rollouts always degrade"
+    )]
     TimeoutNotAfterSettle,
 }
 
@@ -112,7 +126,8 @@ pub struct ValidatedPromotion {
 impl ValidatedPromotion {
     /// True when the policy looks at this topic (matches an include and no exclude).
     pub fn watches_topic(&self, topic: &str) -> bool {
-        self.topics_include.iter().any(|r| r.is_match(topic)) && !self.topics_exclude.iter().any(|r| r.is_match(topic))
+        self.topics_include.iter().any(|r| r.is_match(topic))
+            && !self.topics_exclude.iter().any(|r| r.is_match(topic))
     }
 }
 
@@ -153,9 +168,17 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
 
     let bootstrap_servers = bootstrap_list(&spec.kafka.bootstrap_servers, &mut errors);
 
-    let roles = role_selections(spec.nodes.controllers.as_ref(), spec.nodes.brokers.as_ref(), &mut errors);
+    let roles = role_selections(
+        spec.nodes.controllers.as_ref(),
+        spec.nodes.brokers.as_ref(),
+        &mut errors,
+    );
 
-    let observers = unique_ids(&spec.observers, SpecViolation::DuplicateObserver, &mut errors);
+    let observers = unique_ids(
+        &spec.observers,
+        SpecViolation::DuplicateObserver,
+        &mut errors,
+    );
     for &id in spec.observers.iter().filter(|&&id| id < 0) {
         errors.push(SpecViolation::NegativeObserver(id));
     }
@@ -181,13 +204,18 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     };
     let scan_interval = duration("promotion.scanInterval", &p.scan_interval);
     let cooldown = duration("promotion.cooldown", &p.cooldown);
-    let stabilization = duration("promotion.autoDemote.stabilizationWindow", &p.auto_demote.stabilization_window);
+    let stabilization = duration(
+        "promotion.autoDemote.stabilizationWindow",
+        &p.auto_demote.stabilization_window,
+    );
     let settle_time = duration("rollout.settleTime", &spec.rollout.settle_time);
     let timeout = duration("rollout.timeout", &spec.rollout.timeout);
     let topics_include = compile_all("include", &p.topics.include, &mut errors);
     let topics_exclude = compile_all("exclude", &p.topics.exclude, &mut errors);
 
-    let agent_port = u16::try_from(spec.rollout.agent_port).ok().filter(|&port| port > 0);
+    let agent_port = u16::try_from(spec.rollout.agent_port)
+        .ok()
+        .filter(|&port| port > 0);
     if agent_port.is_none() {
         errors.push(SpecViolation::AgentPort(spec.rollout.agent_port));
     }
@@ -234,14 +262,19 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
 }
 
 fn bootstrap_list(raw: &str, errors: &mut Vec<SpecViolation>) -> Vec<String> {
-    let servers: Vec<String> = raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    let servers: Vec<String> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
     if servers.is_empty() {
         errors.push(SpecViolation::NoBootstrapServers);
     }
     for server in &servers {
-        let well_formed = server
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        let well_formed = server.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
         if !well_formed {
             errors.push(SpecViolation::BadBootstrapServer(server.clone()));
         }
@@ -266,17 +299,33 @@ fn role_selections(
         .collect()
 }
 
-fn role_selection(role: Role, nodes: &RoleNodes, errors: &mut Vec<SpecViolation>) -> Option<RoleSelection> {
+fn role_selection(
+    role: Role,
+    nodes: &RoleNodes,
+    errors: &mut Vec<SpecViolation>,
+) -> Option<RoleSelection> {
     let sel = &nodes.selector;
     let has_labels = sel.match_labels.as_ref().is_some_and(|m| !m.is_empty());
-    let has_exprs = sel.match_expressions.as_ref().is_some_and(|e| !e.is_empty());
+    let has_exprs = sel
+        .match_expressions
+        .as_ref()
+        .is_some_and(|e| !e.is_empty());
     if !has_labels && !has_exprs {
         errors.push(SpecViolation::EmptySelector(role));
     }
     let node_id = match &nodes.node_id {
-        NodeIdSource { label: Some(label), ordinal_offset: None } if !label.is_empty() => NodeIdRule::Label(label.clone()),
-        NodeIdSource { label: None, ordinal_offset: Some(offset) } if *offset >= 0 => NodeIdRule::OrdinalOffset(*offset),
-        NodeIdSource { label: None, ordinal_offset: Some(offset) } => {
+        NodeIdSource {
+            label: Some(label),
+            ordinal_offset: None,
+        } if !label.is_empty() => NodeIdRule::Label(label.clone()),
+        NodeIdSource {
+            label: None,
+            ordinal_offset: Some(offset),
+        } if *offset >= 0 => NodeIdRule::OrdinalOffset(*offset),
+        NodeIdSource {
+            label: None,
+            ordinal_offset: Some(offset),
+        } => {
             errors.push(SpecViolation::NegativeOffset(role, *offset));
             return None;
         }
@@ -285,10 +334,19 @@ fn role_selection(role: Role, nodes: &RoleNodes, errors: &mut Vec<SpecViolation>
             return None;
         }
     };
-    Some(RoleSelection { role, selector: sel.clone(), node_id, combined: nodes.combined })
+    Some(RoleSelection {
+        role,
+        selector: sel.clone(),
+        node_id,
+        combined: nodes.combined,
+    })
 }
 
-fn unique_ids(ids: &[NodeId], dup: fn(NodeId) -> SpecViolation, errors: &mut Vec<SpecViolation>) -> BTreeSet<NodeId> {
+fn unique_ids(
+    ids: &[NodeId],
+    dup: fn(NodeId) -> SpecViolation,
+    errors: &mut Vec<SpecViolation>,
+) -> BTreeSet<NodeId> {
     let mut seen = BTreeSet::new();
     let mut reported = BTreeSet::new();
     for &id in ids {
@@ -299,14 +357,23 @@ fn unique_ids(ids: &[NodeId], dup: fn(NodeId) -> SpecViolation, errors: &mut Vec
     seen
 }
 
-fn compile_all(list: &'static str, patterns: &[String], errors: &mut Vec<SpecViolation>) -> Vec<Regex> {
+fn compile_all(
+    list: &'static str,
+    patterns: &[String],
+    errors: &mut Vec<SpecViolation>,
+) -> Vec<Regex> {
     patterns
         .iter()
         .enumerate()
         .filter_map(|(index, pattern)| match Regex::new(pattern) {
             Ok(re) => Some(re),
             Err(e) => {
-                errors.push(SpecViolation::TopicRegex { list, index, pattern: pattern.clone(), message: e.to_string() });
+                errors.push(SpecViolation::TopicRegex {
+                    list,
+                    index,
+                    pattern: pattern.clone(),
+                    message: e.to_string(),
+                });
                 None
             }
         })

@@ -46,7 +46,10 @@ pub fn build(owner: &Owner, role: Role, revision: i64, content: String) -> Confi
             name: Some(config_map_name(&owner.name, role)),
             namespace: Some(owner.namespace.clone()),
             labels: Some(labels),
-            annotations: Some(BTreeMap::from([(ANNOTATION_REVISION.to_string(), revision.to_string())])),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_REVISION.to_string(),
+                revision.to_string(),
+            )])),
             owner_references: Some(vec![owner.reference.clone()]),
             ..Default::default()
         },
@@ -57,27 +60,43 @@ pub fn build(owner: &Owner, role: Role, revision: i64, content: String) -> Confi
 
 /// Revision annotation and content of a live ConfigMap, if it has them.
 pub fn revision_of(config_map: &ConfigMap) -> Option<i64> {
-    config_map.metadata.annotations.as_ref()?.get(ANNOTATION_REVISION)?.parse().ok()
+    config_map
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_REVISION)?
+        .parse()
+        .ok()
 }
 
 /// Server-side apply, forcing ownership: the operator is the only writer of these fields, so a
 /// conflict means someone edited the list by hand, and that edit is the drift to undo.
 pub async fn apply(api: &Api<ConfigMap>, desired: &ConfigMap) -> Result<ConfigMap> {
     let name = desired.metadata.name.clone().unwrap_or_default();
-    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(desired))
-        .await
-        .map_err(Error::kube(format!("applying ConfigMap {name}")))
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(desired),
+    )
+    .await
+    .map_err(Error::kube(format!("applying ConfigMap {name}")))
 }
 
 /// Removes our owner reference (Retain): the garbage collector then leaves the ConfigMap and
 /// the pods keep their observer list after the ObserverSet is gone. A strategic merge patch
 /// deletes just the entry with our uid.
 pub async fn release(api: &Api<ConfigMap>, name: &str, owner_uid: &str) -> Result<()> {
-    let patch = json!({ "metadata": { "ownerReferences": [ { "$patch": "delete", "uid": owner_uid } ] } });
-    match api.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+    let patch =
+        json!({ "metadata": { "ownerReferences": [ { "$patch": "delete", "uid": owner_uid } ] } });
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
-        Err(e) => Err(Error::kube(format!("removing the owner reference from ConfigMap {name}"))(e)),
+        Err(e) => Err(Error::kube(format!(
+            "removing the owner reference from ConfigMap {name}"
+        ))(e)),
     }
 }
 
@@ -111,15 +130,24 @@ mod tests {
 
     #[test]
     fn names_follow_the_pods_volume_contract() {
-        assert_eq!(config_map_name("kafka", Role::Controller), "kafka-observers-controller");
-        assert_eq!(config_map_name("kafka", Role::Broker), "kafka-observers-broker");
+        assert_eq!(
+            config_map_name("kafka", Role::Controller),
+            "kafka-observers-controller"
+        );
+        assert_eq!(
+            config_map_name("kafka", Role::Broker),
+            "kafka-observers-broker"
+        );
     }
 
     #[test]
     fn built_config_map_carries_labels_revision_owner_and_content() {
         let cm = build(&owner(), Role::Broker, 7, "4\n".into());
         let json = serde_json::to_value(&cm).unwrap();
-        assert_eq!(json["apiVersion"], "v1", "server-side apply needs apiVersion and kind");
+        assert_eq!(
+            json["apiVersion"], "v1",
+            "server-side apply needs apiVersion and kind"
+        );
         assert_eq!(json["kind"], "ConfigMap");
         assert_eq!(json["metadata"]["name"], "kafka-observers-broker");
         assert_eq!(json["metadata"]["namespace"], "kafka");

@@ -15,6 +15,13 @@ pub enum Error {
     /// A selected pod carries no usable node id.
     #[error("{0}")]
     Dereference(#[from] super::dereference::DereferenceError),
+    /// A role's label selector is not a selector the API accepts.
+    #[error("ObserverSet {object}: spec.nodes.{role}s.selector cannot be used ({message}): fix matchLabels/matchExpressions")]
+    Selector {
+        object: String,
+        role: crate::crd::Role,
+        message: String,
+    },
     /// A call to the Kubernetes API failed; `action` says which one.
     #[error("{action} failed: {source}")]
     Kube {
@@ -36,6 +43,7 @@ impl Error {
         match self {
             Error::InvalidSpec { .. } => "invalid_spec",
             Error::Dereference(_) => "dereference",
+            Error::Selector { .. } => "invalid_spec",
             Error::Kube { .. } => "kube_api",
             Error::Finalizer { .. } => "finalizer",
             Error::MissingMetadata(_) => "metadata",
@@ -59,7 +67,10 @@ mod tests {
     fn categories_are_distinct_labels() {
         let errors = [
             Error::MissingMetadata("namespace"),
-            Error::Finalizer { object: "a/b".into(), message: "x".into() },
+            Error::Finalizer {
+                object: "a/b".into(),
+                message: "x".into(),
+            },
         ];
         let labels: Vec<_> = errors.iter().map(Error::category).collect();
         assert_eq!(labels, ["metadata", "finalizer"]);

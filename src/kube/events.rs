@@ -39,20 +39,39 @@ pub struct Events {
 
 impl Events {
     pub fn new(client: Client, instance: Option<String>) -> Self {
-        let reporter = Reporter { controller: FIELD_MANAGER.into(), instance };
-        Events { recorder: Recorder::new(client, reporter) }
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance,
+        };
+        Events {
+            recorder: Recorder::new(client, reporter),
+        }
     }
 
     pub async fn normal(&self, regarding: &ObjectReference, reason: &str, note: String) {
-        self.publish(regarding, EventType::Normal, reason, note).await
+        self.publish(regarding, EventType::Normal, reason, note)
+            .await
     }
 
     pub async fn warning(&self, regarding: &ObjectReference, reason: &str, note: String) {
-        self.publish(regarding, EventType::Warning, reason, note).await
+        self.publish(regarding, EventType::Warning, reason, note)
+            .await
     }
 
-    async fn publish(&self, regarding: &ObjectReference, type_: EventType, reason: &str, note: String) {
-        let event = Event { type_, reason: reason.into(), note: Some(note), action: "Reconcile".into(), secondary: None };
+    async fn publish(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
         if let Err(e) = self.recorder.publish(&event, regarding).await {
             tracing::warn!(error = %e, reason, "could not publish event");
         }

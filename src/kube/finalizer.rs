@@ -21,9 +21,13 @@ pub fn pods_mounting(pods: &[Pod], name: &str) -> Vec<String> {
             let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
             volumes.into_iter().flatten().any(|v| {
                 let direct = v.config_map.as_ref().is_some_and(|c| c.name == name);
-                let projected = v.projected.as_ref().and_then(|p| p.sources.as_ref()).into_iter().flatten().any(|s| {
-                    s.config_map.as_ref().is_some_and(|c| c.name == name)
-                });
+                let projected = v
+                    .projected
+                    .as_ref()
+                    .and_then(|p| p.sources.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s.config_map.as_ref().is_some_and(|c| c.name == name));
                 direct || projected
             })
         })
@@ -47,7 +51,10 @@ pub async fn clean_up(
     uid: &str,
     policy: DeletionPolicy,
 ) -> Result<Cleanup> {
-    let names: Vec<String> = Role::ROLLOUT_ORDER.iter().map(|&role| config_map_name(name, role)).collect();
+    let names: Vec<String> = Role::ROLLOUT_ORDER
+        .iter()
+        .map(|&role| config_map_name(name, role))
+        .collect();
     match policy {
         DeletionPolicy::Retain => {
             for cm in &names {
@@ -56,10 +63,17 @@ pub async fn clean_up(
             Ok(Cleanup::Retained(names))
         }
         DeletionPolicy::Delete => {
-            let all = pods.list(&ListParams::default()).await.map_err(Error::kube(format!("listing pods in {namespace}")))?;
+            let all = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(Error::kube(format!("listing pods in {namespace}")))?;
             let blocking: Vec<String> = names
                 .iter()
-                .flat_map(|cm| pods_mounting(&all.items, cm).into_iter().map(move |pod| format!("{pod} mounts {cm}")))
+                .flat_map(|cm| {
+                    pods_mounting(&all.items, cm)
+                        .into_iter()
+                        .map(move |pod| format!("{pod} mounts {cm}"))
+                })
                 .collect();
             if !blocking.is_empty() {
                 return Err(Error::Finalizer {
@@ -81,13 +95,22 @@ pub async fn clean_up(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{ConfigMapProjection, ConfigMapVolumeSource, PodSpec, ProjectedVolumeSource, Volume, VolumeProjection};
+    use k8s_openapi::api::core::v1::{
+        ConfigMapProjection, ConfigMapVolumeSource, PodSpec, ProjectedVolumeSource, Volume,
+        VolumeProjection,
+    };
     use kube::api::ObjectMeta;
 
     fn pod(name: &str, volumes: Vec<Volume>) -> Pod {
         Pod {
-            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-            spec: Some(PodSpec { volumes: Some(volumes), ..Default::default() }),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                volumes: Some(volumes),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -96,14 +119,20 @@ mod tests {
     fn finds_direct_and_projected_mounts() {
         let direct = Volume {
             name: "observer-ids".into(),
-            config_map: Some(ConfigMapVolumeSource { name: "kafka-observers-broker".into(), ..Default::default() }),
+            config_map: Some(ConfigMapVolumeSource {
+                name: "kafka-observers-broker".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let projected = Volume {
             name: "all".into(),
             projected: Some(ProjectedVolumeSource {
                 sources: Some(vec![VolumeProjection {
-                    config_map: Some(ConfigMapProjection { name: "kafka-observers-broker".into(), ..Default::default() }),
+                    config_map: Some(ConfigMapProjection {
+                        name: "kafka-observers-broker".into(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -112,10 +141,21 @@ mod tests {
         };
         let other = Volume {
             name: "x".into(),
-            config_map: Some(ConfigMapVolumeSource { name: "unrelated".into(), ..Default::default() }),
+            config_map: Some(ConfigMapVolumeSource {
+                name: "unrelated".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
-        let pods = [pod("b-0", vec![direct]), pod("b-1", vec![projected]), pod("c-0", vec![other]), pod("none", vec![])];
-        assert_eq!(pods_mounting(&pods, "kafka-observers-broker"), ["b-0", "b-1"]);
+        let pods = [
+            pod("b-0", vec![direct]),
+            pod("b-1", vec![projected]),
+            pod("c-0", vec![other]),
+            pod("none", vec![]),
+        ];
+        assert_eq!(
+            pods_mounting(&pods, "kafka-observers-broker"),
+            ["b-0", "b-1"]
+        );
     }
 }

@@ -17,13 +17,22 @@ pub fn nudge_patch(revision: i64) -> Value {
 }
 
 /// Sets the annotation on one pod. A merge patch touches only this key, so the pod's owner
-/// (StatefulSet controller) and other writers keep theirs.
+/// (StatefulSet controller) and other writers keep theirs. A pod that is gone needs no nudge.
 pub async fn nudge(api: &Api<Pod>, pod: &str, revision: i64) -> Result<()> {
-    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-    api.patch(pod, &params, &Patch::Merge(nudge_patch(revision)))
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match api
+        .patch(pod, &params, &Patch::Merge(nudge_patch(revision)))
         .await
-        .map_err(Error::kube(format!("nudging pod {pod} for revision {revision}")))?;
-    Ok(())
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Err(e) => Err(Error::kube(format!(
+            "nudging pod {pod} for revision {revision}"
+        ))(e)),
+    }
 }
 
 #[cfg(test)]

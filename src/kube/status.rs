@@ -9,7 +9,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::config_map::FIELD_MANAGER;
 use super::error::{Error, Result};
 use crate::crd::{ObserverSet, ObserverSetStatus, Phase, RolloutStatus};
 
@@ -28,17 +27,39 @@ pub struct ConditionValue {
 
 /// Ready / Progressing / Degraded for a phase (pure). `problem` is the reason the set is Invalid
 /// (spec or pods unusable), if any.
-pub fn condition_values(phase: Phase, rollout: Option<&RolloutStatus>, problem: Option<&str>) -> [ConditionValue; 3] {
+pub fn condition_values(
+    phase: Phase,
+    rollout: Option<&RolloutStatus>,
+    problem: Option<&str>,
+) -> [ConditionValue; 3] {
     let pending = |r: &RolloutStatus| {
-        format!("revision {} ({:?}), step {:?}: waiting for {}", r.revision, r.kind, r.step, r.pending.join(", "))
+        format!(
+            "revision {} ({:?}), step {:?}: waiting for {}",
+            r.revision,
+            r.kind,
+            r.step,
+            r.pending.join(", ")
+        )
     };
-    let value = |type_, status, reason, message: String| ConditionValue { type_, status, reason, message };
+    let value = |type_, status, reason, message: String| ConditionValue {
+        type_,
+        status,
+        reason,
+        message,
+    };
     match (phase, rollout) {
         (Phase::Invalid, _) => {
-            let why = problem.unwrap_or("the ObserverSet cannot be used").to_string();
+            let why = problem
+                .unwrap_or("the ObserverSet cannot be used")
+                .to_string();
             [
                 value(READY, false, "Invalid", why.clone()),
-                value(PROGRESSING, false, "Invalid", "nothing is rolled out until the problem is fixed".into()),
+                value(
+                    PROGRESSING,
+                    false,
+                    "Invalid",
+                    "nothing is rolled out until the problem is fixed".into(),
+                ),
                 value(DEGRADED, true, "Invalid", why),
             ]
         }
@@ -54,7 +75,12 @@ pub fn condition_values(phase: Phase, rollout: Option<&RolloutStatus>, problem: 
             };
             [
                 value(READY, false, "RolloutTimedOut", msg.clone()),
-                value(PROGRESSING, r.is_some(), "RolloutTimedOut", r.map(pending).unwrap_or_default()),
+                value(
+                    PROGRESSING,
+                    r.is_some(),
+                    "RolloutTimedOut",
+                    r.map(pending).unwrap_or_default(),
+                ),
                 value(DEGRADED, true, "RolloutTimedOut", msg),
             ]
         }
@@ -67,7 +93,12 @@ pub fn condition_values(phase: Phase, rollout: Option<&RolloutStatus>, problem: 
             ]
         }
         (Phase::Ready, _) => [
-            value(READY, true, "Acknowledged", "every pod acknowledged the desired observer set".into()),
+            value(
+                READY,
+                true,
+                "Acknowledged",
+                "every pod acknowledged the desired observer set".into(),
+            ),
             value(PROGRESSING, false, "Idle", "no rollout in progress".into()),
             value(DEGRADED, false, "AsExpected", String::new()),
         ],
@@ -76,7 +107,12 @@ pub fn condition_values(phase: Phase, rollout: Option<&RolloutStatus>, problem: 
 
 /// Merges decided values into the previous conditions: a condition whose status did not change
 /// keeps its lastTransitionTime (pure).
-pub fn merge_conditions(previous: &[Condition], values: &[ConditionValue], generation: Option<i64>, now: Timestamp) -> Vec<Condition> {
+pub fn merge_conditions(
+    previous: &[Condition],
+    values: &[ConditionValue],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Vec<Condition> {
     values
         .iter()
         .map(|v| {
@@ -98,17 +134,38 @@ pub fn merge_conditions(previous: &[Condition], values: &[ConditionValue], gener
         .collect()
 }
 
-/// Writes the whole status with server-side apply: what we send is the truth, fields we no
-/// longer send (a finished rollout) disappear.
-pub async fn apply(api: &Api<ObserverSet>, name: &str, status: &ObserverSetStatus) -> Result<()> {
-    let patch = json!({
+/// Field manager of the reconciler's status fields. The promotion engine writes
+/// `status.autoPromotions` and `status.plan` under its own manager, so neither clobbers the other.
+pub const STATUS_FIELD_MANAGER: &str = "kafka-observer-operator-rollout";
+
+/// Status fields the reconciler never writes (owned by the promotion engine).
+const FOREIGN_FIELDS: [&str; 2] = ["autoPromotions", "plan"];
+
+/// The server-side-apply body for the reconciler's status fields (pure): every field except
+/// `autoPromotions` and `plan`. Fields the reconciler no longer sends (a finished rollout)
+/// disappear, because this manager owned them.
+pub fn status_patch(status: &ObserverSetStatus) -> serde_json::Value {
+    let mut fields = serde_json::to_value(status).unwrap_or_default();
+    if let Some(map) = fields.as_object_mut() {
+        for key in FOREIGN_FIELDS {
+            map.remove(key);
+        }
+    }
+    json!({
         "apiVersion": "kafkaobserver.io/v1alpha1",
         "kind": "ObserverSet",
-        "status": status,
-    });
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        "status": fields,
+    })
+}
+
+/// Writes the reconciler's status fields with server-side apply.
+pub async fn apply(api: &Api<ObserverSet>, name: &str, status: &ObserverSetStatus) -> Result<()> {
+    let params = PatchParams::apply(STATUS_FIELD_MANAGER).force();
+    api.patch_status(name, &params, &Patch::Apply(&status_patch(status)))
         .await
-        .map_err(Error::kube(format!("writing the status of ObserverSet {name}")))?;
+        .map_err(Error::kube(format!(
+            "writing the status of ObserverSet {name}"
+        )))?;
     Ok(())
 }
 
@@ -140,7 +197,32 @@ mod tests {
         let r = rollout(&["kafka-controller-2"]);
         let [ready, progressing, degraded] = condition_values(Phase::Degraded, Some(&r), None);
         assert!(!ready.status && progressing.status && degraded.status);
-        assert!(degraded.message.contains("kafka-controller-2"), "{}", degraded.message);
+        assert!(
+            degraded.message.contains("kafka-controller-2"),
+            "{}",
+            degraded.message
+        );
+    }
+
+    #[test]
+    fn status_patch_leaves_the_promotion_engine_fields_alone() {
+        let status = ObserverSetStatus {
+            revision: 3,
+            auto_promotions: vec![crate::crd::AutoPromotion {
+                node_id: 4,
+                at: Time(at("2026-11-29T09:00:00Z")),
+                reason: "x".into(),
+            }],
+            ..Default::default()
+        };
+        let patch = status_patch(&status);
+        assert_eq!(patch["status"]["revision"], 3);
+        assert!(patch["status"].get("autoPromotions").is_none(), "{patch}");
+        assert!(patch["status"].get("plan").is_none());
+        assert!(
+            patch["status"].get("rollout").is_none(),
+            "a finished rollout is dropped"
+        );
     }
 
     #[test]
@@ -155,15 +237,37 @@ mod tests {
         let t0 = at("2026-11-29T09:00:00Z");
         let t1 = at("2026-11-29T09:05:00Z");
         let r = rollout(&["a"]);
-        let first = merge_conditions(&[], &condition_values(Phase::RollingOut, Some(&r), None), Some(1), t0);
+        let first = merge_conditions(
+            &[],
+            &condition_values(Phase::RollingOut, Some(&r), None),
+            Some(1),
+            t0,
+        );
         // Same phase, new message: times kept.
         let r2 = rollout(&["b"]);
-        let second = merge_conditions(&first, &condition_values(Phase::RollingOut, Some(&r2), None), Some(2), t1);
+        let second = merge_conditions(
+            &first,
+            &condition_values(Phase::RollingOut, Some(&r2), None),
+            Some(2),
+            t1,
+        );
         assert!(second.iter().all(|c| c.last_transition_time == Time(t0)));
         assert!(second.iter().all(|c| c.observed_generation == Some(2)));
         // Ready flips: Ready and Progressing move, Degraded (still False) keeps its time.
-        let third = merge_conditions(&second, &condition_values(Phase::Ready, None, None), Some(2), t1);
-        let time_of = |t: &str| third.iter().find(|c| c.type_ == t).unwrap().last_transition_time.clone();
+        let third = merge_conditions(
+            &second,
+            &condition_values(Phase::Ready, None, None),
+            Some(2),
+            t1,
+        );
+        let time_of = |t: &str| {
+            third
+                .iter()
+                .find(|c| c.type_ == t)
+                .unwrap()
+                .last_transition_time
+                .clone()
+        };
         assert_eq!(time_of(READY), Time(t1));
         assert_eq!(time_of(PROGRESSING), Time(t1));
         assert_eq!(time_of(DEGRADED), Time(t0));

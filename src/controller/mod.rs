@@ -1,0 +1,113 @@
+//! The reconciler: keeps each ObserverSet's observer.ids ConfigMaps in line with its effective
+//! observer set, rolling changes out controllers first.
+//!
+//! Pipeline (one concept per module): `observe` dereferences what the spec points at (pods per
+//! role and their node ids, the live ConfigMaps, the agents' answers); `crate::crd::validate`
+//! turns the raw spec into the validated model; `crate::plan` decides (pure); `outcome` turns
+//! the decision into status and Events (pure); `reconcile` applies it. `pods` routes pod events
+//! to the ObserverSets selecting them.
+
+mod observe;
+mod outcome;
+mod pods;
+mod reconcile;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+pub use reconcile::reconcile;
+
+use crate::crd::ObserverSet;
+use crate::kube::acknowledgement::AgentClient;
+use crate::kube::config_map::{FIELD_MANAGER, LABEL_MANAGED_BY};
+use crate::kube::events::Events;
+use crate::kube::Error;
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
+
+/// How long a failed reconcile waits before the retry.
+const ERROR_RETRY: Duration = Duration::from_secs(5);
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    pub metrics: Metrics,
+    pub events: Events,
+    pub agents: AgentClient,
+    /// Requeue of an ObserverSet with nothing in flight (watches trigger everything else).
+    pub resync: Duration,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        metrics: Metrics,
+        instance: Option<String>,
+        resync: Duration,
+    ) -> Self {
+        let events = Events::new(client.clone(), instance);
+        Context {
+            client,
+            metrics,
+            events,
+            agents: AgentClient::default(),
+            resync,
+        }
+    }
+}
+
+/// Logs, counts by category and retries.
+pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> Action {
+    let object = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+    tracing::warn!(observerset = %object, category = error.category(), %error, "reconcile failed; retrying");
+    ctx.metrics.reconcile_failed(error.category());
+    Action::requeue(ERROR_RETRY)
+}
+
+/// Runs the controller until `shutdown` (or until the future is dropped on loss of leadership).
+/// `namespace`: watch one namespace, or all when `None`.
+pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, shutdown: Shutdown) {
+    let sets: Api<ObserverSet> = scoped(&client, namespace.as_deref());
+    let config_maps: Api<ConfigMap> = scoped(&client, namespace.as_deref());
+    let pods_api: Api<Pod> = scoped(&client, namespace.as_deref());
+    let controller = Controller::new(sets, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    let managed = format!("{LABEL_MANAGED_BY}={FIELD_MANAGER}");
+    tracing::info!(
+        namespace = namespace.as_deref().unwrap_or("<all>"),
+        "controller starting"
+    );
+    controller
+        .owns(config_maps, watcher::Config::default().labels(&managed))
+        .watches(pods_api, watcher::Config::default(), move |pod| {
+            pods::observer_sets_selecting(&store.state(), &pod)
+        })
+        .graceful_shutdown_on(async move { shutdown.wait().await })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((object, action)) => tracing::debug!(%object, ?action, "reconciled"),
+                Err(error) => tracing::debug!(%error, "controller stream"),
+            }
+        })
+        .await;
+    tracing::info!("controller stopped");
+}
+
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}

@@ -1,0 +1,266 @@
+//! One reconcile of one ObserverSet: dereference -> validate -> plan -> apply.
+//!
+//! Apply order: the status first (the planner's intent: a new revision or step is recorded
+//! before anything is written), then the ConfigMaps with server-side apply, then the pod
+//! nudges, then Events and metrics. A crash anywhere in between is resumed by the next
+//! reconcile from the persisted status; the planner is idempotent on it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as Finalized};
+use kube::{Resource, ResourceExt};
+
+use super::observe::{self, ObservedRole};
+use super::outcome;
+use super::Context;
+use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase};
+use crate::kube::config_map::{self, Owner};
+use crate::kube::events::reason;
+use crate::kube::finalizer::{clean_up, Cleanup, FINALIZER};
+use crate::kube::{nudge, status, Error, Result};
+use crate::metrics::{ObserverSetLabels, ObserverSetState};
+use crate::plan::{self, effective_set, Happening, RoleObservation, RolloutInput, RolloutSettings};
+
+/// Retry when the selected pods cannot be used (a pod without a node id): pods change without
+/// the ObserverSet changing, and the pod watch may not see a label fix on an unrelated pod.
+const INVALID_PODS_RETRY: Duration = Duration::from_secs(30);
+
+/// The entry point `Controller::run` calls.
+pub async fn reconcile(obj: Arc<ObserverSet>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let namespace = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<ObserverSet> = Api::namespaced(ctx.client.clone(), &namespace);
+    let result = finalizer(&api, FINALIZER, obj, |event| async {
+        match event {
+            Finalized::Apply(obj) => apply(&obj, &ctx).await,
+            Finalized::Cleanup(obj) => cleanup(&obj, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
+        other => Error::Finalizer {
+            object: namespace.clone(),
+            message: other.to_string(),
+        },
+    });
+    ctx.metrics.reconciled(started.elapsed());
+    result
+}
+
+async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
+    let name = obj.name_any();
+    let namespace = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<ObserverSet> = Api::namespaced(ctx.client.clone(), &namespace);
+    // A fresh (quorum) read: the planner must resume from the latest persisted status, never
+    // from a cache that may lag behind our own last write.
+    let Some(fresh) = api.get_opt(&name).await.map_err(Error::kube(format!(
+        "reading ObserverSet {namespace}/{name}"
+    )))?
+    else {
+        return Ok(Action::await_change());
+    };
+    let previous = fresh.status.clone().unwrap_or_default();
+    let now = Timestamp::now();
+
+    let validated = match validate(&fresh) {
+        Ok(v) => v,
+        Err(e) => return invalid(&api, &fresh, &previous, e.to_string(), None, ctx).await,
+    };
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let observed = match observe::roles(&validated, &pods, &config_maps).await {
+        Ok(observed) => observed,
+        Err(e @ (Error::Dereference(_) | Error::Selector { .. })) => {
+            return invalid(
+                &api,
+                &fresh,
+                &previous,
+                e.to_string(),
+                Some(INVALID_PODS_RETRY),
+                ctx,
+            )
+            .await;
+        }
+        Err(e) => return Err(e),
+    };
+
+    let desired = effective_set(
+        &validated.observers,
+        &validated.promotion.promoted,
+        previous.auto_promotions.iter().map(|a| a.node_id),
+    );
+    let state = outcome::state_of(&previous);
+    let acks =
+        observe::acknowledgements(&validated, &observed, plan::awaited(&state), &ctx.agents).await;
+    let roles: Vec<RoleObservation> = observed.iter().map(ObservedRole::to_plan).collect();
+    let decision = plan::advance(&RolloutInput {
+        namespace: &namespace,
+        name: &name,
+        desired: &desired,
+        state: &state,
+        roles: &roles,
+        acks: acks.as_ref(),
+        settings: RolloutSettings {
+            mode: validated.rollout.acknowledgement,
+            settle: validated.rollout.settle_time,
+            timeout: validated.rollout.timeout,
+        },
+        now,
+    });
+    let next = outcome::status_after(
+        &previous,
+        fresh.metadata.generation,
+        &desired,
+        &decision,
+        now,
+    );
+
+    // 1. Intent.
+    if next != previous {
+        status::apply(&api, &name, &next).await?;
+    }
+    // 2. The observer lists.
+    let owner = Owner {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        reference: fresh
+            .controller_owner_ref(&())
+            .ok_or(Error::MissingMetadata("uid"))?,
+    };
+    for write in &decision.writes {
+        config_map::apply(
+            &config_maps,
+            &config_map::build(&owner, write.role, write.revision, write.content.clone()),
+        )
+        .await?;
+        tracing::info!(observerset = %format!("{namespace}/{name}"), role = %write.role, revision = write.revision, ids = ?write.ids, cause = ?write.cause, "observer list written");
+    }
+    // 3. Nudges: the kubelet refreshes the volume now instead of within its sync period.
+    for n in &decision.nudges {
+        nudge::nudge(&pods, &n.pod, n.revision).await?;
+    }
+    // 4. Events and metrics.
+    report(ctx, &fresh, &namespace, &name, &decision.happenings, &next).await;
+    Ok(Action::requeue(
+        decision.requeue_after().unwrap_or(ctx.resync),
+    ))
+}
+
+/// Phase Invalid with a Ready=False message saying what to fix; the ConfigMaps keep their
+/// content. Counted as a reconcile error of category `invalid_spec`.
+async fn invalid(
+    api: &Api<ObserverSet>,
+    fresh: &ObserverSet,
+    previous: &ObserverSetStatus,
+    problem: String,
+    retry: Option<Duration>,
+    ctx: &Context,
+) -> Result<Action> {
+    let name = fresh.name_any();
+    let namespace = fresh.namespace().unwrap_or_default();
+    let next = outcome::status_invalid(
+        previous,
+        fresh.metadata.generation,
+        &problem,
+        Timestamp::now(),
+    );
+    tracing::warn!(observerset = %format!("{namespace}/{name}"), %problem, "ObserverSet cannot be used");
+    ctx.metrics.reconcile_failed("invalid_spec");
+    if next != *previous {
+        status::apply(api, &name, &next).await?;
+        ctx.events
+            .warning(&fresh.object_ref(&()), reason::INVALID, problem)
+            .await;
+        ctx.metrics
+            .event_published(&ObserverSetLabels::new(&namespace, &name), reason::INVALID);
+    }
+    Ok(retry
+        .map(Action::requeue)
+        .unwrap_or_else(Action::await_change))
+}
+
+async fn report(
+    ctx: &Context,
+    obj: &ObserverSet,
+    namespace: &str,
+    name: &str,
+    happenings: &[Happening],
+    status: &ObserverSetStatus,
+) {
+    let labels = ObserverSetLabels::new(namespace, name);
+    let reference = obj.object_ref(&());
+    for happening in happenings {
+        if let Happening::StepAcknowledged { role, took, .. } = happening {
+            ctx.metrics.rollout_step_finished(role.as_str(), *took);
+        }
+    }
+    for note in outcome::notes(name, happenings) {
+        tracing::info!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
+        if note.warning {
+            ctx.events.warning(&reference, note.reason, note.text).await;
+        } else {
+            ctx.events.normal(&reference, note.reason, note.text).await;
+        }
+        ctx.metrics.event_published(&labels, note.reason);
+    }
+    ctx.metrics.set_observer_set_state(
+        &labels,
+        ObserverSetState {
+            desired_observers: status.desired_observers.len(),
+            effective_observers: status.effective_observers.len(),
+            rollout_in_progress: status.rollout.is_some(),
+            degraded: status.phase == Some(Phase::Degraded),
+        },
+    );
+}
+
+/// Deletion: Retain releases the ConfigMaps (content kept), Delete removes them once no pod
+/// mounts them. Until then the finalizer stays and a Warning says which pods block it.
+async fn cleanup(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
+    let name = obj.name_any();
+    let namespace = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let uid = obj.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let reference = obj.object_ref(&());
+    let labels = ObserverSetLabels::new(&namespace, &name);
+    match clean_up(
+        &config_maps,
+        &pods,
+        &namespace,
+        &name,
+        &uid,
+        obj.spec.deletion_policy,
+    )
+    .await
+    {
+        Ok(done) => {
+            let note = match done {
+                Cleanup::Retained(names) => format!(
+                    "deletionPolicy Retain: ConfigMaps {} kept with their content, owner reference removed",
+                    names.join(", ")
+                ),
+                Cleanup::Deleted(names) => format!("deletionPolicy Delete: ConfigMaps {} deleted", names.join(", ")),
+            };
+            tracing::info!(observerset = %format!("{namespace}/{name}"), "{note}");
+            ctx.events
+                .normal(&reference, reason::CLEANED_UP, note)
+                .await;
+            ctx.metrics.forget_observer_set(&labels);
+            Ok(Action::await_change())
+        }
+        Err(e @ Error::Finalizer { .. }) => {
+            ctx.events
+                .warning(&reference, reason::DELETION_BLOCKED, e.to_string())
+                .await;
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
+}
