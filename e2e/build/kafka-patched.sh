@@ -11,6 +11,9 @@
 # for some releases (4.2.2, 4.4.0); the patched files are then taken from that version's sources,
 # and the build fails unless every vanilla class compiled from them is byte-identical in both
 # versions' jars (proof that those files did not change between the two releases).
+# If the files did change, 00-upstream-*.patch files in patches/kafka-<version>/ carry the upstream
+# delta (reconstructed): they are applied first, and kafka-upstream-check.sh must reproduce the
+# release's classes from the result before the other patches are applied on top.
 # Only the patched files are compiled (Java with javac --release 17, Scala with scala-compiler
 # of exactly the Scala version on Kafka's classpath) against the full Kafka classpath. No Gradle.
 set -euo pipefail
@@ -29,7 +32,7 @@ log() { echo "kafka-patched: $*" >&2; }
 patch_sha="$(
   cd "$repo" &&
     { find patches/src "patches/kafka-$version" -type f -print0 | LC_ALL=C sort -z |
-        xargs -0 sha256sum; sha256sum e2e/build/kafka-patched.sh; } |
+        xargs -0 sha256sum; sha256sum e2e/build/kafka-patched.sh e2e/build/kafka-upstream-check.sh; } |
     sha256sum | cut -c1-12
 )"
 dest="$KOO_CACHE/kafka-patched/$version-$patch_sha"
@@ -91,6 +94,18 @@ for file in "${touched[@]}"; do
   unzip -p "$jar" "$inner" > "$work/src/$file" ||
     { log "$inner is not in $(basename "$jar")"; exit 1; }
 done
+mapfile -t upstream < <(printf '%s\n' "${patches[@]}" | { grep '/00-upstream-[^/]*\.patch$' || true; })
+if [[ ${#upstream[@]} -gt 0 ]]; then
+  [[ "$sources_version" != "$version" ]] || { log "00-upstream-*.patch needs a sources-from"; exit 1; }
+  cp -r "$work/src" "$work/vanilla"
+  for p in "${upstream[@]}"; do
+    log "applying $(basename "$p") (reconstructed upstream $sources_version -> $version)"
+    (cd "$work/vanilla" && patch -p1 --forward --no-backup-if-mismatch --quiet -i "$p" >&2) ||
+      { log "$(basename "$p") does not apply to Kafka $sources_version sources"; exit 1; }
+  done
+  # Every file we patch, reconstructed or not, must reproduce this release's classes.
+  bash "$here/kafka-upstream-check.sh" "$work/vanilla" "$lib" "$version" "$scalac_cp" "${touched[@]}"
+fi
 for p in "${patches[@]}"; do
   log "applying $(basename "$p")"
   (cd "$work/src" && patch -p1 --forward --no-backup-if-mismatch --quiet -i "$p" >&2) ||
@@ -128,7 +143,7 @@ marked_classes="$(
 for class in ${marked_classes//,/ }; do
   [[ -f "$work/classes/${class//.//}.class" ]] || { log "$class was not compiled"; exit 1; }
 done
-if [[ "$sources_version" != "$version" ]]; then
+if [[ "$sources_version" != "$version" && ${#upstream[@]} -eq 0 ]]; then
   # Sources of another release: every vanilla class our build replaces must be byte-identical in
   # the two releases' jars, else the patched classes would silently revert upstream changes.
   sources_lib="$KOO_CACHE/kafka/$sources_version/lib"
