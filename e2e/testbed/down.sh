@@ -5,7 +5,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 tb="$root/.testbed"
 [[ -d "$tb" ]] || { echo "no test bed at $tb"; exit 0; }
-[[ -x "$here/operator.sh" ]] && bash "$here/operator.sh" down
+[[ -f "$here/operator.sh" ]] && bash "$here/operator.sh" down
 bash "$here/standin.sh" down
 bash "$here/kafka.sh" down
 bash "$here/control-plane.sh" down "$@"

@@ -18,6 +18,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 source "$root/e2e/versions.env"
 source "$here/kafka/lib.sh"
+say() { echo "pods.sh: $*" >&2; }
 
 NODE_NAME="${KOO_STANDIN_NODE:-testbed-node}"
 AGENT_IMAGE="${KOO_AGENT_IMAGE:-kafka-observer-operator:dev}"

@@ -29,14 +29,19 @@ say() { echo "standin.sh: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 kubectl() { "$tb/bin/kubectl" "$@"; }
 
-# The pid in PIDFILE if it is alive and its executable is EXE.
+# The pid in PIDFILE if it is alive and its executable is EXE (also when EXE was rebuilt since:
+# the kernel then shows "EXE (deleted)").
 live_pid() {
-  local file="$1" exe="$2" pid
+  local file="$1" exe="$2" pid running
   [[ -f "$file" ]] || return 1
   pid="$(tr -d '[:space:]' < "$file")"
-  [[ -n "$pid" && "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$exe" ]] || return 1
+  [[ -n "$pid" ]] || return 1
+  running="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+  [[ "$running" == "$exe" || "$running" == "$exe (deleted)" ]] || return 1
   echo "$pid"
 }
+# True when the process runs an older build than the binary on disk.
+stale() { [[ "$(readlink "/proc/$1/exe" 2>/dev/null)" == *" (deleted)" ]]; }
 
 standin_args() {
   printf '%s\n' --kubeconfig "$tb/kubeconfig" --pods-file "$tb/standin/pods.json" \
@@ -56,11 +61,14 @@ start() {
   local args pid
   mapfile -t args < <(standin_args)
   if pid="$(live_pid "$pidfile" "$bin")"; then
-    if [[ "$(cat "$tb/standin/args" 2>/dev/null)" == "$(standin_args)" ]]; then
+    if stale "$pid"; then
+      say "kubelet-standin was rebuilt: restarting it"
+    elif [[ "$(cat "$tb/standin/args" 2>/dev/null)" != "$(standin_args)" ]]; then
+      say "kubelet-standin flags changed: restarting it"
+    else
       say "kubelet-standin already running (pid $pid)"
       return
     fi
-    say "kubelet-standin flags changed: restarting it"
     stop
   fi
   standin_args > "$tb/standin/args"

@@ -77,6 +77,7 @@ impl<K: Hash + Eq + Clone + Ord> ResyncSchedule<K> {
     }
 
     /// When `key` is due next, if tracked.
+    #[cfg(test)]
     pub fn due_at(&self, key: &K) -> Option<Instant> {
         self.due.get(key).copied()
     }

@@ -147,6 +147,10 @@ impl Sidecars {
         for key in due {
             let state = self.spawn(&key, &self.entries[&key]);
             if let Some(sidecar) = self.entries.get_mut(&key) {
+                // A start that failed (e.g. a missing binary) backs off like a crash.
+                if matches!(state, State::BackOff { .. }) {
+                    sidecar.backoff = (sidecar.backoff * 2).min(MAX_BACKOFF);
+                }
                 sidecar.state = state;
             }
         }

@@ -155,7 +155,11 @@ where
 impl Standin {
     async fn on_pod_event(&mut self, event: watcher::Event<Pod>) {
         match event {
-            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => self.pod_seen(pod).await,
+            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+                self.pod_seen(pod).await;
+                // An update of the pod is synced now, not at the next tick.
+                self.sync_due().await;
+            }
             // Deletions (and pods gone after a re-list) are noticed on the next tick.
             watcher::Event::Delete(_) | watcher::Event::Init | watcher::Event::InitDone => {}
         }
@@ -219,12 +223,16 @@ impl Standin {
 
     async fn tick(&mut self) {
         self.forget_gone_pods().await;
+        self.sync_due().await;
+        self.sidecars.poll();
+        self.report_statuses().await;
+    }
+
+    async fn sync_due(&mut self) {
         let now = Instant::now();
         for key in self.schedule.due(now) {
             self.sync_pod(&key, now).await;
         }
-        self.sidecars.poll();
-        self.report_statuses().await;
     }
 
     async fn forget_gone_pods(&mut self) {
