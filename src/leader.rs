@@ -27,7 +27,8 @@ pub struct LeaderArgs {
         env = "LEADER_ELECT",
         default_value = "on",
         value_name = "on|off",
-        value_parser = parse_switch
+        value_parser = parse_switch,
+        action = clap::ArgAction::Set
     )]
     pub enabled: bool,
     /// Name of the Lease object.

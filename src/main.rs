@@ -163,3 +163,90 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("operator stopped");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags docs/operator.md promises, as the chart, the test bed and the tests pass them.
+    #[test]
+    fn documented_run_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "kafka-observer-operator",
+            "--log-format",
+            "json",
+            "run",
+            "--kubeconfig",
+            "/tmp/kubeconfig",
+            "--namespace",
+            "kafka",
+            "--metrics-listen",
+            "0.0.0.0:8080",
+            "--leader-election",
+            "off",
+            "--lease-name",
+            "l",
+            "--lease-namespace",
+            "ops",
+            "--resync",
+            "30s",
+        ])
+        .unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let Command::Run(args) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!(
+            args.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/tmp/kubeconfig"))
+        );
+        assert_eq!(args.namespace.as_deref(), Some("kafka"));
+        assert_eq!(args.http.metrics_listen.to_string(), "0.0.0.0:8080");
+        assert!(!args.leader.enabled);
+        assert_eq!(
+            (
+                args.leader.lease_name.as_str(),
+                args.leader.lease_namespace.as_str()
+            ),
+            ("l", "ops")
+        );
+        assert_eq!(args.resync, Duration::from_secs(30));
+
+        let cli = Cli::try_parse_from([
+            "x",
+            "run",
+            "--health-listen",
+            "127.0.0.1:9",
+            "--leader-election",
+            "on",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("run")
+        };
+        assert!(args.leader.enabled);
+        assert_eq!(args.http.metrics_listen.to_string(), "127.0.0.1:9");
+        assert!(Cli::try_parse_from(["x", "run", "--leader-election", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn agent_flags_parse_as_the_stand_in_passes_them() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "agent",
+            "--dir",
+            "/pods/p/volumes/observer-ids",
+            "--listen",
+            "127.0.1.4:9180",
+        ])
+        .unwrap();
+        let Command::Agent(args) = cli.command else {
+            panic!("agent")
+        };
+        assert_eq!(args.listen.to_string(), "127.0.1.4:9180");
+        assert_eq!(
+            args.dir,
+            std::path::PathBuf::from("/pods/p/volumes/observer-ids")
+        );
+    }
+}
