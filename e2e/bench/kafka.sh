@@ -15,6 +15,12 @@
 # member at all; SIGSTOP freezes the whole JVM (heartbeats included), a stall rather than a slow
 # link, and a long one gets the broker fenced; tc/netem is not available on this kernel.
 #
+# Why the ISR case costs far more than one fetch round: a broker handles one request per client
+# connection at a time (the connection is muted until the response is sent), so while a produce
+# waits in purgatory for the slow replica the producer's next requests queue behind it; each one
+# then needs another fetch round of the slow replica. At a rate above one request per round the
+# queue grows until the producer's batches get large enough; p50 is several rounds, not one.
+#
 # Timings: promotion and demotion are measured from the moment the last node's projected file
 # shows the change (controllers first, then brokers; polled every 20 ms) to the first metadata
 # answer (polled every 100 ms) showing the ISR change; "e2e" adds the ConfigMap/stand-in path

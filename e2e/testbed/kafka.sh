@@ -60,7 +60,9 @@ launch_node() {
 wait_started() {
   local id="$1" deadline="$2" log offset pid
   log="$(node_log "$id")" offset="$(cat "$(node_dir "$id")/start-offset")"
-  while ! tail -c +"$((offset + 1))" "$log" | grep -q 'Kafka Server started'; do
+  # Not `tail | grep -q`: grep quitting at the match kills tail with SIGPIPE, and with pipefail a
+  # long log then never counts as started.
+  while ! grep -q 'Kafka Server started' < <(tail -c +"$((offset + 1))" "$log"); do
     pid="$(cat "$(node_pidfile "$id")" 2>/dev/null || true)"
     if [[ -z "$pid" ]] || ! alive "$pid"; then
       tail -n 20 "$log" >&2
