@@ -106,8 +106,8 @@ fn start(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role], desire
         revision,
         kind,
         step: step_of(configured[0]),
-        started_at: Time(input.now),
-        step_started_at: Time(input.now),
+        started_at: stamp(input.now),
+        step_started_at: stamp(input.now),
         target: desired,
         acknowledged: vec![],
         pending: vec![],
@@ -141,7 +141,7 @@ fn step_back_on_drift(input: &RolloutInput<'_>, d: &mut Decision, configured: &[
         });
     if let Some(&role) = drifted {
         r.step = step_of(role);
-        r.step_started_at = Time(input.now);
+        r.step_started_at = stamp(input.now);
         r.timed_out = false;
         d.happenings.push(Happening::DriftRestored {
             role,
@@ -182,7 +182,7 @@ fn progress(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
             if !entering {
                 // A rewrite inside the step (the ConfigMap was edited or deleted): the clock of
                 // Time mode restarts, since no pod can have read this content before now.
-                r.step_started_at = Time(input.now);
+                r.step_started_at = stamp(input.now);
                 r.timed_out = false;
             }
         }
@@ -242,7 +242,7 @@ fn progress(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
         match next {
             Some(next) => {
                 r.step = step_of(next);
-                r.step_started_at = Time(input.now);
+                r.step_started_at = stamp(input.now);
                 r.timed_out = false;
                 r.acknowledged = vec![];
                 r.pending = vec![];
@@ -344,5 +344,35 @@ fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
         Duration::ZERO
     } else {
         span.unsigned_abs()
+    }
+}
+
+/// A status timestamp for `now`, rounded up to the whole second: the API stores times with
+/// second precision, and rounding down would let Time mode acknowledge up to a second early.
+fn stamp(now: Timestamp) -> Time {
+    let whole = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let up = if whole < now {
+        Timestamp::from_second(now.as_second() + 1).unwrap_or(now)
+    } else {
+        whole
+    };
+    Time(up)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_round_up_to_the_second() {
+        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+        assert_eq!(
+            stamp(at("2026-11-29T09:00:00.2Z")).0,
+            at("2026-11-29T09:00:01Z")
+        );
+        assert_eq!(
+            stamp(at("2026-11-29T09:00:00Z")).0,
+            at("2026-11-29T09:00:00Z")
+        );
     }
 }
