@@ -34,6 +34,7 @@ impl ObservedRole {
                     name: p.name.clone(),
                     running: p.running,
                     nudged_revision: p.nudged_revision,
+                    nudged_at: p.nudged_at,
                 })
                 .collect(),
             live: self.config_map.as_ref().map(live_list),

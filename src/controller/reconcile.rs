@@ -143,7 +143,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     }
     // 3. Nudges: the kubelet refreshes the volume now instead of within its sync period.
     for n in &decision.nudges {
-        nudge::nudge(&pods, &n.pod, n.revision).await?;
+        nudge::nudge(&pods, &n.pod, n.revision, now).await?;
     }
     // 4. Events and metrics.
     report(ctx, &fresh, &namespace, &name, &decision.happenings, &next).await;

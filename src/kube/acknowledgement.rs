@@ -246,6 +246,7 @@ mod tests {
             node_id: 1,
             ip: Some("127.0.0.1".into()),
             nudged_revision: None,
+            nudged_at: None,
             running: true,
         }];
         let got = AgentClient::default()

@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams};
 use kube::core::Selector;
 
 use super::error::{Error, Result};
-use super::nudge::REVISION_ANNOTATION;
+use super::nudge::{NUDGED_AT_ANNOTATION, REVISION_ANNOTATION};
 use crate::crd::{NodeId, NodeIdRule, Role};
 
 /// Label StatefulSets (Kubernetes >= 1.28) put on each pod with its ordinal.
@@ -24,6 +24,8 @@ pub struct KafkaPod {
     pub ip: Option<String>,
     /// Value of the nudge annotation: the revision the pod was last nudged for.
     pub nudged_revision: Option<i64>,
+    /// When the pod was last nudged.
+    pub nudged_at: Option<k8s_openapi::jiff::Timestamp>,
     /// `status.phase` is Running. Only running pods must acknowledge a rollout step: a pod that
     /// is not running yet mounts the ConfigMap's current content when it starts.
     pub running: bool,
@@ -120,12 +122,9 @@ pub fn kafka_pods(
             .as_ref()
             .and_then(|s| s.pod_ip.clone())
             .filter(|ip| !ip.is_empty());
-        let nudged_revision = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REVISION_ANNOTATION))
-            .and_then(|v| v.parse().ok());
+        let annotation = |key: &str| pod.metadata.annotations.as_ref().and_then(|a| a.get(key));
+        let nudged_revision = annotation(REVISION_ANNOTATION).and_then(|v| v.parse().ok());
+        let nudged_at = annotation(NUDGED_AT_ANNOTATION).and_then(|v| v.parse().ok());
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         by_id.insert(
             node_id,
@@ -134,6 +133,7 @@ pub fn kafka_pods(
                 node_id,
                 ip,
                 nudged_revision,
+                nudged_at,
                 running,
             },
         );
@@ -239,6 +239,7 @@ mod tests {
                     node_id: 1,
                     ip: None,
                     nudged_revision: None,
+                    nudged_at: None,
                     running: false
                 },
                 KafkaPod {
@@ -246,6 +247,7 @@ mod tests {
                     node_id: 2,
                     ip: Some("127.0.1.2".into()),
                     nudged_revision: Some(7),
+                    nudged_at: None,
                     running: true,
                 },
             ]

@@ -21,6 +21,8 @@ pub struct PodObservation {
     pub running: bool,
     /// The revision of the pod's nudge annotation.
     pub nudged_revision: Option<i64>,
+    /// When the pod was last nudged (a second annotation).
+    pub nudged_at: Option<Timestamp>,
 }
 
 /// A role's live ConfigMap as read from the API; `None` in [`RoleObservation::live`] means absent.

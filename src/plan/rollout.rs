@@ -28,6 +28,10 @@ use super::model::*;
 use crate::crd::{AckMode, NodeId, Role, RoleStatus, RolloutStatus};
 use crate::observer_ids::{self, Header};
 
+/// A pod still pending this long after its last nudge is nudged again: a kubelet may have
+/// synced the pod before its ConfigMap cache saw the new content.
+pub const RENUDGE_AFTER: Duration = Duration::from_secs(10);
+
 /// The acknowledgement the current step waits for, if a rollout is in flight.
 pub fn awaited(state: &RolloutState) -> Option<Expectation> {
     state.rollout.as_ref().map(|r| Expectation {
@@ -186,10 +190,16 @@ fn progress(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
                 r.timed_out = false;
             }
         }
+        let (acknowledged, pending) = acknowledgements(input, &r, role, &target, observed);
+        let renudge = |p: &PodObservation| {
+            pending.contains(&p.name)
+                && p.nudged_at
+                    .is_none_or(|at| elapsed(at, input.now) >= RENUDGE_AFTER)
+        };
         for pod in observed
             .pods
             .iter()
-            .filter(|p| p.nudged_revision != Some(rollout.revision))
+            .filter(|p| p.nudged_revision != Some(rollout.revision) || renudge(p))
         {
             d.nudges.push(PodNudge {
                 role,
@@ -197,7 +207,6 @@ fn progress(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
                 revision: rollout.revision,
             });
         }
-        let (acknowledged, pending) = acknowledgements(input, &r, role, &target, observed);
         r.acknowledged = acknowledged.clone();
         r.pending = pending.clone();
         d.state.set_role(

@@ -29,6 +29,7 @@ pub struct Pod {
     pub seen: Option<(Option<i64>, BTreeSet<NodeId>)>,
     pub history: BTreeSet<(i64, BTreeSet<NodeId>)>,
     pub nudged: Option<i64>,
+    pub nudged_at: Option<Timestamp>,
     /// Logical time (World::seq) of the pod's start.
     pub started_seq: Option<u64>,
 }
@@ -85,6 +86,7 @@ impl World {
                     seen: None,
                     history: BTreeSet::new(),
                     nudged: None,
+                    nudged_at: None,
                     started_seq: None,
                 });
             }
@@ -141,6 +143,7 @@ impl World {
                         name: p.name.clone(),
                         running: p.running,
                         nudged_revision: p.nudged,
+                        nudged_at: p.nudged_at,
                     })
                     .collect(),
                 live: self.lists.get(&role).cloned(),
@@ -195,6 +198,7 @@ impl World {
         for nudge in &decision.nudges {
             if let Some(pod) = self.pods.iter_mut().find(|p| p.name == nudge.pod) {
                 pod.nudged = Some(nudge.revision);
+                pod.nudged_at = Some(self.now);
             }
         }
     }

@@ -382,3 +382,17 @@ proptest! {
         run(World::new(controllers, 3, AckMode::Time, seed), ops);
     }
 }
+
+#[test]
+fn pending_pods_are_nudged_again_after_a_while() {
+    let mut w = bed(AckMode::Agent);
+    w.set_desired(set(&[]));
+    w.reconcile(None);
+    w.sync(0);
+    w.sync(1);
+    w.tick(5);
+    assert!(w.decide().nudges.is_empty(), "not yet");
+    w.tick(5);
+    let again: Vec<String> = w.decide().nudges.into_iter().map(|n| n.pod).collect();
+    assert_eq!(again, ["c-2"], "only the pending pod");
+}
