@@ -81,7 +81,16 @@ fn measure(name: &str, snapshot: &ClusterSnapshot, history: &PolicyHistory) {
     let now = snapshot.taken_at + TimeDelta::milliseconds(500);
     // Warm-up also fills the high-watermark memory, as in steady state.
     let mut history = decide(snapshot, &cfg, history, now).next_history;
-    history.promote_streak.clear();
+    // Steady state of the case: a promotion one confirmation away from done, a recovered
+    // broker past its stabilization window; so the measured decision is the one that acts.
+    history.promote_streak = history
+        .promote_streak
+        .keys()
+        .map(|&b| (b, cfg.confirmations - 1))
+        .collect();
+    for since in history.recovered_since.values_mut() {
+        *since = now - TimeDelta::hours(1);
+    }
     let runs = (200_000 / snapshot.partitions.len()).clamp(5, 200);
     let mut times = Vec::with_capacity(runs);
     let mut actions = 0;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::{
-    BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyKind, SourceHealth,
-    TopicFilter,
+    AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, Decision, PartitionState, PolicyConfig,
+    PolicyHistory, PolicyKind, SourceHealth, TopicFilter, decide,
 };
 
 pub fn at(secs: i64) -> DateTime<Utc> {
@@ -94,4 +94,42 @@ pub fn broker_2_lost(n: i32) -> Vec<PartitionState> {
     (0..n)
         .map(|i| partition("t", i, &[1, 2, 4], &[1], Some(1), 100))
         .collect()
+}
+
+/// One decision at `now_secs`.
+pub fn run(
+    snap: &ClusterSnapshot,
+    cfg: &PolicyConfig,
+    history: &PolicyHistory,
+    now_secs: i64,
+) -> Decision {
+    decide(snap, cfg, history, at(now_secs))
+}
+
+/// Feeds `scans` identical scans one second apart and returns the last decision.
+pub fn scans(
+    parts: &[PartitionState],
+    down: &[BrokerId],
+    cfg: &PolicyConfig,
+    history: PolicyHistory,
+    from: i64,
+    n: i64,
+) -> Decision {
+    let mut history = history;
+    let mut last = None;
+    for s in from..from + n {
+        let d = run(&snapshot(at(s), down, parts.to_vec()), cfg, &history, s);
+        history = d.next_history.clone();
+        last = Some(d);
+    }
+    last.expect("at least one scan")
+}
+
+/// A history in which the engine promoted broker 4 at `secs`.
+pub fn promoted_4_at(secs: i64) -> PolicyHistory {
+    PolicyHistory::from_auto_promotions(vec![AutoPromotion {
+        node_id: 4,
+        at: at(secs),
+        reason: "test".into(),
+    }])
 }

@@ -19,6 +19,8 @@ mod fixtures;
 mod properties;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_demotion;
 
 pub use config::{PolicyConfig, PolicyKind, TopicFilter};
 pub use decide::{Action, Decision, decide};

@@ -1,0 +1,138 @@
+//! Scenario tests of demotion and the unclean takeover, one rule each.
+
+use super::fixtures::{
+    at, broker_2_lost, config, healthy, partition, promoted_4_at, run, scans, snapshot,
+};
+use super::*;
+
+#[test]
+fn demotion_waits_for_the_window_and_moves_leadership_first() {
+    let cfg = config(PolicyKind::UnderMinIsr);
+    // Broker 4 was promoted at 0, broker 2 came back, 4 is in the ISR and leads t-1.
+    let mut parts: Vec<_> = (0..2)
+        .map(|i| partition("t", i, &[1, 2, 4], &[1, 2, 4], Some(1), 100))
+        .collect();
+    parts[1].leader = Some(4);
+    let early = scans(&parts, &[], &cfg, promoted_4_at(0), 300, 30);
+    assert!(early.actions.is_empty(), "{early:?}");
+    let d = scans(&parts, &[], &cfg, early.next_history, 330, 31);
+    match &d.actions[..] {
+        [
+            Action::MoveLeadership {
+                node_id: 4,
+                partitions,
+                ..
+            },
+        ] => assert_eq!(partitions, &vec![parts[1].id()]),
+        other => panic!("expected a leadership move, got {other:?}"),
+    }
+    parts[1].leader = Some(1);
+    let d = run(
+        &snapshot(at(361), &[], parts.clone()),
+        &cfg,
+        &d.next_history,
+        361,
+    );
+    assert!(
+        matches!(&d.actions[..], [Action::Demote { node_id: 4, .. }]),
+        "{d:?}"
+    );
+    assert!(!d.next_history.is_auto_promoted(4));
+}
+
+#[test]
+fn demotion_is_refused_when_leadership_cannot_move() {
+    let cfg = config(PolicyKind::UnderMinIsr);
+    let parts = vec![partition("t", 0, &[4, 1, 2], &[1, 2, 4], Some(4), 100)];
+    let d = scans(&parts, &[], &cfg, promoted_4_at(0), 400, 70);
+    assert!(d.actions.is_empty());
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.contains("is its preferred leader")),
+        "{:?}",
+        d.reasons
+    );
+}
+
+#[test]
+fn demotion_never_drops_a_partition_under_min_isr() {
+    let cfg = config(PolicyKind::UnderMinIsr);
+    // Broker 2 is still gone: without 4, t-0 would have ISR [1] < 2.
+    let parts = vec![partition("t", 0, &[1, 2, 4], &[1, 4], Some(1), 100)];
+    let d = scans(&parts, &[2], &cfg, promoted_4_at(0), 400, 70);
+    assert!(d.actions.is_empty());
+    assert!(
+        d.reasons.iter().any(|r| r.contains("under min ISR")),
+        "{:?}",
+        d.reasons
+    );
+}
+
+#[test]
+fn cooldown_holds_a_promotion_right_after_a_demotion() {
+    let cfg = config(PolicyKind::UnderMinIsr);
+    let mut history = PolicyHistory::default();
+    history.last_action.insert(
+        4,
+        LastAction {
+            kind: ActionKind::Demote,
+            at: at(0),
+        },
+    );
+    let d = scans(&broker_2_lost(1), &[2], &cfg, history.clone(), 10, 3);
+    assert!(d.actions.is_empty());
+    assert!(
+        d.reasons.iter().any(|r| r.contains("cooldown")),
+        "{:?}",
+        d.reasons
+    );
+    let later = scans(&broker_2_lost(1), &[2], &cfg, history, 300, 2);
+    assert!(matches!(
+        &later.actions[..],
+        [Action::Promote { node_id: 4, .. }]
+    ));
+}
+
+#[test]
+fn unclean_takeover_only_when_allowed_and_nothing_acknowledged_is_lost() {
+    let mut cfg = config(PolicyKind::Manual);
+    cfg.promoted.insert(4);
+    cfg.acknowledged_observers.clear();
+    let offline = vec![
+        partition("t", 0, &[1, 2, 4], &[1], None, 100),
+        partition("t", 1, &[1, 2, 4], &[1], None, 100),
+    ];
+    let mut history = PolicyHistory::default();
+    history.last_known_hw.insert(offline[0].id(), 100);
+    history.last_known_hw.insert(offline[1].id(), 101);
+
+    let refused = scans(&offline, &[1, 2], &cfg, history.clone(), 0, 1);
+    assert!(refused.actions.is_empty());
+    assert!(
+        refused
+            .reasons
+            .iter()
+            .any(|r| r.contains("uncleanTakeover is disabled"))
+    );
+
+    cfg.unclean_takeover = true;
+    let d = scans(&offline, &[1, 2], &cfg, history, 0, 1);
+    match &d.actions[..] {
+        [
+            Action::UncleanElect {
+                node_id: 4,
+                partitions,
+                ..
+            },
+        ] => assert_eq!(partitions, &vec![offline[0].id()]),
+        other => panic!("expected one unclean election, got {other:?}"),
+    }
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.contains("log end offset 100 < last known high watermark 101")),
+        "{:?}",
+        d.reasons
+    );
+}
