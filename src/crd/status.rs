@@ -3,7 +3,7 @@
 //! The rollout state machine (`crate::plan::rollout`) keeps its whole state here, so a restarted
 //! operator resumes a rollout exactly where the previous one stopped.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -87,8 +87,10 @@ pub struct RolloutStatus {
     pub revision: i64,
     pub kind: RolloutKind,
     pub step: RolloutStep,
-    pub started_at: Time,
-    pub step_started_at: Time,
+    /// When the rollout started (microsecond precision: step durations feed the metrics).
+    pub started_at: MicroTime,
+    /// When the current step's ConfigMap was (last) written.
+    pub step_started_at: MicroTime,
     /// The effective set being rolled out.
     #[serde(default)]
     pub target: Vec<NodeId>,

@@ -173,6 +173,7 @@ pub async fn apply(api: &Api<ObserverSet>, name: &str, status: &ObserverSetStatu
 mod tests {
     use super::*;
     use crate::crd::{RolloutKind, RolloutStep};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -183,8 +184,8 @@ mod tests {
             revision: 8,
             kind: RolloutKind::Promotion,
             step: RolloutStep::Controllers,
-            started_at: Time(at("2026-11-29T09:00:00Z")),
-            step_started_at: Time(at("2026-11-29T09:00:00Z")),
+            started_at: MicroTime(at("2026-11-29T09:00:00Z")),
+            step_started_at: MicroTime(at("2026-11-29T09:00:00Z")),
             target: vec![],
             acknowledged: vec![],
             pending: pending.iter().map(|s| s.to_string()).collect(),

@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 
 use super::effective::rollout_kind;
@@ -356,32 +356,7 @@ fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     }
 }
 
-/// A status timestamp for `now`, rounded up to the whole second: the API stores times with
-/// second precision, and rounding down would let Time mode acknowledge up to a second early.
-fn stamp(now: Timestamp) -> Time {
-    let whole = Timestamp::from_second(now.as_second()).unwrap_or(now);
-    let up = if whole < now {
-        Timestamp::from_second(now.as_second() + 1).unwrap_or(now)
-    } else {
-        whole
-    };
-    Time(up)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stamps_round_up_to_the_second() {
-        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
-        assert_eq!(
-            stamp(at("2026-11-29T09:00:00.2Z")).0,
-            at("2026-11-29T09:00:01Z")
-        );
-        assert_eq!(
-            stamp(at("2026-11-29T09:00:00Z")).0,
-            at("2026-11-29T09:00:00Z")
-        );
-    }
+/// A status timestamp for `now` (kept to the microsecond when stored).
+fn stamp(now: Timestamp) -> MicroTime {
+    MicroTime(now)
 }
