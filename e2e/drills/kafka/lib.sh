@@ -63,8 +63,12 @@ node_pod() { if (($1 >= 101)); then echo "kafka-controller-$(($1 - 101))"; else 
 obs_dir() { echo "$tb/pods/kafka/$(node_pod "$1")/volumes/observer-ids"; }
 obs_file() { echo "$(obs_dir "$1")/observer.ids"; }
 role_nodes() { if [[ $1 == controller ]]; then echo "${CONTROLLERS[@]}"; else echo "${BROKERS[@]}"; fi; }
+# Short timeouts: right after the active controller dies, the survivors still name it for ~2 s and
+# a tool with default timeouts would keep retrying the dead node for up to a minute.
 active_controller() {
-  "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$(cat "$kdir/controller-bootstrap")" describe --status 2>/dev/null |
+  printf 'request.timeout.ms=2000\ndefault.api.timeout.ms=4000\n' > "$drill_work/quorum-tool.properties"
+  "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$(cat "$kdir/controller-bootstrap")" \
+    --command-config "$drill_work/quorum-tool.properties" describe --status 2>/dev/null |
     sed -n 's/^LeaderId: *\([0-9]*\).*/\1/p'
 }
 
@@ -98,14 +102,35 @@ project_locally() { # project_locally <node> <content>
   return 0
 }
 
-file_shows() { [[ "$(cat "$(obs_file "$1")" 2>/dev/null; echo x)" == "${2}x" ]]; }
+# The ids an observer.ids text stands for, per the file contract (comment lines, separators,
+# non-integer tokens ignored): "4" or "" or "3,4". Compared instead of bytes, since the operator
+# renders its own header comments.
+ids_of() { grep -v '^[[:space:]]*#' | tr ', \t' '\n\n\n' | grep -E '^[0-9]+$' | sort -nu | paste -sd, - || true; }
+file_shows() { [[ "$(ids_of < "$(obs_file "$1")" 2>/dev/null)" == "$(printf '%s' "$2" | ids_of)" && -r "$(obs_file "$1")" ]]; }
+
+# The ConfigMaps belong to an ObserverSet (the operator runs on the bed and reverts any direct
+# edit): observer lists then change through its API, spec.promotion.promoted, and the operator
+# rolls them out (controllers first). Prints the ObserverSet's name, or nothing.
+owning_observerset() {
+  kubectl -n kafka get configmap kafka-observers-controller \
+    -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.labels.kafkaobserver\.io/observerset}' 2>/dev/null |
+    awk '$1 == "kafka-observer-operator" && $2 != "" {print $2}'
+}
 
 # set_observers <controller|broker> <content>: through the ConfigMap when the control plane is up,
 # then waits until every node of the role shows the content. Sets LAST_FILE_CHANGE_MS to the moment
 # the last node's file was seen changed (polled every 20 ms).
 set_observers() {
   local role="$1" content="$2" id pending deadline json n
-  if [[ "${OBSERVERS_VIA:=$(observers_via)}" == configmap ]]; then
+  local owner=""
+  [[ "${OBSERVERS_VIA:=$(observers_via)}" == configmap ]] && owner="$(owning_observerset)"
+  if [[ -n "$owner" ]]; then
+    # promoted = the bed's observer unless the wanted list still holds it (both roles at once).
+    local promoted="[]"
+    [[ ",$(printf '%s' "$content" | ids_of)," == *",$OBSERVER,"* ]] || promoted="[$OBSERVER]"
+    kubectl -n kafka patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"promoted\":$promoted}}}" >/dev/null ||
+      fail "kubectl patch observerset $owner failed"
+  elif [[ "$OBSERVERS_VIA" == configmap ]]; then
     json="$(printf '%s' "$content" | python3 -c 'import json,sys; print(json.dumps({"data": {"observer.ids": sys.stdin.read()}}))')"
     kubectl -n kafka patch configmap "kafka-observers-$role" --type merge -p "$json" >/dev/null ||
       fail "kubectl patch configmap kafka-observers-$role failed"
@@ -117,17 +142,17 @@ set_observers() {
   else
     for id in $(role_nodes "$role"); do project_locally "$id" "$content"; done
   fi
-  pending="$(role_nodes "$role")" deadline=$(($(date +%s) + ${OBSERVER_SYNC_TIMEOUT_S:-20}))
+  pending="$(role_nodes "$role")" deadline=$(($(date +%s) + ${OBSERVER_SYNC_TIMEOUT_S:-40}))
   while [[ -n "${pending// /}" ]]; do
     local still=""
     for id in $pending; do file_shows "$id" "$content" || still="$still $id"; done
     pending="$still"
     [[ -z "${pending// /}" ]] && break
-    (($(date +%s) < deadline)) || fail "observer.ids of $role node(s)$pending did not show the new list within ${OBSERVER_SYNC_TIMEOUT_S:-20}s"
+    (($(date +%s) < deadline)) || fail "observer.ids of $role node(s)$pending did not show the new list within ${OBSERVER_SYNC_TIMEOUT_S:-40}s${owner:+ (through ObserverSet kafka/$owner)}"
     sleep 0.02
   done
   LAST_FILE_CHANGE_MS="$(now_ms)"
-  note "observers($role) = [$(printf '%s' "$content" | tr '\n' ' ')] on every $role"
+  note "observers($role) = [$(printf '%s' "$content" | ids_of)] on every $role${owner:+ (through ObserverSet kafka/$owner)}"
 }
 
 # Both roles, in the order the operator uses: controllers first (promotion and demotion).
