@@ -119,3 +119,49 @@ pub async fn acknowledgements(
         .collect();
     Some(Acknowledgements { expectation, pods })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    #[test]
+    fn live_list_reads_revision_and_content_and_tolerates_hand_made_maps() {
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                annotations: Some(
+                    [(config_map::ANNOTATION_REVISION.to_string(), "7".to_string())].into(),
+                ),
+                ..Default::default()
+            },
+            data: Some([(DATA_KEY.to_string(), "4\n".to_string())].into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            live_list(&cm),
+            LiveList {
+                revision: Some(7),
+                content: Some("4\n".into())
+            }
+        );
+        // The test bed seeds its lists without annotation: revision unknown, content kept.
+        let seeded = ConfigMap {
+            data: cm.data.clone(),
+            ..Default::default()
+        };
+        assert_eq!(
+            live_list(&seeded),
+            LiveList {
+                revision: None,
+                content: Some("4\n".into())
+            }
+        );
+        assert_eq!(
+            live_list(&ConfigMap::default()),
+            LiveList {
+                revision: None,
+                content: None
+            }
+        );
+    }
+}

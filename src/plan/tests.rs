@@ -362,7 +362,7 @@ fn run(mut w: World, ops: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
     fn agent_mode_never_skips_a_step_and_ends_ready_or_degraded(
