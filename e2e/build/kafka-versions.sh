@@ -5,7 +5,7 @@
 #   kafka <v>: patch compiled, smoke PASS (build <n> s|cached, smoke <n> s)
 #   kafka <v>: patch compiled, smoke FAIL <first failed check> (build ..., log <path>)
 #   kafka <v>: patch NOT compiled: <reason>
-# Usage: e2e/build/kafka-versions.sh [version...]   (default: every patches/kafka-<v>/ plus 4.4.0)
+# Usage: e2e/build/kafka-versions.sh [version...]   (default: every patches/kafka-<v>/, and 4.4.0 always)
 #
 # Smoke runs go one at a time (flock) on their own loopback range, $KAFKA_VERSIONS_NET
 # (default 127.0.3, so they never meet the test bed on 127.0.1.x nor a manual
