@@ -45,7 +45,7 @@ enum Command {
 
 #[derive(Clone, Debug, clap::Args)]
 struct RunArgs {
-    /// Kubeconfig file; without it: in-cluster config, else $KUBECONFIG, else ~/.kube/config.
+    /// Kubeconfig file (also $KUBECONFIG); without either: ~/.kube/config, else the in-cluster config.
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
     /// Watch ObserverSets (and their pods and ConfigMaps) in this namespace only; default: all.
@@ -86,7 +86,12 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 async fn kube_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
-    match &args.kubeconfig {
+    // A `KUBECONFIG` list (`a:b`) is left to kube's own inference, which merges the files.
+    let single = args
+        .kubeconfig
+        .as_ref()
+        .filter(|p| !p.to_string_lossy().contains(':'));
+    match single {
         Some(path) => {
             let file = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
