@@ -396,3 +396,34 @@ fn pending_pods_are_nudged_again_after_a_while() {
     let again: Vec<String> = w.decide().nudges.into_iter().map(|n| n.pod).collect();
     assert_eq!(again, ["c-2"], "only the pending pod");
 }
+
+#[test]
+fn a_recreated_observer_set_continues_the_retained_revisions() {
+    // Deleted with Retain, then created again: the lists carry revision 5, the status is empty.
+    let mut w = bed(AckMode::Agent);
+    for _ in 0..4 {
+        let next = if w.desired.is_empty() {
+            set(&[4])
+        } else {
+            set(&[])
+        };
+        w.set_desired(next);
+        w.quiesce(4);
+    }
+    assert_eq!(w.status.revision, 5);
+    w.status = RolloutState::default();
+    let d = w.decide();
+    assert_eq!(
+        d.state.revision, 6,
+        "never reuses a revision the pods may have read"
+    );
+    assert_eq!(
+        d.writes
+            .iter()
+            .map(|x| (x.role, x.revision))
+            .collect::<Vec<_>>(),
+        [(Role::Controller, 6)]
+    );
+    w.quiesce(4);
+    assert!(w.converged());
+}
