@@ -13,9 +13,14 @@
 //!   it have acknowledged that same revision.
 //! - A step that is not acknowledged within the timeout marks the rollout timed out (phase
 //!   Degraded, naming the pending pods) and keeps waiting: moving on would skip the safety.
+//! - A step is acknowledged only in a pass that found its ConfigMap already in place (never in
+//!   the pass that writes it), so the persisted "acknowledged" never runs ahead of the API.
 //! - Outside the current step, each role's ConfigMap is kept at the revision and content the
-//!   status records for it (drift is restored). Nothing is ever deleted, and a list is empty
-//!   only when the set it carries is empty.
+//!   status records for it (drift is restored); a drifted role ahead of the current step sends
+//!   the rollout back to that role's step. Writes are ordered controllers first. Nothing is ever
+//!   deleted, and a list is empty only when the set it carries is empty.
+//!
+//! The property tests in `tests.rs` drive this against the cluster model in `simulation.rs`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
