@@ -114,6 +114,7 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
     let cfg = config(topic);
     let mut history = PolicyHistory::default();
     let mut detected = None;
+    let mut last_reasons = String::from("-");
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
@@ -136,6 +137,19 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
                 engine.as_secs_f64() * 1e3
             );
             return;
+        }
+        let why = d.reasons.join("; ");
+        if why != last_reasons {
+            eprintln!(
+                "  {:>6.2} s  {}",
+                t0.elapsed().as_secs_f64(),
+                if why.is_empty() {
+                    "(nothing to do)"
+                } else {
+                    &why
+                }
+            );
+            last_reasons = why;
         }
         history = d.next_history;
         assert!(
@@ -188,6 +202,7 @@ async fn main() {
     )
     .unwrap();
     let (n, median, max) = timed_scans(&mut w, 10).await;
+    let base = n;
     println!(
         "{:<38} partitions={n:>6}  median={:>8.1} ms  max={:>8.1} ms",
         "real scan, bed as found",
@@ -223,6 +238,17 @@ async fn main() {
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(120))),
         )
         .await;
+    // Deleting thousands of partitions loads the brokers for a while: measure latency after.
+    let start = Instant::now();
+    loop {
+        let (n, median, _) = timed_scans(&mut w, 3).await;
+        if n <= base + 50 && median < Duration::from_millis(200)
+            || start.elapsed() > Duration::from_secs(300)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 
     let topic = "policy-bench-latency";
     create(&admin, topic, 1, Some(&[1, 2, 4])).await;
