@@ -193,9 +193,13 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// While a rollout waits for acknowledgements, look again soon.
+    /// While a rollout waits for acknowledgements, look again soon (every second; every five
+    /// once the step timed out and waits on pods that are probably broken).
     pub fn requeue_after(&self) -> Option<Duration> {
-        self.state.rollout.as_ref().map(|_| Duration::from_secs(1))
+        self.state
+            .rollout
+            .as_ref()
+            .map(|r| Duration::from_secs(if r.timed_out { 5 } else { 1 }))
     }
 }
 
