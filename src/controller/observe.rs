@@ -9,7 +9,10 @@ use kube::core::Selector;
 
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
 use crate::kube::acknowledgement::{AgentClient, Expectation as AgentExpectation};
-use crate::kube::config_map::{self, config_map_name, DATA_KEY};
+use crate::kube::config_map::{
+    self, config_map_name, DATA_KEY, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_OBSERVER_SET,
+    LABEL_ROLE,
+};
 use crate::kube::dereference::{list_role_pods, KafkaPod};
 use crate::kube::{Error, Result};
 use crate::plan::{Acknowledgements, Expectation, LiveList, PodObservation, RoleObservation};
@@ -17,6 +20,8 @@ use crate::plan::{Acknowledgements, Expectation, LiveList, PodObservation, RoleO
 /// One configured role as found in the cluster.
 #[derive(Clone, Debug)]
 pub struct ObservedRole {
+    /// Name of the ObserverSet (the ConfigMap's expected labels and owner).
+    pub observer_set: String,
     pub role: Role,
     pub pods: Vec<KafkaPod>,
     pub config_map: Option<ConfigMap>,
@@ -37,16 +42,34 @@ impl ObservedRole {
                     nudged_at: p.nudged_at,
                 })
                 .collect(),
-            live: self.config_map.as_ref().map(live_list),
+            live: self
+                .config_map
+                .as_ref()
+                .map(|cm| live_list(cm, &self.observer_set, self.role)),
         }
     }
 }
 
-/// Revision annotation and content of a live ConfigMap (pure).
-pub fn live_list(cm: &ConfigMap) -> LiveList {
+/// Revision annotation, content and ownership of a live ConfigMap (pure).
+pub fn live_list(cm: &ConfigMap, observer_set: &str, role: Role) -> LiveList {
+    let label = |key: &str| {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .map(String::as_str)
+    };
+    let labelled = label(LABEL_MANAGED_BY) == Some(FIELD_MANAGER)
+        && label(LABEL_OBSERVER_SET) == Some(observer_set)
+        && label(LABEL_ROLE) == Some(role.as_str());
+    let owned =
+        cm.metadata.owner_references.iter().flatten().any(|o| {
+            o.kind == "ObserverSet" && o.name == observer_set && o.controller == Some(true)
+        });
     LiveList {
         revision: config_map::revision_of(cm),
         content: cm.data.as_ref().and_then(|d| d.get(DATA_KEY)).cloned(),
+        managed: labelled && owned,
     }
 }
 
@@ -74,6 +97,7 @@ pub async fn roles(
                 obs.namespace
             )))?;
         observed.push(ObservedRole {
+            observer_set: obs.name.clone(),
             role: selection.role,
             pods: role_pods,
             config_map,
@@ -123,44 +147,63 @@ pub async fn acknowledgements(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::api::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-    #[test]
-    fn live_list_reads_revision_and_content_and_tolerates_hand_made_maps() {
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                annotations: Some(
-                    [(config_map::ANNOTATION_REVISION.to_string(), "7".to_string())].into(),
-                ),
+    fn built() -> ConfigMap {
+        let owner = config_map::Owner {
+            namespace: "kafka".into(),
+            name: "kafka".into(),
+            reference: OwnerReference {
+                api_version: "kafkaobserver.io/v1alpha1".into(),
+                kind: "ObserverSet".into(),
+                name: "kafka".into(),
+                uid: "u".into(),
+                controller: Some(true),
                 ..Default::default()
             },
-            data: Some([(DATA_KEY.to_string(), "4\n".to_string())].into()),
-            ..Default::default()
         };
+        config_map::build(&owner, Role::Broker, 7, "4\n".into())
+    }
+
+    #[test]
+    fn what_the_operator_builds_reads_back_as_managed() {
+        let live = live_list(&built(), "kafka", Role::Broker);
         assert_eq!(
-            live_list(&cm),
+            live,
             LiveList {
                 revision: Some(7),
-                content: Some("4\n".into())
+                content: Some("4\n".into()),
+                managed: true
             }
         );
-        // The test bed seeds its lists without annotation: revision unknown, content kept.
+        // The other role's name or another ObserverSet: not ours as it stands.
+        assert!(!live_list(&built(), "kafka", Role::Controller).managed);
+        assert!(!live_list(&built(), "other", Role::Broker).managed);
+    }
+
+    #[test]
+    fn stripped_labels_or_owner_count_as_drift() {
+        let mut no_labels = built();
+        no_labels.metadata.labels = None;
+        assert!(!live_list(&no_labels, "kafka", Role::Broker).managed);
+        let mut released = built();
+        released.metadata.owner_references = None;
+        assert!(!live_list(&released, "kafka", Role::Broker).managed);
+    }
+
+    #[test]
+    fn hand_made_maps_keep_their_content() {
+        // The test bed seeds its lists without annotation or labels.
         let seeded = ConfigMap {
-            data: cm.data.clone(),
+            data: built().data,
             ..Default::default()
         };
         assert_eq!(
-            live_list(&seeded),
+            live_list(&seeded, "kafka", Role::Broker),
             LiveList {
                 revision: None,
-                content: Some("4\n".into())
-            }
-        );
-        assert_eq!(
-            live_list(&ConfigMap::default()),
-            LiveList {
-                revision: None,
-                content: None
+                content: Some("4\n".into()),
+                managed: false
             }
         );
     }

@@ -32,6 +32,9 @@ pub struct LiveList {
     pub revision: Option<i64>,
     /// The `observer.ids` key, if present.
     pub content: Option<String>,
+    /// Labels and controller owner reference are as the operator writes them (the ConfigMap
+    /// watch and garbage collection depend on them).
+    pub managed: bool,
 }
 
 /// A configured role: its pods and its ConfigMap.

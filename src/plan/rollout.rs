@@ -349,7 +349,9 @@ fn restore_drift(input: &RolloutInput<'_>, d: &mut Decision) {
 }
 
 fn holds(live: Option<&LiveList>, revision: i64, text: &str) -> bool {
-    live.is_some_and(|l| l.revision == Some(revision) && l.content.as_deref() == Some(text))
+    live.is_some_and(|l| {
+        l.managed && l.revision == Some(revision) && l.content.as_deref() == Some(text)
+    })
 }
 
 fn elapsed(since: Timestamp, now: Timestamp) -> Duration {

@@ -119,6 +119,7 @@ impl World {
                     LiveList {
                         revision: None,
                         content: Some(text.clone()),
+                        managed: false,
                     },
                 );
             }
@@ -228,6 +229,7 @@ impl World {
             LiveList {
                 revision: Some(w.revision),
                 content: Some(w.content.clone()),
+                managed: true,
             },
         );
         self.writes.push(w.clone());
@@ -400,6 +402,7 @@ impl World {
                     == Some(&LiveList {
                         revision: Some(self.status.revision),
                         content: Some(text.clone()),
+                        managed: true,
                     })
                     && self.status.role(*role).is_some_and(|rs| {
                         rs.observers == ids && rs.revision == self.status.revision
