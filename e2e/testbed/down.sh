@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Stop every process the bed started (by pid file only), in reverse order.
+# Stop every process the bed started (by pid file only), in reverse order, then check that no
+# bed process is left (pid files, and any bed binary whose command line names this .testbed/).
+# Usage: down.sh [--purge]   (--purge also drops etcd's data)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -11,4 +13,14 @@ bash "$here/kafka.sh" down
 bash "$here/control-plane.sh" down "$@"
 left=$(for p in "$tb"/pids/*.pid; do [[ -f $p ]] && kill -0 "$(cat "$p")" 2>/dev/null && echo "$p"; done)
 if [[ -n "$left" ]]; then echo "still running: $left"; exit 1; fi
-echo "test bed down"
+# Not killed here (only pid files are authoritative): reported, so nothing is left unnoticed.
+stray=$(for proc in /proc/[0-9]*; do
+  cmd="$(tr '\0' ' ' < "$proc/cmdline" 2>/dev/null)" || continue
+  [[ "$cmd" == *"$tb/"* ]] || continue
+  case "$cmd" in
+    *kafka.Kafka*|*kube-apiserver*|*kube-controller-manager*|*/etcd\ *|*kubelet-standin*|*kafka-observer-operator*)
+      echo "  pid ${proc#/proc/}: ${cmd:0:160}" ;;
+  esac
+done)
+if [[ -n "$stray" ]]; then printf 'bed processes without a pid file are still running:\n%s\n' "$stray"; exit 1; fi
+echo "test bed down: no bed process running"

@@ -38,6 +38,8 @@ cat <<INFO
 kubeconfig:        $tb/kubeconfig
 kafka bootstrap:   $(cat "$tb/kafka/bootstrap")
 tools:             $tb/bin (kubectl, helm, kafka-topics, kafka-node, ...)
+pods:              kubectl get pods -n kafka -o wide; volumes under $tb/pods/kafka/<pod>/volumes
+kubelet stand-in:  $(tr '\n' ' ' < "$tb/standin/args" | sed 's|--kubeconfig [^ ]* --pods-file [^ ]* ||')
 logs:              $tb/logs
 tests:             export KOO_TESTBED=$tb
 INFO

@@ -53,6 +53,8 @@ struct Standin {
     sidecars: Sidecars,
     recorder: Recorder,
     ignored: BTreeSet<String>,
+    /// The pod store holds the first complete list (before that it is empty).
+    listed: bool,
     rng: StdRng,
     base_env: BTreeMap<String, String>,
 }
@@ -115,6 +117,7 @@ pub async fn run(client: Client, pods_file: PodsFile, settings: Settings) -> Res
         states: BTreeMap::new(),
         sidecars: Sidecars::new(pods_file.logs_dir.clone(), pods_file.pids_dir.clone()),
         ignored: BTreeSet::new(),
+        listed: false,
         rng: StdRng::from_os_rng(),
         base_env,
     };
@@ -155,13 +158,19 @@ where
 impl Standin {
     async fn on_pod_event(&mut self, event: watcher::Event<Pod>) {
         match event {
-            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+            // The store already holds an applied pod: an update is synced now, not at the next tick.
+            watcher::Event::Apply(pod) => {
                 self.pod_seen(pod).await;
-                // An update of the pod is synced now, not at the next tick.
+                self.sync_due().await;
+            }
+            // A (re-)list: the store swaps in the new list only at InitDone.
+            watcher::Event::InitApply(pod) => self.pod_seen(pod).await,
+            watcher::Event::InitDone => {
+                self.listed = true;
                 self.sync_due().await;
             }
             // Deletions (and pods gone after a re-list) are noticed on the next tick.
-            watcher::Event::Delete(_) | watcher::Event::Init | watcher::Event::InitDone => {}
+            watcher::Event::Delete(_) | watcher::Event::Init => {}
         }
     }
 
@@ -222,13 +231,19 @@ impl Standin {
     }
 
     async fn tick(&mut self) {
+        self.sidecars.poll();
+        if !self.listed {
+            return;
+        }
         self.forget_gone_pods().await;
         self.sync_due().await;
-        self.sidecars.poll();
         self.report_statuses().await;
     }
 
     async fn sync_due(&mut self) {
+        if !self.listed {
+            return;
+        }
         let now = Instant::now();
         for key in self.schedule.due(now) {
             self.sync_pod(&key, now).await;

@@ -133,21 +133,22 @@ async fn seven_kafka_pods_run_on_their_loopback_addresses_with_projected_observe
         );
         let version = std::fs::read_link(dir.join("..data")).unwrap();
         assert!(version.to_string_lossy().starts_with("..20"), "{version:?}");
-        let cm = configmaps.get(&cm_name).await.unwrap();
-        let want = cm
-            .data
-            .unwrap_or_default()
-            .get("observer.ids")
-            .cloned()
-            .unwrap_or_default();
+        // Compared with the ConfigMap as it is at each poll: drills may change it meanwhile.
         let file = dir.join("observer.ids");
+        let what = format!("{} to equal ConfigMap {cm_name}", file.display());
         wait_until_async(
-            &format!("{} to equal {cm_name}", file.display()),
+            &what,
             Duration::from_secs(100),
             Duration::from_millis(500),
             || {
-                let got = std::fs::read_to_string(&file).ok();
-                async move { (got.as_deref() == Some(want.as_str())).then_some(()) }
+                let (configmaps, cm_name, file) =
+                    (configmaps.clone(), cm_name.clone(), file.clone());
+                async move {
+                    let cm = configmaps.get(&cm_name).await.ok()?;
+                    let want = cm.data?.get("observer.ids").cloned()?;
+                    let got = std::fs::read_to_string(&file).ok()?;
+                    (got == want).then_some(())
+                }
             },
         )
         .await
