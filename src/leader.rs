@@ -206,9 +206,15 @@ pub fn campaign(
 }
 
 /// Runs `work` only while leading: starts it on acquisition, drops (cancels) it on loss, and
-/// starts it afresh on the next acquisition. Returns on shutdown or when `work` returns.
-pub async fn while_leader<F, Fut>(mut leadership: Leadership, shutdown: Shutdown, mut work: F)
-where
+/// starts it afresh on the next acquisition. Returns when `work` returns, or on shutdown: then
+/// `work` (which watches the same shutdown) gets up to `grace` to finish what it is doing, as
+/// long as the lease is still held; a loss cancels it at once.
+pub async fn while_leader<F, Fut>(
+    mut leadership: Leadership,
+    shutdown: Shutdown,
+    grace: Duration,
+    mut work: F,
+) where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
@@ -219,9 +225,19 @@ where
         }
         tracing::info!("leading: starting to act");
         let mut watching = leadership.clone();
+        let acting = work();
+        tokio::pin!(acting);
         tokio::select! {
-            _ = shutdown.wait() => return,
-            _ = work() => return,
+            _ = shutdown.wait() => {
+                tokio::select! {
+                    finished = tokio::time::timeout(grace, &mut acting) => if finished.is_err() {
+                        tracing::warn!(?grace, "still acting after the shutdown grace period: stopped");
+                    },
+                    _ = watching.lost() => tracing::warn!("no longer leading during shutdown: stopped acting"),
+                }
+                return;
+            }
+            _ = &mut acting => return,
             _ = watching.lost() => tracing::warn!("no longer leading: stopped acting"),
         }
     }
@@ -268,10 +284,12 @@ async fn run_campaign(
         loop {
             let event = tokio::select! {
                 _ = shutdown.wait() => {
-                    publish(Role::Candidate);
+                    // The caller stops acting before it stops the campaign, so the lease is
+                    // released first and "not leading" published once it is gone.
                     if let Err(error) = manager.release().await {
                         tracing::warn!(%error, "could not release the leader Lease; it expires by itself");
                     }
+                    publish(Role::Candidate);
                     return;
                 }
                 result = manager.changed() => match result {
@@ -357,18 +375,23 @@ mod tests {
         let shutdown = Shutdown::new();
         let running = Arc::new(AtomicI32::new(0));
         let starts = Arc::new(AtomicI32::new(0));
-        let runner = tokio::spawn(while_leader(leadership, shutdown.clone(), {
-            let (running, starts) = (running.clone(), starts.clone());
-            move || {
-                running.fetch_add(1, Ordering::SeqCst);
-                starts.fetch_add(1, Ordering::SeqCst);
-                let guard = Running(running.clone());
-                async move {
-                    let _guard = guard;
-                    std::future::pending::<()>().await
+        let runner = tokio::spawn(while_leader(
+            leadership,
+            shutdown.clone(),
+            Duration::from_millis(100),
+            {
+                let (running, starts) = (running.clone(), starts.clone());
+                move || {
+                    running.fetch_add(1, Ordering::SeqCst);
+                    starts.fetch_add(1, Ordering::SeqCst);
+                    let guard = Running(running.clone());
+                    async move {
+                        let _guard = guard;
+                        std::future::pending::<()>().await
+                    }
                 }
-            }
-        }));
+            },
+        ));
         let settle = || tokio::time::sleep(Duration::from_millis(50));
         settle().await;
         assert_eq!(starts.load(Ordering::SeqCst), 0, "acts before leading");
@@ -404,8 +427,39 @@ mod tests {
         shutdown.trigger();
         tokio::time::timeout(Duration::from_secs(1), runner)
             .await
-            .expect("stops on shutdown")
+            .expect("stops on shutdown, after the grace period at the latest")
             .unwrap();
         assert_eq!(running.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn on_shutdown_work_may_finish_its_step() {
+        let (_sender, receiver) = watch::channel(true);
+        let shutdown = Shutdown::new();
+        let finished = Arc::new(AtomicI32::new(0));
+        let runner = tokio::spawn(while_leader(
+            Leadership { receiver },
+            shutdown.clone(),
+            Duration::from_secs(5),
+            {
+                let (finished, shutdown) = (finished.clone(), shutdown.clone());
+                move || {
+                    let (finished, shutdown) = (finished.clone(), shutdown.clone());
+                    async move {
+                        shutdown.wait().await;
+                        // The in-flight step completes after the signal.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        finished.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            },
+        ));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        shutdown.trigger();
+        tokio::time::timeout(Duration::from_secs(2), runner)
+            .await
+            .expect("returns")
+            .unwrap();
+        assert_eq!(finished.load(Ordering::SeqCst), 1, "the step was cut off");
     }
 }

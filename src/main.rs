@@ -19,6 +19,10 @@ use kafka_observer_operator::shutdown::Shutdown;
 use kafka_observer_operator::telemetry::{self, LogFormat};
 use kafka_observer_operator::{automation, controller};
 
+/// How long in-flight reconciles may take to finish after SIGTERM (the chart's termination
+/// grace period is longer).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 #[derive(Parser)]
 #[command(
     name = "kafka-observer-operator",
@@ -120,7 +124,12 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     let config = kube_config(&args).await?;
     let client =
         kube::Client::try_from(config.clone()).context("building the Kubernetes client")?;
-    let leadership = leader::campaign(config, &args.leader, metrics.clone(), shutdown.clone())?;
+    // The campaign stops on its own signal, after the work below has stopped acting: the lease
+    // is held until in-flight reconciles finished, then released for the next replica.
+    let campaign_stop = Shutdown::new();
+    let leadership =
+        leader::campaign(config, &args.leader, metrics.clone(), campaign_stop.clone())?;
+    let mut stepping_down = leadership.clone();
     let instance = args
         .leader
         .identity
@@ -138,7 +147,7 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         "operator started"
     );
 
-    leader::while_leader(leadership, shutdown.clone(), || {
+    leader::while_leader(leadership, shutdown.clone(), SHUTDOWN_GRACE, || {
         let (client, ctx, metrics, shutdown, namespace) = (
             client.clone(),
             ctx.clone(),
@@ -153,16 +162,23 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
                     None => automation::run(client.clone(), metrics).await,
                 }
             };
-            // The reconciler and the promotion automation act only together, only while leading.
-            tokio::join!(
-                controller::run(client.clone(), namespace.clone(), ctx, shutdown),
-                promotions
-            );
+            // The reconciler and the promotion automation act only together, only while
+            // leading. On shutdown the reconciler finishes its in-flight reconciles and returns;
+            // the automation is then dropped.
+            tokio::select! {
+                _ = controller::run(client.clone(), namespace.clone(), ctx, shutdown) => {}
+                _ = promotions => tracing::warn!("the promotion automation stopped"),
+            }
         }
     })
     .await;
 
     shutdown.trigger();
+    campaign_stop.trigger();
+    let released = tokio::time::timeout(Duration::from_secs(3), stepping_down.lost());
+    if args.leader.enabled && released.await.is_err() {
+        tracing::warn!("the leader Lease was not released in time; it expires by itself");
+    }
     health.set_ready(false);
     server.await.context("HTTP server task")??;
     tracing::info!("operator stopped");
