@@ -22,7 +22,7 @@
 # queue grows until the producer's batches get large enough; p50 is several rounds, not one.
 #
 # Timings: promotion and demotion are measured from the moment the last node's projected file
-# shows the change (controllers first, then brokers; polled every 20 ms) to the first metadata
+# changed (controllers first, then brokers; the mtime of its ..data symlink) to the first metadata
 # answer (polled every 100 ms) showing the ISR change; "e2e" adds the ConfigMap/stand-in path
 # when the control plane is up. Results: stdout and .testbed/bench/kafka.txt.
 set -euo pipefail

@@ -119,7 +119,7 @@ owning_observerset() {
 
 # set_observers <controller|broker> <content>: through the ConfigMap when the control plane is up,
 # then waits until every node of the role shows the content. Sets LAST_FILE_CHANGE_MS to the moment
-# the last node's file was seen changed (polled every 20 ms).
+# the last node's file changed (the mtime of its ..data symlink, renamed in by the atomic writer).
 set_observers() {
   local role="$1" content="$2" id pending deadline json n
   local owner=""
@@ -151,7 +151,13 @@ set_observers() {
     (($(date +%s) < deadline)) || fail "observer.ids of $role node(s)$pending did not show the new list within ${OBSERVER_SYNC_TIMEOUT_S:-40}s${owner:+ (through ObserverSet kafka/$owner)}"
     sleep 0.02
   done
-  LAST_FILE_CHANGE_MS="$(now_ms)"
+  # When the files changed: the newest ..data symlink of the role (the atomic writer's rename).
+  local m=0 f
+  for id in $(role_nodes "$role"); do
+    f="$(stat -c %.3Y "$(obs_dir "$id")/..data" 2>/dev/null | tr -d .)"
+    [[ -n "$f" ]] && ((f > m)) && m=$f
+  done
+  LAST_FILE_CHANGE_MS="$m"
   note "observers($role) = [$(printf '%s' "$content" | ids_of)] on every $role${owner:+ (through ObserverSet kafka/$owner)}"
 }
 
