@@ -1,8 +1,6 @@
 //! Scenario tests of demotion and the unclean takeover, one rule each.
 
-use super::fixtures::{
-    at, broker_2_lost, config, healthy, partition, promoted_4_at, run, scans, snapshot,
-};
+use super::fixtures::{at, broker_2_lost, config, partition, promoted_4_at, run, scans, snapshot};
 use super::*;
 
 #[test]
