@@ -4,7 +4,6 @@
 //! Broker kills go through `e2e/testbed/kafka.sh` and are always undone (restart on drop).
 
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -16,7 +15,8 @@ use koo_testbed::{
     wait_until_async, KafkaNode, TestBed, BROKER_IDS, CONTROLLER_IDS, KAFKA_NAMESPACE,
 };
 
-static SERIAL: Mutex<()> = Mutex::new(());
+/// Async-aware: each tokio test has its own runtime, and the guard lives across awaits.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const PROBE_NAMESPACE: &str = "koo-testbed";
 const PROBE_POD: &str = "testbed-probe";
@@ -38,7 +38,7 @@ fn control_plane_is_ready_and_runs_the_pinned_versions() {
     let Some(bed) = TestBed::require() else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.blocking_lock();
     let readyz = bed
         .run_tool("kubectl", &["get", "--raw", "/readyz"])
         .unwrap();
@@ -84,7 +84,7 @@ async fn seven_kafka_pods_run_on_their_loopback_addresses_with_projected_observe
     let Some(bed) = TestBed::require() else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let client = bed.client().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), KAFKA_NAMESPACE);
     let configmaps: Api<ConfigMap> = Api::namespaced(client, KAFKA_NAMESPACE);
@@ -163,7 +163,7 @@ async fn a_killed_broker_pod_is_not_ready_within_5s_and_ready_again_after_restar
     let Some(bed) = TestBed::require() else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let node = KafkaNode::get(3).unwrap();
     let pods: Api<Pod> = Api::namespaced(bed.client().await.unwrap(), KAFKA_NAMESPACE);
     let poll = Duration::from_millis(100);
@@ -243,7 +243,7 @@ async fn configmap_changes_reach_the_pod_at_once_with_an_annotation_and_with_the
     let Some(bed) = TestBed::require() else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let client = bed.client().await.unwrap();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), PROBE_NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client, PROBE_NAMESPACE);
