@@ -55,6 +55,16 @@ pub struct World {
 }
 
 pub const NAMESPACE: &str = "kafka";
+
+/// What someone else does to a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drift {
+    Delete,
+    /// Hand edit of the ids (the revision annotation stays).
+    Edit,
+    /// Labels or owner reference removed (content intact).
+    StripLabels,
+}
 pub const NAME: &str = "kafka";
 
 impl World {
@@ -365,14 +375,17 @@ impl World {
     }
 
     /// Someone else deletes a list or edits it by hand.
-    pub fn drift(&mut self, role: Role, delete: bool) {
+    pub fn drift(&mut self, role: Role, kind: Drift) {
         if !self.roles.contains(&role) {
             return;
         }
-        if delete {
-            self.lists.remove(&role);
-        } else if let Some(list) = self.lists.get_mut(&role) {
-            list.content = Some("1\n2\n".into());
+        match (kind, self.lists.get_mut(&role)) {
+            (Drift::Delete, _) => {
+                self.lists.remove(&role);
+            }
+            (Drift::Edit, Some(list)) => list.content = Some("1\n2\n".into()),
+            (Drift::StripLabels, Some(list)) => list.managed = false,
+            (_, None) => {}
         }
     }
 

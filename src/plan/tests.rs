@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
-use super::simulation::World;
+use super::simulation::{Drift, World};
 use super::*;
 use crate::crd::{AckMode, NodeId, Phase, Role, RolloutKind, RolloutStep};
 
@@ -201,8 +201,8 @@ fn a_change_during_a_rollout_supersedes_it_from_the_controllers() {
 fn drift_is_restored_with_the_same_revision() {
     let mut w = bed(AckMode::Agent);
     let revision = w.status.revision;
-    w.drift(Role::Broker, false);
-    w.drift(Role::Controller, true);
+    w.drift(Role::Broker, Drift::Edit);
+    w.drift(Role::Controller, Drift::Delete);
     let d = w.decide();
     assert_eq!(d.writes.len(), 2);
     assert!(d
@@ -293,7 +293,7 @@ enum Op {
     Tick(u64),
     Running(usize, bool),
     Responsive(usize, bool),
-    Drift(bool, bool),
+    Drift(bool, Drift),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -305,7 +305,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1u64..15).prop_map(Op::Tick),
         1 => (0usize..7, any::<bool>()).prop_map(|(i, r)| Op::Running(i, r)),
         1 => (0usize..7, any::<bool>()).prop_map(|(i, r)| Op::Responsive(i, r)),
-        1 => (any::<bool>(), any::<bool>()).prop_map(|(b, d)| Op::Drift(b, d)),
+        1 => (any::<bool>(), prop_oneof![Just(Drift::Delete), Just(Drift::Edit), Just(Drift::StripLabels)])
+            .prop_map(|(b, d)| Op::Drift(b, d)),
     ]
 }
 
@@ -323,13 +324,13 @@ fn run(mut w: World, ops: Vec<Op>) {
                     p.responsive = r;
                 }
             }
-            Op::Drift(brokers, delete) => w.drift(
+            Op::Drift(brokers, kind) => w.drift(
                 if brokers {
                     Role::Broker
                 } else {
                     Role::Controller
                 },
-                delete,
+                kind,
             ),
         }
     }
@@ -423,6 +424,31 @@ fn a_recreated_observer_set_continues_the_retained_revisions() {
             .map(|x| (x.role, x.revision))
             .collect::<Vec<_>>(),
         [(Role::Controller, 6)]
+    );
+    w.quiesce(4);
+    assert!(w.converged());
+}
+
+#[test]
+fn stripped_labels_on_the_controllers_list_send_the_rollout_back_a_step() {
+    let mut w = bed(AckMode::Agent);
+    w.set_desired(set(&[]));
+    w.reconcile(None);
+    w.sync_all();
+    w.reconcile(None);
+    assert_eq!(
+        w.status.rollout.as_ref().unwrap().step,
+        RolloutStep::Brokers
+    );
+    w.drift(Role::Controller, Drift::StripLabels);
+    let d = w.decide();
+    assert_eq!(
+        d.state.rollout.as_ref().unwrap().step,
+        RolloutStep::Controllers
+    );
+    assert_eq!(
+        d.writes.iter().map(|x| x.role).collect::<Vec<_>>(),
+        [Role::Controller]
     );
     w.quiesce(4);
     assert!(w.converged());
