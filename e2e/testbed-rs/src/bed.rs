@@ -35,7 +35,7 @@ impl TestBed {
     /// `Ok(None)` for `KOO_TESTBED=off`; an error when unset or not a bed directory.
     pub fn from_env() -> Result<Option<Self>, Error> {
         match std::env::var_os(ENV_VAR) {
-            None => Err(Error::Missing(PathBuf::from("$KOO_TESTBED (unset)"))),
+            None => Err(Error::Unset),
             Some(v) if v == "off" => Ok(None),
             Some(v) => Self::at(PathBuf::from(v)).map(Some),
         }

@@ -7,6 +7,8 @@ use std::time::Duration;
 pub enum Error {
     #[error("KOO_TESTBED={0:?} is not an absolute path to a .testbed directory: run `make testbed-up` and export KOO_TESTBED=$PWD/.testbed")]
     NotAbsolute(PathBuf),
+    #[error("KOO_TESTBED is not set: run `make testbed-up` and export KOO_TESTBED=$PWD/.testbed (or run `make test`); KOO_TESTBED=off skips bed tests")]
+    Unset,
     #[error("no test bed at {0}: run `make testbed-up` (or `make test`)")]
     Missing(PathBuf),
     #[error("cannot read {}: {source}; is the bed up? (`make testbed-status`)", path.display())]
