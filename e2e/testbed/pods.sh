@@ -10,8 +10,9 @@
 # KAFKA_OBSERVER_IDS_FILE, and the observer-agent sidecar (the operator binary's `agent`).
 # Pods are bound to the stand-in's Node (spec.nodeName; the bed has no scheduler).
 # An eighth pod, koo-testbed/testbed-probe, exists for the bed's own acceptance tests: it mounts
-# the (optional) ConfigMap testbed-probe, so volume timing can be measured without touching the
-# Kafka nodes' observer lists. It has no process (never Ready) and address 127.0.1.200.
+# the ConfigMap testbed-probe (not optional, like observer-ids), so volume timing and the
+# deleted-ConfigMap behaviour can be checked without touching the Kafka nodes' observer lists.
+# It has no process (never Ready) and address 127.0.1.200.
 # Environment: KOO_AGENT_IMAGE (kafka-observer-operator:dev), KOO_KAFKA_IMAGE (apache/kafka:<version>).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -99,7 +100,7 @@ spec:
   terminationGracePeriodSeconds: 0
   volumes:
   - name: probe
-    configMap: {name: testbed-probe, optional: true}
+    configMap: {name: testbed-probe}
   containers:
   - name: main
     image: testbed-probe:none
@@ -159,6 +160,8 @@ cmd_apply() {
   local id kubectl="$tb/bin/kubectl"
   for id in "${ALL_IDS[@]}"; do apply_pod kafka "$(node_pod "$id")" "$(pod_yaml "$id")"; done
   "$kubectl" get namespace "$PROBE_NS" >/dev/null 2>&1 || "$kubectl" create namespace "$PROBE_NS" >/dev/null
+  "$kubectl" -n "$PROBE_NS" get configmap testbed-probe >/dev/null 2>&1 ||
+    "$kubectl" -n "$PROBE_NS" create configmap testbed-probe --from-literal=value=initial >/dev/null
   apply_pod "$PROBE_NS" "$PROBE_POD" "$(probe_yaml)"
 }
 

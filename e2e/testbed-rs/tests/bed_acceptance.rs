@@ -320,3 +320,75 @@ async fn configmap_changes_reach_the_pod_at_once_with_an_annotation_and_with_the
     );
     println!("ConfigMap update without annotation: arrived {:?} after the last sync (period {period:?}, jitter {jitter})", arrived - seen);
 }
+
+#[tokio::test]
+async fn a_deleted_configmap_leaves_the_last_projected_content_in_place() {
+    let Some(bed) = TestBed::require() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let client = bed.client().await.unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), PROBE_NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client, PROBE_NAMESPACE);
+    let file = bed
+        .pod_volume_dir(PROBE_NAMESPACE, PROBE_POD, "probe")
+        .join("value");
+    let params = PatchParams::apply("koo-testbed-acceptance").force();
+    let nudge = |value: String| {
+        let pods = pods.clone();
+        async move {
+            let patch =
+                json!({"metadata": {"annotations": {"testbed.kafkaobserver.io/nudge": value}}});
+            pods.patch(PROBE_POD, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
+    };
+    let set_and_see = |value: String| {
+        let (configmaps, params, file) = (configmaps.clone(), params.clone(), file.clone());
+        async move {
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": PROBE_CONFIGMAP}, "data": {"value": value}});
+            configmaps
+                .patch(PROBE_CONFIGMAP, &params, &Patch::Apply(cm))
+                .await
+                .unwrap();
+            nudge(format!("set-{value}")).await;
+            wait_until_async(
+                "the new value",
+                Duration::from_secs(2),
+                Duration::from_millis(20),
+                || {
+                    let ok = std::fs::read_to_string(&file).ok().as_deref() == Some(value.as_str());
+                    async move { ok.then_some(()) }
+                },
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let last = format!("last-{}", std::process::id());
+    set_and_see(last.clone()).await;
+
+    configmaps
+        .delete(PROBE_CONFIGMAP, &Default::default())
+        .await
+        .unwrap();
+    nudge(format!("deleted-{}", std::process::id())).await;
+    // The nudge makes the stand-in sync at once; give it ample time to (wrongly) act.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        last,
+        "content kept after the ConfigMap was deleted"
+    );
+    let pod = pods.get(PROBE_POD).await.unwrap();
+    assert_eq!(
+        pod.status.and_then(|s| s.phase).as_deref(),
+        Some("Running"),
+        "the pod keeps running"
+    );
+
+    // Re-created: the volume follows again.
+    set_and_see(format!("restored-{}", std::process::id())).await;
+}
