@@ -49,9 +49,11 @@ cleanup() {
     bash "$KAFKA_SH" restart "$OBSERVER" >&2 || true
   fi
   restore_default >&2 || echo "bench: could not restore the bed's default state" >&2
+  give_back_policy
   exit "$rc"
 }
 trap cleanup EXIT
+take_manual_policy || fail "the ObserverSet owning the observer lists cannot be made Manual"
 
 result() { echo "$*" | tee -a "$out"; }
 : > "$out"

@@ -211,6 +211,49 @@ stop_watch() {
   WATCH_PID=""
 }
 
+# An ObserverSet with an automatic policy acts on the drills' failures (S4 kills every primary:
+# UnderMinIsr would promote 4 by itself, and its auto-promotion would outlive the restore). The
+# suite and the bench therefore set it to Manual for their run, wait until it holds no automatic
+# promotion, and give the policy back at the end (give_back_policy).
+take_manual_policy() {
+  local owner policy auto i
+  [[ "$(observers_via)" == configmap ]] || return 0
+  owner="$(owning_observerset)"
+  [[ -n "$owner" ]] || return 0
+  policy="$(kubectl -n kafka get observerset "$owner" -o jsonpath='{.spec.promotion.policy}')"
+  if [[ -n "$policy" && "$policy" != Manual ]]; then
+    note "ObserverSet kafka/$owner has policy $policy: set to Manual while the Kafka drills run"
+    echo "$owner $policy" > "$drill_work/policy-taken"
+    kubectl -n kafka patch observerset "$owner" --type merge -p '{"spec":{"promotion":{"policy":"Manual"}}}' >/dev/null ||
+      { note "cannot set ObserverSet kafka/$owner to Manual"; return 1; }
+  fi
+  for i in $(seq 90); do
+    auto="$(kubectl -n kafka get observerset "$owner" -o jsonpath='{.status.autoPromotions}')"
+    [[ -z "$auto" || "$auto" == "[]" ]] && return 0
+    sleep 1
+  done
+  note "ObserverSet kafka/$owner still holds automatic promotions after 90 s: $auto"
+  return 1
+}
+give_back_policy() {
+  local owner policy
+  [[ -s "$drill_work/policy-taken" ]] || return 0
+  read -r owner policy < "$drill_work/policy-taken"
+  kubectl -n kafka patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"policy\":\"$policy\"}}}" >/dev/null &&
+    note "ObserverSet kafka/$owner policy back to $policy"
+  rm -f "$drill_work/policy-taken"
+}
+
+# Before a scenario: every node running and every broker registered and unfenced (the bed is
+# shared; someone may have stopped a node since the last restore).
+precondition() {
+  local id
+  for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do
+    node_running "$id" || { note "precondition: node $id was down: starting it"; node_up "$id"; }
+  done
+  dc brokers 4 90000 >&2 || fail "precondition: not every broker is registered and unfenced"
+}
+
 # The bed's default: every node running, broker 4 observer on every node and in no ISR, the
 # scenario's topic gone. Runs at the end of every scenario, failed or not.
 restore_default() {

@@ -31,6 +31,9 @@ else
   note "no control plane or no kubelet stand-in: observer lists are projected locally in the kubelet's layout"
 fi
 
+take_manual_policy || { echo "the ObserverSet owning the observer lists cannot be made Manual (see above)" >&2; give_back_policy; exit 2; }
+trap give_back_policy EXIT
+
 failed=0
 for s in "${wanted[@]}"; do
   s="${s^^}"
@@ -43,6 +46,7 @@ for s in "${wanted[@]}"; do
     # Restore even on failure; a failing restore fails the scenario too.
     trap 'rc=$?; trap - EXIT; restore_default || { [[ -s "$SCENARIO_DIR/reason" ]] || echo "could not restore the default state" > "$SCENARIO_DIR/reason"; rc=1; }; exit $rc' EXIT
     note "==== $s"
+    precondition
     "scenario_${s,,}"
   ) > "$SCENARIO_DIR/log" 2>&1
   rc=$?
