@@ -155,6 +155,11 @@ awk -v c="$t_ctrl" -v b="$t_brk" 'BEGIN { exit !(c <= b) }' \
   || fail "brokers' ConfigMap changed before the controllers' one (controllers $t_ctrl, brokers $t_brk)"
 t_isr4="$(wait_sample "$work/isr.log" "$t_kill" '$3 ~ /[=,]4(,|$)/' "$resume_timeout" "broker 4 in the ISR")"
 t_resume="$(wait_sample "$work/consumed.log" "$t_under" 'NF >= 3' "$resume_timeout" "writes resumed")"
+# The bed is shared: if anyone restarted the killed broker meanwhile, these timings mean nothing.
+node_up() { bash "$root/e2e/testbed/kafka.sh" status 2>/dev/null | awk -v id="$1" '$1 == id && $6 == "running" { f = 1 } END { exit !f }'; }
+! node_up "$leader" || fail "broker $leader was restarted by someone else during the outage (another drill on the shared bed?): timings invalid"
+awk -v a="$t_kill" -v b="$t_resume" -v id="$leader" '$1 >= a && $1 <= b && $3 ~ ("[=,]" id "(,|$)") { bad = 1 } END { exit bad }' "$work/isr.log" \
+  || fail "broker $leader was back in the ISR before writes resumed: not this drill's promotion"
 say "promotion: controllers' ConfigMap +$(since "$t_kill" "$t_ctrl")s, brokers' +$(since "$t_kill" "$t_brk")s (controllers first: ok)"
 say "broker 4 in the ISR +$(since "$t_kill" "$t_isr4")s"
 echo "DRILL kill_to_writes_resumed_s=$(since "$t_kill" "$t_resume") kill_to_under_min_isr_s=$(since "$t_kill" "$t_under") kill_to_controllers_cm_s=$(since "$t_kill" "$t_ctrl") kill_to_brokers_cm_s=$(since "$t_kill" "$t_brk") kill_to_isr_with_4_s=$(since "$t_kill" "$t_isr4")"
