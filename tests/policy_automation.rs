@@ -1,8 +1,10 @@
 //! The promotion automation end to end on the test bed: a real apiserver holding an ObserverSet,
 //! the bed's real Kafka losing a broker (`kill -9`), the automation writing `status.plan` in dry
 //! run, then `status.autoPromotions` once live, events and metrics, and the demotion after the
-//! broker is back. No reconciler runs here: the test checks the automation's side of the
-//! contract (status fields only); the rollout is the reconciler's.
+//! broker is back. The test runs its own automation; it checks the automation's side of the
+//! contract (status fields only), the rollout is the reconciler's. When the bed's operator runs
+//! too (`operator.sh`), it automates this ObserverSet as well: both write the same fields with the
+//! same field manager and reach the same decisions, so the assertions hold either way.
 
 #[path = "operator_support/mod.rs"]
 mod support;
@@ -62,6 +64,28 @@ fn auto_ids(status: &Value) -> Vec<i64> {
         .unwrap_or_default()
 }
 
+/// Polls the ObserverSet's status every 200 ms until `pred` holds; on timeout panics with the
+/// last status seen, so a failure on the shared bed says what the automation last wrote.
+async fn wait_status(
+    api: &kube::Api<kafka_observer_operator::crd::ObserverSet>,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let s = support::status_of(api, "auto").await;
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}; last status: {s:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery() {
     let Some(bed) = support::bed().await else {
@@ -89,20 +113,17 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     });
 
     // Healthy: a plan with nothing to do.
-    support::wait_for(Duration::from_secs(60), "a first (empty) plan", || async {
-        let s = support::status_of(&api, "auto").await;
-        (s["plan"]["dryRun"] == json!(true) && plan_actions(&s).is_empty()).then_some(())
+    wait_status(&api, Duration::from_secs(60), "a first (empty) plan", |s| {
+        s["plan"]["dryRun"] == json!(true) && plan_actions(s).is_empty()
     })
     .await;
 
     let killed = testbed.kill_node(2).expect("kill -9 broker 2");
-    let dry = support::wait_for(
+    let dry = wait_status(
+        &api,
         Duration::from_secs(90),
         "a dry-run plan promoting 4",
-        || async {
-            let s = support::status_of(&api, "auto").await;
-            (plan_actions(&s) == vec![("Promote".to_string(), 4)]).then_some(s)
-        },
+        |s| plan_actions(s) == vec![("Promote".to_string(), 4)],
     )
     .await;
     assert_eq!(dry["plan"]["dryRun"], json!(true));
@@ -116,13 +137,11 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     api.patch("auto", &PatchParams::default(), &Patch::Merge(&live_patch))
         .await
         .unwrap();
-    let live = support::wait_for(
+    let live = wait_status(
+        &api,
         Duration::from_secs(60),
         "status.autoPromotions with 4",
-        || async {
-            let s = support::status_of(&api, "auto").await;
-            (auto_ids(&s) == vec![4]).then_some(s)
-        },
+        |s| auto_ids(s) == vec![4],
     )
     .await;
     assert_eq!(live["plan"]["dryRun"], json!(false));
@@ -166,9 +185,8 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
 
     // Recovery: broker 2 back in the ISR, the automation demotes 4 (window and cooldown 0).
     killed.start().expect("restart broker 2");
-    support::wait_for(Duration::from_secs(120), "the demotion of 4", || async {
-        let s = support::status_of(&api, "auto").await;
-        auto_ids(&s).is_empty().then_some(())
+    wait_status(&api, Duration::from_secs(120), "the demotion of 4", |s| {
+        auto_ids(s).is_empty()
     })
     .await;
     assert!(metrics.render().contains(&format!(

@@ -222,19 +222,27 @@ impl SetTask {
     ) -> Result<(), AutomationError> {
         let plan = status::plan(decision, now);
         let auto = &decision.next_history.auto_promotions;
-        if !status::differs(obs.status.as_ref(), &plan, auto) {
-            return Ok(());
+        let wrote = status::differs(obs.status.as_ref(), &plan, auto);
+        if wrote {
+            let api: Api<ObserverSet> =
+                Api::namespaced(self.client.clone(), &self.labels.namespace);
+            let body = status::apply_body(&plan, auto);
+            api.patch_status(
+                &obs.name_any(),
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
         }
-        let api: Api<ObserverSet> = Api::namespaced(self.client.clone(), &self.labels.namespace);
-        let body = status::apply_body(&plan, auto);
-        api.patch_status(
-            &obs.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
-        for action in &decision.actions {
+        // A live promotion or demotion is in the decision once (the history records it), and is
+        // reported even when the status already showed it; a dry run repeats its plan on every
+        // scan, so it is reported only when the plan changed.
+        for action in decision
+            .actions
+            .iter()
+            .filter(|_| wrote || !decision.dry_run)
+        {
             let (event_reason, note) = match (action, decision.dry_run) {
                 (Action::Promote { node_id, reason }, false) => {
                     self.metrics.automation().promoted(&self.labels, *node_id);
