@@ -150,9 +150,16 @@ apply_pod() {
     "$kubectl" -n "$ns" delete pod "$pod" --grace-period=0 --force --wait=true >/dev/null 2>&1 || true
   fi
   # The yaml carries no annotations block: add the hash as the only annotation.
-  printf '%s\n' "$yaml" | sed "/^  namespace: $ns\$/a\\
+  yaml="$(printf '%s\n' "$yaml" | sed "/^  namespace: $ns\$/a\\
   annotations:\\
-    $HASH_ANNOTATION: \"$hash\"" | "$kubectl" create -f - >/dev/null
+    $HASH_ANNOTATION: \"$hash\"")"
+  # In a fresh namespace the ServiceAccount admission refuses pods until kube-controller-manager
+  # has created the `default` ServiceAccount: retry for a while.
+  local deadline=$((SECONDS + 60)) err
+  until err="$(printf '%s\n' "$yaml" | "$kubectl" create -f - 2>&1 >/dev/null)"; do
+    ((SECONDS < deadline)) || die "cannot create pod $ns/$pod: $err"
+    sleep 1
+  done
   say "pod $ns/$pod created"
 }
 
