@@ -124,10 +124,13 @@ scenario_s5() {
   size_at_promotion="$(tail -n1 "$WATCH_OUT" | sed -n 's/.* size\.1=\([0-9]*\).*/\1/p')"
   # Stopped before the backlog was written: its own segments on disk are what it has.
   lag_at_promotion="$(cat "$kdir/nodes/$OBSERVER/data/$t-0/"*.log 2>/dev/null | wc -c)"
+  local t_start line
+  t_start="$(now_ms)"
   KAFKA_START_WAIT=0 node_up "$OBSERVER"
   produce "$t" 5000 all trickle >/dev/null &
   local producer=$!
-  await "$t" 90000 isr=1,2,3,4 >&2
+  line="$(await "$t" 90000 isr=1,2,3,4)"
+  note "S5: the promoted observer joined the ISR $(( ${line%% *} - t_start )) ms after its process was started (JVM start-up included)"
   wait "$producer" || fail "acks=all writes failed while the observer caught up"
   sleep 1
   stop_watch
