@@ -28,6 +28,7 @@ pub mod reason {
     pub const UNCLEAN_TAKEOVER: &str = "UncleanTakeover";
     pub const UNCLEAN_TAKEOVER_FAILED: &str = "UncleanTakeoverFailed";
     pub const HELD_BACK: &str = "PromotionHeldBack";
+    pub const OTHER_HELD_BACK: &str = "AutomationHeldBack";
     pub const AUTOMATION_FAILED: &str = "AutomationFailed";
 }
 
@@ -275,10 +276,15 @@ impl SetTask {
         Ok(())
     }
 
-    /// One Warning event when the engine holds back although partitions need an observer, each
-    /// time the explanation changes.
+    /// One Warning event when the engine holds back although partitions need an observer
+    /// (`PromotionHeldBack`), or while automatic promotions are in force and their demotion or
+    /// an unclean takeover waits or is impossible (`AutomationHeldBack`: window, cooldown,
+    /// leadership that cannot move, min ISR, takeover not allowed), each time the explanation
+    /// changes.
     async fn report_held_back(&mut self, obs: &ObserverSet, decision: &Decision) {
-        let held = (decision.triggered_partitions > 0
+        let promoting = decision.triggered_partitions > 0;
+        let demoting = !decision.next_history.auto_promotions.is_empty();
+        let held = ((promoting || demoting)
             && decision.actions.is_empty()
             && !decision.reasons.is_empty())
         .then(|| decision.reasons.join("; "));
@@ -287,9 +293,16 @@ impl SetTask {
         }
         self.last_held_back = held.clone();
         if let Some(note) = held {
-            tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "not promoting: {note}");
-            self.publish(obs, EventType::Warning, reason::HELD_BACK, note)
-                .await;
+            // The engine words promotion reasons "observer <id>: ..." and demotion and takeover
+            // reasons "broker <id>: ..." (src/policy).
+            let about_promotion = decision.reasons.iter().any(|r| r.starts_with("observer "));
+            let why = if about_promotion {
+                reason::HELD_BACK
+            } else {
+                reason::OTHER_HELD_BACK
+            };
+            tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, reason = why, "{note}");
+            self.publish(obs, EventType::Warning, why, note).await;
         }
     }
 
