@@ -167,13 +167,14 @@ up() {
   log "up in $((SECONDS - t0))s: $api (kubeconfig $tb/kubeconfig)"
 }
 
-# stop NAME: TERM the pid in NAME's pid file, KILL after 10 s; only if it is still that binary.
+# stop NAME: TERM the pid in NAME's pid file, KILL after 30 s (the apiserver drains its watches
+# first); only if it is still that binary.
 stop() {
   local name="$1" pid
   pid="$(pid_of "$name")" || return 0
   if alive "$name"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 20); do alive "$name" || break; sleep 0.5; done
+    for _ in $(seq 1 60); do alive "$name" || break; sleep 0.5; done
     if alive "$name"; then log "$name (pid $pid) ignored TERM, killing"; kill -KILL "$pid" 2>/dev/null || true; fi
     for _ in $(seq 1 10); do alive "$name" || break; sleep 0.2; done
     log "$name (pid $pid) stopped"

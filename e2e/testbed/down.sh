@@ -15,7 +15,7 @@ left=$(for p in "$tb"/pids/*.pid; do [[ -f $p ]] && kill -0 "$(cat "$p")" 2>/dev
 if [[ -n "$left" ]]; then echo "still running: $left"; exit 1; fi
 # Not killed here (only pid files are authoritative): reported, so nothing is left unnoticed.
 stray=$(for proc in /proc/[0-9]*; do
-  cmd="$(tr '\0' ' ' < "$proc/cmdline" 2>/dev/null)" || continue
+  cmd="$(tr '\0' ' ' 2>/dev/null < "$proc/cmdline")" || continue
   [[ "$cmd" == *"$tb/"* ]] || continue
   case "$cmd" in
     *kafka.Kafka*|*kube-apiserver*|*kube-controller-manager*|*/etcd\ *|*kubelet-standin*|*kafka-observer-operator*)
