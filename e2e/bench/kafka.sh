@@ -25,6 +25,8 @@
 # changed (controllers first, then brokers; the mtime of its ..data symlink) to the first metadata
 # answer (polled every 100 ms) showing the ISR change; "e2e" adds the ConfigMap/stand-in path
 # when the control plane is up. Results: stdout and .testbed/bench/kafka.txt.
+# Like the failure suite, it needs the bed to itself: not while the operator's promotion drill runs
+# (both kill nodes and change the observer lists; an owning ObserverSet is set to Manual meanwhile).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../drills/kafka/lib.sh"

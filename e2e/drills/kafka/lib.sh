@@ -111,10 +111,16 @@ file_shows() { [[ "$(ids_of < "$(obs_file "$1")" 2>/dev/null)" == "$(printf '%s'
 # The ConfigMaps belong to an ObserverSet (the operator runs on the bed and reverts any direct
 # edit): observer lists then change through its API, spec.promotion.promoted, and the operator
 # rolls them out (controllers first). Prints the ObserverSet's name, or nothing.
+# Only while the operator runs (e2e/testbed/operator.sh's pid file) and the ObserverSet exists: a
+# label left behind by a stopped operator leaves the ConfigMaps to the drills.
 owning_observerset() {
-  kubectl -n kafka get configmap kafka-observers-controller \
+  local name
+  [[ -f "$tb/pids/operator.pid" ]] && kill -0 "$(cat "$tb/pids/operator.pid")" 2>/dev/null || return 0
+  name="$(kubectl -n kafka get configmap kafka-observers-controller \
     -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.labels.kafkaobserver\.io/observerset}' 2>/dev/null |
-    awk '$1 == "kafka-observer-operator" && $2 != "" {print $2}'
+    awk '$1 == "kafka-observer-operator" && $2 != "" {print $2}')"
+  [[ -n "$name" ]] && kubectl -n kafka get observerset "$name" >/dev/null 2>&1 && echo "$name"
+  return 0
 }
 
 # set_observers <controller|broker> <content>: through the ConfigMap when the control plane is up,
