@@ -68,12 +68,15 @@ impl Sidecars {
     }
 
     /// Starts the sidecar if it is not supervised yet; restarts it if its command changed.
+    /// `earlier_restarts` is the restart count already reported for the container (a restarted
+    /// stand-in carries it on, as the kubelet does from its runtime).
     pub async fn ensure(
         &mut self,
         key: SidecarKey,
         pod_name: &str,
         pod_dir: &Path,
         command: LocalCommand,
+        earlier_restarts: i32,
     ) {
         if let Some(existing) = self.entries.get(&key) {
             if existing.command == command {
@@ -87,7 +90,7 @@ impl Sidecars {
                 self.stop(&key, old).await;
                 restarts
             }
-            None => 0,
+            None => earlier_restarts.max(0),
         };
         let mut sidecar = Sidecar {
             pod_name: pod_name.to_string(),
@@ -314,7 +317,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut sidecars = Sidecars::new(dir.path().join("logs"), dir.path().to_path_buf());
         let cmd = command("/bin/sh", &["-c", "echo $GREETING; exit 3"]);
-        sidecars.ensure(key(), "p0", dir.path(), cmd).await;
+        sidecars.ensure(key(), "p0", dir.path(), cmd, 0).await;
         let pid_file = dir.path().join("p0-agent.pid");
         assert!(pid_file.exists());
 
@@ -344,11 +347,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut sidecars = Sidecars::new(dir.path().join("logs"), dir.path().to_path_buf());
         sidecars
-            .ensure(key(), "p0", dir.path(), command("/bin/sleep", &["300"]))
+            .ensure(key(), "p0", dir.path(), command("/bin/sleep", &["300"]), 3)
             .await;
         sidecars.poll();
-        let Some((ContainerView::Running { container_id, .. }, 0)) = sidecars.view(&key()) else {
-            panic!("expected running");
+        let Some((ContainerView::Running { container_id, .. }, 3)) = sidecars.view(&key()) else {
+            panic!("expected running, with the earlier restart count carried on");
         };
         let pid: u32 = container_id
             .trim_start_matches("standin://")
@@ -368,7 +371,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut sidecars = Sidecars::new(dir.path().join("logs"), dir.path().to_path_buf());
         sidecars
-            .ensure(key(), "p0", dir.path(), command("/nonexistent/bin", &[]))
+            .ensure(key(), "p0", dir.path(), command("/nonexistent/bin", &[]), 0)
             .await;
         let Some((ContainerView::Waiting { reason, .. }, _)) = sidecars.view(&key()) else {
             panic!("expected waiting");

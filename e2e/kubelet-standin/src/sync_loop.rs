@@ -341,8 +341,15 @@ impl Standin {
             match &resolved {
                 Ok(command) => {
                     let sidecar_key = (key.clone(), container.name.clone());
+                    let earlier = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|cs| cs.iter().find(|c| c.name == container.name))
+                        .map_or(0, |c| c.restart_count);
+                    let (dir, command) = (local.pod_dir(), command.clone());
                     self.sidecars
-                        .ensure(sidecar_key, &local.name, &local.pod_dir(), command.clone())
+                        .ensure(sidecar_key, &local.name, &dir, command, earlier)
                         .await;
                 }
                 Err(error) => {
