@@ -30,7 +30,7 @@ bootstrap() { cat "$kdir/bootstrap"; }
 kafka_lib() { echo "$KOO_CACHE/kafka/$KAFKA_VERSION/lib"; }
 dc_classes() {
   local sum
-  sum="$(cat "$root/e2e/drills/kafka/java/DrillClient.java" | sha256sum | cut -c1-12)"
+  sum="$(cat "$root"/e2e/drills/kafka/java/*.java | sha256sum | cut -c1-12)"
   echo "$KOO_CACHE/drill-client/$KAFKA_VERSION-$sum"
 }
 dc_build() {
@@ -38,7 +38,7 @@ dc_build() {
   out="$(dc_classes)"
   [[ -f "$out/DrillClient.class" ]] && return 0
   mkdir -p "$out.tmp"
-  javac --release 17 -nowarn -cp "$(kafka_lib)/*" -d "$out.tmp" "$root/e2e/drills/kafka/java/DrillClient.java" >&2
+  javac --release 17 -nowarn -cp "$(kafka_lib)/*" -d "$out.tmp" "$root"/e2e/drills/kafka/java/*.java >&2
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 # dc <command> [args]: see the header of DrillClient.java.

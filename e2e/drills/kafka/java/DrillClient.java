@@ -22,10 +22,7 @@
  */
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.admin.OffsetSpec;
-import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -40,7 +37,6 @@ import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
-import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -48,8 +44,6 @@ import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -57,7 +51,6 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
@@ -81,10 +74,10 @@ public final class DrillClient {
             case "consume": rc = consume(a[0], a[1], a.length > 2 ? a[2] : null); break;
             case "txn": rc = txn(a[0], a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3])); break;
             case "elect": rc = elect(a[0], a[1]); break;
-            case "watch": rc = watch(a[0], a[1], Long.parseLong(a[2]), a[3], Arrays.copyOfRange(a, 4, a.length)); break;
-            case "config": rc = config(a[0], a[1], a[2]); break;
-            case "observer-free": rc = observerFree(Integer.parseInt(a[0]), Long.parseLong(a[1])); break;
-            case "brokers": rc = brokers(Integer.parseInt(a[0]), Long.parseLong(a[1])); break;
+            case "watch": rc = DrillWatch.watch(a[0], a[1], Long.parseLong(a[2]), a[3], Arrays.copyOfRange(a, 4, a.length)); break;
+            case "config": rc = DrillWatch.config(a[0], a[1], a[2]); break;
+            case "observer-free": rc = DrillWatch.observerFree(Integer.parseInt(a[0]), Long.parseLong(a[1])); break;
+            case "brokers": rc = DrillWatch.brokers(Integer.parseInt(a[0]), Long.parseLong(a[1])); break;
             default: die("unknown command " + args[1]); return;
         }
         System.out.flush();
@@ -92,13 +85,13 @@ public final class DrillClient {
         Runtime.getRuntime().halt(rc);
     }
 
-    private static void die(String message) {
+    static void die(String message) {
         System.err.println("DrillClient: " + message);
         System.err.flush();
         Runtime.getRuntime().halt(2);
     }
 
-    private static Admin admin() {
+    static Admin admin() {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "4000");
@@ -333,106 +326,5 @@ public final class DrillClient {
         }
     }
 
-    static int watch(String topic, String outFile, long periodMs, String stopFile, String[] brokers) throws Exception {
-        TopicPartition tp = new TopicPartition(topic, 0);
-        List<Integer> brokerIds = Arrays.stream(brokers).map(Integer::parseInt).collect(Collectors.toList());
-        try (Admin admin = admin(); PrintWriter out = new PrintWriter(Files.newBufferedWriter(Path.of(outFile)), true)) {
-            while (!Files.exists(Path.of(stopFile))) {
-                long t0 = System.currentTimeMillis();
-                StringBuilder line = new StringBuilder().append(t0);
-                try {
-                    line.append(' ').append(state(admin, topic).render().replace(" replicas=", " r="));
-                } catch (ExecutionException e) {
-                    line.append(" leader=? isr=?");
-                }
-                try {
-                    long hw = admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get(2, TimeUnit.SECONDS).offset();
-                    line.append(" hw=").append(hw);
-                } catch (Exception e) {
-                    line.append(" hw=?");
-                }
-                if (!brokerIds.isEmpty()) {
-                    // One future per broker: a stopped broker must not blank the others' sizes.
-                    Map<Integer, org.apache.kafka.common.KafkaFuture<Map<String, LogDirDescription>>> dirs =
-                        admin.describeLogDirs(brokerIds).descriptions();
-                    for (int b : brokerIds) {
-                        String size = "?";
-                        try {
-                            for (LogDirDescription d : dirs.get(b).get(2, TimeUnit.SECONDS).values()) {
-                                ReplicaInfo ri = d.replicaInfos().get(tp);
-                                if (ri != null) size = String.valueOf(ri.size());
-                            }
-                        } catch (Exception e) {
-                            // stays "?"
-                        }
-                        line.append(" size.").append(b).append('=').append(size);
-                    }
-                }
-                out.println(line);
-                long sleep = periodMs - (System.currentTimeMillis() - t0);
-                if (sleep > 0) Thread.sleep(sleep);
-            }
-        }
-        return 0;
-    }
 
-    static int config(String topic, String key, String value) throws Exception {
-        org.apache.kafka.common.config.ConfigResource r =
-            new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, topic);
-        org.apache.kafka.clients.admin.AlterConfigOp op = new org.apache.kafka.clients.admin.AlterConfigOp(
-            new org.apache.kafka.clients.admin.ConfigEntry(key, value), org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET);
-        try (Admin admin = admin()) {
-            admin.incrementalAlterConfigs(Map.of(r, List.of(op))).all().get();
-        }
-        return 0;
-    }
-
-    static int observerFree(int node, long timeoutMs) throws Exception {
-        long deadline = System.currentTimeMillis() + timeoutMs;
-        List<String> offending = new ArrayList<>();
-        try (Admin admin = admin()) {
-            while (true) {
-                offending.clear();
-                try {
-                    Set<String> names = admin.listTopics(new org.apache.kafka.clients.admin.ListTopicsOptions().listInternal(true)).names().get();
-                    Map<String, TopicDescription> all = admin.describeTopics(names).allTopicNames().get();
-                    for (TopicDescription d : all.values()) {
-                        for (TopicPartitionInfo p : d.partitions()) {
-                            boolean leads = p.leader() != null && p.leader().id() == node;
-                            if (leads || ids(p.isr()).contains(node)) {
-                                offending.add(d.name() + "-" + p.partition() + (leads ? "(leader)" : "(isr)"));
-                            }
-                        }
-                    }
-                    if (offending.isEmpty()) return 0;
-                } catch (ExecutionException e) {
-                    offending.add(String.valueOf(e.getCause()));
-                }
-                if (System.currentTimeMillis() > deadline) {
-                    System.out.println("node " + node + " still in: " + String.join(" ", offending));
-                    return 3;
-                }
-                Thread.sleep(200);
-            }
-        }
-    }
-
-    static int brokers(int count, long timeoutMs) throws Exception {
-        long deadline = System.currentTimeMillis() + timeoutMs;
-        try (Admin admin = admin()) {
-            while (true) {
-                try {
-                    int n = admin.describeCluster().nodes().get().size();
-                    if (n == count) return 0;
-                } catch (ExecutionException e) {
-                    // retry
-                }
-                if (System.currentTimeMillis() > deadline) {
-                    System.out.println("fewer than " + count + " brokers registered after " + timeoutMs + " ms");
-                    return 3;
-                }
-                Thread.sleep(200);
-            }
-        }
-    }
 }
