@@ -51,7 +51,8 @@ dump() {
   say "ObserverSet:"; k -n kafka get obs kafka -o yaml 2>&1 | sed -n '/^status:/,$p' | head -60
   say "last ISR samples:"; tail -n 5 "$work/isr.log" 2>/dev/null
   say "last ConfigMap samples:"; tail -n 5 "$work/cm.log" 2>/dev/null
-  say "operator log tail:"; tail -n 20 "$tb/logs/operator.log" 2>/dev/null
+  say "the promotion engine's last words on kafka/kafka:"
+  grep 'automation' "$tb/logs/operator.log" 2>/dev/null | grep 'observerset=kafka\b' | tail -n 8
 }
 
 # The ids a ConfigMap lists (comments dropped), space-separated.
