@@ -162,7 +162,7 @@ t_resume="$(wait_sample "$work/consumed.log" "$t_under" 'NF >= 3' "$resume_timeo
 # The bed is shared: if anyone restarted the killed broker meanwhile, these timings mean nothing.
 node_up() { bash "$root/e2e/testbed/kafka.sh" status 2>/dev/null | awk -v id="$1" '$1 == id && $6 == "running" { f = 1 } END { exit !f }'; }
 ! node_up "$leader" || fail "broker $leader was restarted by someone else during the outage (another drill on the shared bed?): timings invalid"
-awk -v a="$t_kill" -v b="$t_resume" -v id="$leader" '$1 >= a && $1 <= b && $3 ~ ("[=,]" id "(,|$)") { bad = 1 } END { exit bad }' "$work/isr.log" \
+awk -v a="$t_under" -v b="$t_resume" -v id="$leader" '$1 >= a && $1 <= b && $3 ~ ("[=,]" id "(,|$)") { bad = 1 } END { exit bad }' "$work/isr.log" \
   || fail "broker $leader was back in the ISR before writes resumed: not this drill's promotion"
 say "promotion: controllers' ConfigMap +$(since "$t_kill" "$t_ctrl")s, brokers' +$(since "$t_kill" "$t_brk")s (controllers first: ok)"
 say "broker 4 in the ISR +$(since "$t_kill" "$t_isr4")s"
