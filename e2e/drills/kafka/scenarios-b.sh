@@ -36,7 +36,7 @@ scenario_s6() {
   log_since 1 "$leader_mark" "$t-0.*INELIGIBLE_REPLICA|INELIGIBLE_REPLICA.*$t" >/dev/null ||
     fail "the leader (broker 1) did not log the controller's INELIGIBLE_REPLICA answer for $t-0"
   set_observers controller ""
-  await "$t" 30000 leader=1 isr=1,2,3,4 >&2
+  await "$t" 30000 isr=1,2,3,4 >&2
 }
 
 # S7: the file of the nodes that decide (the leader broker and the active controller) made
