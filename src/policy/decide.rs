@@ -97,9 +97,12 @@ impl<'a> Scan<'a> {
     /// High watermark to measure a replica's lag against: the live one, or for a partition
     /// without leader the last one seen while it had one.
     pub fn reference_hw(&self, p: &PartitionState) -> Option<i64> {
-        match p.leader {
-            Some(_) => p.high_watermark,
-            None => self.history.last_known_hw.get(&p.id()).copied(),
+        // A new leader under min ISR serves no high watermark on Kafka 4.x (KIP-966: the HW
+        // does not advance while the ISR is below min ISR, so ListOffsets answers
+        // OFFSET_NOT_AVAILABLE); the last HW seen is then the reference, as for an offline one.
+        match (p.leader, p.high_watermark) {
+            (Some(_), Some(hw)) => Some(hw),
+            _ => self.history.last_known_hw.get(&p.id()).copied(),
         }
     }
 

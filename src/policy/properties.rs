@@ -155,10 +155,9 @@ fn check_decision(
                     "promoted {x}, which is not an observer now"
                 );
                 for p in hosting(*x) {
-                    let hw = if p.leader.is_some() {
-                        p.high_watermark
-                    } else {
-                        history.last_known_hw.get(&p.id()).copied()
+                    let hw = match (p.leader, p.high_watermark) {
+                        (Some(_), Some(h)) => Some(h),
+                        _ => history.last_known_hw.get(&p.id()).copied(),
                     };
                     let lag = p.lag_against(*x, hw);
                     prop_assert!(
