@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use kube::runtime::{watcher, WatchStreamExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use operator_support::*;
 
@@ -103,11 +103,15 @@ async fn agents_report(pods: &[(&str, &str)], revision: u64, ids: &[i32]) -> Dat
             &format!("agent of {pod} at revision {revision}"),
             || async {
                 let s = agent_snapshot(addr).await?;
-                (s["revision"] == json!(revision)).then_some(s)
+                (s["revision"] == serde_json::json!(revision)).then_some(s)
             },
         )
         .await;
-        assert_eq!(snap["ids"], json!(ids), "agent of {pod}: {snap}");
+        assert_eq!(
+            snap["ids"],
+            serde_json::json!(ids),
+            "agent of {pod}: {snap}"
+        );
         let seen: DateTime<Utc> = snap["seenAt"]
             .as_str()
             .and_then(|s| s.parse().ok())
@@ -231,7 +235,11 @@ async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
         let done = settled(&bed, &target).await;
         assert_eq!(done, next, "after the restart the rollout ended at revision {done}, expected exactly {next} (a step repeated or skipped)");
         let status = status_of(&sets, "kafka").await;
-        assert_eq!(status["revision"], json!(next), "status.revision: {status}");
+        assert_eq!(
+            status["revision"],
+            serde_json::json!(next),
+            "status.revision: {status}"
+        );
         assert!(
             status.get("rollout").is_none_or(Value::is_null),
             "rollout still in status after Ready: {status}"

@@ -6,7 +6,7 @@ mod operator_support;
 
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::Api;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use kafka_observer_operator::crd::ObserverSet;
 use operator_support::{bed, podless_observer_set};
@@ -48,52 +48,56 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
     let cases: Vec<(&str, Value, &str)> = vec![
         (
             "negative id",
-            with(good.clone(), |b| b["spec"]["observers"] = json!([-1, 4])),
+            with(good.clone(), |b| {
+                b["spec"]["observers"] = serde_json::json!([-1, 4])
+            }),
             "observers must be node ids >= 0",
         ),
         (
             "duplicate ids",
-            with(good.clone(), |b| b["spec"]["observers"] = json!([4, 4])),
+            with(good.clone(), |b| {
+                b["spec"]["observers"] = serde_json::json!([4, 4])
+            }),
             "observers must not list a node id twice",
         ),
         (
             "promoted not in observers",
             with(good.clone(), |b| {
-                b["spec"]["promotion"]["promoted"] = json!([7])
+                b["spec"]["promotion"]["promoted"] = serde_json::json!([7])
             }),
             "every id in promotion.promoted must also be listed in observers",
         ),
         (
             "duplicate promoted",
             with(good.clone(), |b| {
-                b["spec"]["promotion"]["promoted"] = json!([4, 4])
+                b["spec"]["promotion"]["promoted"] = serde_json::json!([4, 4])
             }),
             "promotion.promoted must not list a node id twice",
         ),
         (
             "bad duration",
             with(good.clone(), |b| {
-                b["spec"]["rollout"]["timeout"] = json!("2 minutes")
+                b["spec"]["rollout"]["timeout"] = serde_json::json!("2 minutes")
             }),
             "spec.rollout.timeout",
         ),
         (
             "fractional duration",
             with(good.clone(), |b| {
-                b["spec"]["promotion"]["cooldown"] = json!("1.5s")
+                b["spec"]["promotion"]["cooldown"] = serde_json::json!("1.5s")
             }),
             "spec.promotion.cooldown",
         ),
         (
             "empty selector",
             with(good.clone(), |b| {
-                b["spec"]["nodes"]["brokers"]["selector"] = json!({})
+                b["spec"]["nodes"]["brokers"]["selector"] = serde_json::json!({})
             }),
             "selector must have at least one matchLabels entry or matchExpressions term",
         ),
         (
             "no roles",
-            with(good.clone(), |b| b["spec"]["nodes"] = json!({})),
+            with(good.clone(), |b| b["spec"]["nodes"] = serde_json::json!({})),
             "nodes needs at least one of controllers or brokers",
         ),
         (
@@ -109,28 +113,29 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
         (
             "both node id sources",
             with(good.clone(), |b| {
-                b["spec"]["nodes"]["brokers"]["nodeId"] = json!({"label": "x", "ordinalOffset": 1})
+                b["spec"]["nodes"]["brokers"]["nodeId"] =
+                    serde_json::json!({"label": "x", "ordinalOffset": 1})
             }),
             "nodeId needs exactly one of label or ordinalOffset",
         ),
         (
             "empty bootstrap servers",
             with(good.clone(), |b| {
-                b["spec"]["kafka"]["bootstrapServers"] = json!(" ")
+                b["spec"]["kafka"]["bootstrapServers"] = serde_json::json!(" ")
             }),
             "bootstrapServers must list at least one host:port",
         ),
         (
             "unknown policy",
             with(good.clone(), |b| {
-                b["spec"]["promotion"]["policy"] = json!("Sometimes")
+                b["spec"]["promotion"]["policy"] = serde_json::json!("Sometimes")
             }),
             "spec.promotion.policy",
         ),
         (
             "zero confirmations",
             with(good.clone(), |b| {
-                b["spec"]["promotion"]["confirmations"] = json!(0)
+                b["spec"]["promotion"]["confirmations"] = serde_json::json!(0)
             }),
             "spec.promotion.confirmations",
         ),

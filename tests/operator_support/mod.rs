@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, PostParams};
 
 use kube::{Api, Client};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use kafka_observer_operator::crd::ObserverSet;
@@ -69,7 +69,8 @@ impl Bed {
     pub async fn namespace(&self, name: &str) -> String {
         let ns = format!("koo-it-{name}-{}", std::process::id());
         let api: Api<Namespace> = Api::all(self.client.clone());
-        let body: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        let body: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
         match api.create(&PostParams::default(), &body).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -95,7 +96,7 @@ impl Bed {
 /// An ObserverSet for a namespace without Kafka pods: the selectors match nothing, Time
 /// acknowledgement with no settle time, so a rollout has no pod to wait for.
 pub fn podless_observer_set(name: &str, observers: &[i32], promoted: &[i32]) -> Value {
-    json!({
+    serde_json::json!({
         "apiVersion": "kafkaobserver.io/v1alpha1",
         "kind": "ObserverSet",
         "metadata": {"name": name},
@@ -215,8 +216,8 @@ pub fn bed_observer_set(promoted: &[i32]) -> Value {
     let text = std::fs::read_to_string(repo_root().join("examples/observerset.yaml"))
         .expect("read examples/observerset.yaml");
     let mut v: Value = serde_yaml::from_str(&text).expect("examples/observerset.yaml is YAML");
-    v["spec"]["promotion"]["policy"] = json!("Manual");
-    v["spec"]["promotion"]["promoted"] = json!(promoted);
+    v["spec"]["promotion"]["policy"] = serde_json::json!("Manual");
+    v["spec"]["promotion"]["promoted"] = serde_json::json!(promoted);
     v
 }
 
