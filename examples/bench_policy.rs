@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use chrono::{TimeDelta, Utc};
 use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::policy::{
-    AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory,
-    PolicyKind, SourceHealth, TopicFilter, decide,
+    decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig,
+    PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
 };
 
 /// RF3 over brokers 1..=6 plus observer 7 on every partition; `lost` brokers are fenced and out

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, WatcherOptions};
 use kafka_observer_operator::policy::{
-    PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter, decide,
+    decide, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
 };
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::ClientConfig;
 
 fn kafka_sh(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/testbed/kafka.sh");

@@ -15,10 +15,10 @@ use k8s_openapi::api::events::v1::Event;
 use kafka_observer_operator::automation;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use serde_json::{Value, json};
+use rdkafka::ClientConfig;
+use serde_json::{json, Value};
 
 const TOPIC: &str = "policy-test-auto";
 

@@ -8,7 +8,7 @@ mod support;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::{json, Value};
 
 const TOPIC: &str = "policy-test-cli";
 
@@ -110,15 +110,14 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
         "{}",
         String::from_utf8_lossy(&demoted.stderr)
     );
-    assert!(
-        api.get("cli")
-            .await
-            .unwrap()
-            .spec
-            .promotion
-            .promoted
-            .is_empty()
-    );
+    assert!(api
+        .get("cli")
+        .await
+        .unwrap()
+        .spec
+        .promotion
+        .promoted
+        .is_empty());
 
     bed.drop_namespace(&ns).await;
     let _ = testbed.run_tool(

@@ -11,14 +11,14 @@ use kafka_observer_operator::kafka::{
     ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions,
 };
 use kafka_observer_operator::policy::{
-    Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
-    TopicFilter, decide,
+    decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind,
+    SourceHealth, TopicFilter,
 };
 use koo_testbed::TestBed;
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::ClientConfig;
 
 fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
     ClientConfig::new()
@@ -188,17 +188,15 @@ async fn follower_log_end_offsets_come_from_each_replica() {
         hw_from_follower[0].result.is_err(),
         "only the leader answers with replica id -1: {hw_from_follower:?}"
     );
-    assert!(
-        probe
-            .query(
-                9,
-                "127.0.0.1:1",
-                OffsetKind::LocalLogEnd,
-                &[(topic, vec![0])]
-            )
-            .await
-            .is_err()
-    );
+    assert!(probe
+        .query(
+            9,
+            "127.0.0.1:1",
+            OffsetKind::LocalLogEnd,
+            &[(topic, vec![0])]
+        )
+        .await
+        .is_err());
     let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
 }
 
@@ -311,7 +309,7 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
 /// leadership off broker 1, a preferred election gives it back; a second one is "not needed".
 #[tokio::test(flavor = "multi_thread")]
 async fn preferred_election_moves_leadership_back() {
-    use kafka_observer_operator::kafka::{ElectionKind, elect_leaders};
+    use kafka_observer_operator::kafka::{elect_leaders, ElectionKind};
     use kafka_observer_operator::policy::TopicPartition;
     let Some(bed) = TestBed::require() else {
         return;

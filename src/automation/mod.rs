@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource, ResourceExt};
 use thiserror::Error;
 use tokio::sync::watch;

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{Value, json};
+use serde_json::{json, Value};
 
 use crate::crd::{self, ObserverSetStatus, PlanAction, PlanActionKind, PlanStatus};
 use crate::policy::{self, Action, Decision};

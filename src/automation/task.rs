@@ -10,12 +10,12 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use super::AutomationError;
 use super::status::{self, FIELD_MANAGER};
-use crate::crd::{ObserverSet, validate};
-use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions, elect_leaders};
+use super::AutomationError;
+use crate::crd::{validate, ObserverSet};
+use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{Metrics, ObserverSetLabels};
-use crate::policy::{Action, Decision, PolicyConfig, PolicyHistory, decide};
+use crate::policy::{decide, Action, Decision, PolicyConfig, PolicyHistory};
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {

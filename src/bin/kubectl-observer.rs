@@ -1,7 +1,7 @@
 //! `kubectl observer`: the kubectl plugin for ObserverSets (status, promote, demote, plan).
 
 use clap::Parser;
-use kafka_observer_operator::cli::{Cli, run};
+use kafka_observer_operator::cli::{run, Cli};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

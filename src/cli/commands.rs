@@ -7,11 +7,11 @@ use chrono::Utc;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::{Cli, CliError, Command, Output, render_table, replica_rows};
-use crate::crd::{ObserverSet, ValidatedObserverSet, validate};
-use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions, elect_leaders};
+use super::{render_table, replica_rows, Cli, CliError, Command, Output};
+use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
+use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::policy::{
-    CheckReport, ClusterSnapshot, PolicyConfig, check_demotion, check_promotion, led_by,
+    check_demotion, check_promotion, led_by, CheckReport, ClusterSnapshot, PolicyConfig,
 };
 
 /// Runs one plugin invocation.

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use thiserror::Error;
 
 pub use commands::run;
-pub use replica_table::{ReplicaRole, ReplicaRow, render_table, replica_rows};
+pub use replica_table::{render_table, replica_rows, ReplicaRole, ReplicaRow};
 
 #[derive(Debug, Parser)]
 #[command(

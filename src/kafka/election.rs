@@ -8,11 +8,11 @@
 use std::ffi::CStr;
 use std::time::Duration;
 
-use rdkafka::TopicPartitionList;
 use rdkafka::admin::AdminClient;
 use rdkafka::bindings as rdsys;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::TopicPartitionList;
 use thiserror::Error;
 
 use crate::policy::TopicPartition;

@@ -13,7 +13,7 @@ mod watcher;
 use thiserror::Error;
 
 pub use connection::ConnectionSettings;
-pub use election::{ElectionError, ElectionKind, ElectionOutcome, elect_leaders};
+pub use election::{elect_leaders, ElectionError, ElectionKind, ElectionOutcome};
 pub use list_offsets::{OffsetKind, PartitionOffset};
 pub use offset_probe::{OffsetProbe, ProbeError};
 pub use watcher::{KafkaWatcher, SyntheticScan, WatcherOptions};

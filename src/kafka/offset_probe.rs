@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::list_offsets::{
-    DecodeError, OffsetKind, PartitionOffset, decode_response, encode_request,
+    decode_response, encode_request, DecodeError, OffsetKind, PartitionOffset,
 };
 
 /// Largest answer accepted: ~28 bytes a partition, so this covers well over a million.

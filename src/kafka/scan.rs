@@ -9,9 +9,9 @@ use futures::future::join_all;
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 
-use super::KafkaError;
 use super::list_offsets::OffsetKind;
 use super::offset_probe::OffsetProbe;
+use super::KafkaError;
 
 pub(super) type Admin = Arc<AdminClient<DefaultClientContext>>;
 

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
-use super::KafkaError;
 use super::connection::ConnectionSettings;
 use super::offset_probe::OffsetProbe;
 use super::scan::{
-    Admin, MetaPartition, Metadata, Offsets, read_metadata, read_min_isr, read_offsets,
+    read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
 };
+use super::KafkaError;
 use crate::policy::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
 
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::config::PolicyConfig;
-use super::health::{Health, assess, triggers};
+use super::health::{assess, triggers, Health};
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
 use super::{demotion, promotion, takeover};

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use chrono::TimeDelta;
 
-use super::decide::{Action, Outcome, Scan, list_partitions, summarize};
-use super::health::{Health, assess};
+use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
+use super::health::{assess, Health};
 use super::history::{ActionKind, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::{
-    AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, Decision, PartitionState, PolicyConfig,
-    PolicyHistory, PolicyKind, SourceHealth, TopicFilter, decide,
+    decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, Decision, PartitionState,
+    PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
 };
 
 pub fn at(secs: i64) -> DateTime<Utc> {

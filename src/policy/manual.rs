@@ -4,7 +4,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::config::PolicyConfig;
-use super::health::{Health, assess};
+use super::health::{assess, Health};
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth};
 
 /// Problems that forbid the change, and warnings that do not.

@@ -23,10 +23,10 @@ mod tests;
 mod tests_demotion;
 
 pub use config::{PolicyConfig, PolicyKind, TopicFilter};
-pub use decide::{Action, Decision, decide};
-pub use health::{Health, assess};
+pub use decide::{decide, Action, Decision};
+pub use health::{assess, Health};
 pub use history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
-pub use manual::{CheckReport, check_demotion, check_promotion, led_by};
+pub use manual::{check_demotion, check_promotion, led_by, CheckReport};
 pub use snapshot::{
     BrokerId, BrokerState, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition,
 };

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::config::PolicyKind;
-use super::decide::{Action, Outcome, Scan, list_partitions};
-use super::health::{Health, triggers};
+use super::decide::{list_partitions, Action, Outcome, Scan};
+use super::health::{triggers, Health};
 use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::decide::{Action, Outcome, Scan, list_partitions, summarize};
+use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
 use super::snapshot::{BrokerId, PartitionState};
 
 pub(super) fn plan(scan: &Scan, out: &mut Outcome) {

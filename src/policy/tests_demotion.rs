@@ -15,13 +15,11 @@ fn demotion_waits_for_the_window_and_moves_leadership_first() {
     assert!(early.actions.is_empty(), "{early:?}");
     let d = scans(&parts, &[], &cfg, early.next_history, 330, 31);
     match &d.actions[..] {
-        [
-            Action::MoveLeadership {
-                node_id: 4,
-                partitions,
-                ..
-            },
-        ] => assert_eq!(partitions, &vec![parts[1].id()]),
+        [Action::MoveLeadership {
+            node_id: 4,
+            partitions,
+            ..
+        }] => assert_eq!(partitions, &vec![parts[1].id()]),
         other => panic!("expected a leadership move, got {other:?}"),
     }
     parts[1].leader = Some(1);
@@ -107,23 +105,19 @@ fn unclean_takeover_only_when_allowed_and_nothing_acknowledged_is_lost() {
 
     let refused = scans(&offline, &[1, 2], &cfg, history.clone(), 0, 1);
     assert!(refused.actions.is_empty());
-    assert!(
-        refused
-            .reasons
-            .iter()
-            .any(|r| r.contains("uncleanTakeover is disabled"))
-    );
+    assert!(refused
+        .reasons
+        .iter()
+        .any(|r| r.contains("uncleanTakeover is disabled")));
 
     cfg.unclean_takeover = true;
     let d = scans(&offline, &[1, 2], &cfg, history, 0, 1);
     match &d.actions[..] {
-        [
-            Action::UncleanElect {
-                node_id: 4,
-                partitions,
-                ..
-            },
-        ] => assert_eq!(partitions, &vec![offline[0].id()]),
+        [Action::UncleanElect {
+            node_id: 4,
+            partitions,
+            ..
+        }] => assert_eq!(partitions, &vec![offline[0].id()]),
         other => panic!("expected one unclean election, got {other:?}"),
     }
     assert!(
