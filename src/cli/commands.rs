@@ -155,9 +155,10 @@ async fn promote(
         node_id,
         force,
     )?;
-    let mut promoted: BTreeSet<i32> = obs.spec.promotion.promoted.iter().copied().collect();
-    promoted.insert(node_id);
-    patch_promoted(api, obs, promoted).await?;
+    edit_promoted(api, obs, node_id, |promoted| {
+        promoted.insert(node_id);
+    })
+    .await?;
     println!(
         "broker {node_id} promoted; the operator rolls the change out (controllers first, then brokers)"
     );
@@ -187,15 +188,10 @@ async fn demote(
         node_id,
         force,
     )?;
-    let promoted: BTreeSet<i32> = obs
-        .spec
-        .promotion
-        .promoted
-        .iter()
-        .copied()
-        .filter(|id| *id != node_id)
-        .collect();
-    patch_promoted(api, obs, promoted).await?;
+    edit_promoted(api, obs, node_id, |promoted| {
+        promoted.remove(&node_id);
+    })
+    .await?;
     println!(
         "broker {node_id} demoted; the operator rolls the change out (controllers first, then brokers)"
     );
@@ -246,21 +242,44 @@ async fn move_leadership_off(
     })
 }
 
-/// Writes `spec.promotion.promoted`, guarded by the resourceVersion read, so a concurrent edit
-/// makes this fail (409) instead of being overwritten.
-async fn patch_promoted(
+/// Writes `spec.promotion.promoted` as `edit` changes it, guarded by the resourceVersion read, so a
+/// concurrent edit is never overwritten. The operator's own status writes also move the
+/// resourceVersion, so a conflict re-reads the object, re-validates it (the node must still be a
+/// declared observer) and applies the same edit to the fresh list, a few times at most.
+async fn edit_promoted(
     api: &Api<ObserverSet>,
     obs: &ObserverSet,
-    promoted: BTreeSet<i32>,
+    node_id: i32,
+    edit: impl Fn(&mut BTreeSet<i32>),
 ) -> Result<(), CliError> {
+    const ATTEMPTS: usize = 5;
     let name = obs.metadata.name.clone().unwrap_or_default();
-    let patch = json!({
-        "metadata": {"resourceVersion": obs.metadata.resource_version},
-        "spec": {"promotion": {"promoted": promoted.into_iter().collect::<Vec<_>>()}}
-    });
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(())
+    let mut current = obs.clone();
+    for attempt in 1..=ATTEMPTS {
+        let mut promoted: BTreeSet<i32> = current.spec.promotion.promoted.iter().copied().collect();
+        edit(&mut promoted);
+        let patch = json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "spec": {"promotion": {"promoted": promoted.into_iter().collect::<Vec<_>>()}}
+        });
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < ATTEMPTS => {
+                current = api.get(&name).await?;
+                policy_config(&current)?;
+                if !current.spec.observers.contains(&node_id) {
+                    return Err(CliError::Invalid(format!(
+                        "node {node_id} is no longer a declared observer of {name}: the ObserverSet changed while this command ran"
+                    )));
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    unreachable!("the last attempt returns")
 }
 
 fn plan(obs: &ObserverSet, output: Output) -> Result<(), CliError> {
