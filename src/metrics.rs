@@ -54,14 +54,6 @@ struct ReasonLabels {
     reason: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NodeLabels {
-    namespace: String,
-    observerset: String,
-    node_id: String,
-    reason: String,
-}
-
 /// What the reconciler last computed for one ObserverSet, exported as gauges.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ObserverSetState {
@@ -84,8 +76,6 @@ struct Families {
     rollout_in_progress: Family<ObserverSetLabels, Gauge>,
     degraded: Family<ObserverSetLabels, Gauge>,
     events: Family<ReasonLabels, Counter>,
-    promotions: Family<NodeLabels, Counter>,
-    demotions: Family<NodeLabels, Counter>,
     kafka_scan_duration: Family<ObserverSetLabels, Histogram>,
     leader: Gauge,
 }
@@ -126,8 +116,6 @@ impl Metrics {
             rollout_in_progress: Family::default(),
             degraded: Family::default(),
             events: Family::default(),
-            promotions: Family::default(),
-            demotions: Family::default(),
             kafka_scan_duration: Family::new_with_constructor(fast_histogram),
             leader: Gauge::default(),
         };
@@ -177,16 +165,6 @@ impl Metrics {
             "events",
             "Kubernetes events published, by reason",
             f.events.clone(),
-        );
-        registry.register(
-            "promotions",
-            "Observer promotions rolled out, by node id and reason",
-            f.promotions.clone(),
-        );
-        registry.register(
-            "demotions",
-            "Observer demotions rolled out, by node id and reason",
-            f.demotions.clone(),
         );
         registry.register(
             "kafka_scan_duration_seconds",
@@ -284,22 +262,6 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a promotion of `node_id`; `reason` is its kind (`Manual`, `UnderMinIsr`, ...).
-    pub fn promoted(&self, set: &ObserverSetLabels, node_id: i32, reason: &str) {
-        self.families
-            .promotions
-            .get_or_create(&node_labels(set, node_id, reason))
-            .inc();
-    }
-
-    /// Counts a demotion of `node_id`; `reason` is its kind (`Manual`, `AutoDemote`, ...).
-    pub fn demoted(&self, set: &ObserverSetLabels, node_id: i32, reason: &str) {
-        self.families
-            .demotions
-            .get_or_create(&node_labels(set, node_id, reason))
-            .inc();
-    }
-
     /// Records the duration of one Kafka watcher scan for `set`.
     pub fn kafka_scanned(&self, set: &ObserverSetLabels, duration: Duration) {
         self.families
@@ -316,15 +278,6 @@ impl Metrics {
 
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn node_labels(set: &ObserverSetLabels, node_id: i32, reason: &str) -> NodeLabels {
-    NodeLabels {
-        namespace: set.namespace.clone(),
-        observerset: set.observerset.clone(),
-        node_id: node_id.to_string(),
-        reason: reason.to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -352,8 +305,6 @@ mod tests {
             },
         );
         metrics.event_published(&set, "RolloutStarted");
-        metrics.promoted(&set, 4, "manual");
-        metrics.demoted(&set, 4, "manual");
         metrics.kafka_scanned(&set, Duration::from_millis(5));
         let text = metrics.render();
         for name in [
@@ -366,8 +317,6 @@ mod tests {
             "kafka_observer_rollout_in_progress",
             "kafka_observer_degraded",
             "kafka_observer_events",
-            "kafka_observer_promotions",
-            "kafka_observer_demotions",
             "kafka_observer_kafka_scan_duration_seconds",
             "kafka_observer_leader",
         ] {
@@ -426,22 +375,13 @@ mod tests {
     }
 
     #[test]
-    fn promotions_and_demotions_carry_node_and_reason() {
+    fn events_scans_and_leadership_carry_their_labels() {
         let m = Metrics::new();
         let set = ObserverSetLabels::new("kafka", "kafka");
-        m.promoted(&set, 4, "UnderMinIsr");
-        m.promoted(&set, 4, "UnderMinIsr");
-        m.demoted(&set, 4, "AutoDemote");
         m.event_published(&set, "RolloutStarted");
         m.kafka_scanned(&set, Duration::from_millis(12));
         m.set_leader(true);
         let text = m.render();
-        assert!(text.contains(
-            "kafka_observer_promotions_total{namespace=\"kafka\",observerset=\"kafka\",node_id=\"4\",reason=\"UnderMinIsr\"} 2"
-        ));
-        assert!(text.contains(
-            "kafka_observer_demotions_total{namespace=\"kafka\",observerset=\"kafka\",node_id=\"4\",reason=\"AutoDemote\"} 1"
-        ));
         assert!(text.contains(
             "kafka_observer_events_total{namespace=\"kafka\",observerset=\"kafka\",reason=\"RolloutStarted\"} 1"
         ));
