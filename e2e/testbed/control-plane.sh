@@ -21,14 +21,10 @@ start_timeout="${KOO_CONTROL_PLANE_TIMEOUT:-180}"
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-pid_of() { [[ -f "$tb/pids/$1.pid" ]] && cat "$tb/pids/$1.pid"; }
-
-# True if NAME's pid file names a live process that is still that binary (not a reused pid).
-alive() {
-  local pid; pid="$(pid_of "$1")" || return 1
-  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' '\n' < "/proc/$pid/cmdline" | head -n1 | grep -q "/$1\$"
-}
+source "$here/process.sh"
+# NAME's pid, if its pid file names a live process still running that binary.
+pid_of() { live_pid "$tb/pids/$1.pid" "$bin/$1"; }
+alive() { pid_of "$1" >/dev/null; }
 
 # start NAME ARGS...: run the cached binary detached, in its own session, logging to logs/NAME.log.
 start() {
@@ -169,18 +165,7 @@ up() {
 
 # stop NAME: TERM the pid in NAME's pid file, KILL after 30 s (the apiserver drains its watches
 # first); only if it is still that binary.
-stop() {
-  local name="$1" pid
-  pid="$(pid_of "$name")" || return 0
-  if alive "$name"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 60); do alive "$name" || break; sleep 0.5; done
-    if alive "$name"; then log "$name (pid $pid) ignored TERM, killing"; kill -KILL "$pid" 2>/dev/null || true; fi
-    for _ in $(seq 1 10); do alive "$name" || break; sleep 0.2; done
-    log "$name (pid $pid) stopped"
-  fi
-  rm -f "$tb/pids/$name.pid"
-}
+stop() { stop_pid "$tb/pids/$1.pid" "$bin/$1" "$1" 30; }
 
 down() {
   local purge=0

@@ -35,14 +35,10 @@ log() { printf 'operator: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 kubectl() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 
-pid() { [[ -f "$pidfile" ]] && cat "$pidfile"; }
-
-# True if the pid file names a live process that is still the operator binary (not a reused pid).
-alive() {
-  local p; p="$(pid)" || return 1
-  [[ -n "$p" && -r "/proc/$p/cmdline" ]] || return 1
-  tr '\0' '\n' < "/proc/$p/cmdline" | head -n1 | grep -q '/kafka-observer-operator$'
-}
+source "$here/process.sh"
+# The operator's pid, if the pid file names a live process still running the operator binary.
+pid() { live_pid "$pidfile" "$bin"; }
+alive() { pid >/dev/null; }
 
 readyz() { curl -sf -m 2 -o /dev/null "http://$metrics/readyz"; }
 
@@ -70,6 +66,8 @@ up() {
   POD_NAMESPACE="$lease_ns" POD_NAME="testbed-operator" \
     setsid "$bin" run ${KOO_OPERATOR_ARGS:-} >> "$logfile" 2>&1 < /dev/null &
   echo $! > "$pidfile"
+  # Until setsid has exec'd the binary, `alive` would call the process dead.
+  for _ in $(seq 50); do alive && break; sleep 0.1; done
   log "started (pid $!), log $logfile, metrics http://$metrics/metrics"
   local deadline=$((SECONDS + start_timeout))
   until readyz; do
@@ -81,17 +79,8 @@ up() {
 }
 
 stop() {
-  local sig="$1" p
   if ! alive; then log "not running"; rm -f "$pidfile"; return; fi
-  p="$(pid)"
-  kill "-$sig" "$p"
-  local deadline=$((SECONDS + 20))
-  while kill -0 "$p" 2>/dev/null; do
-    if ((SECONDS > deadline)); then log "pid $p still running after 20s: SIGKILL"; kill -KILL "$p"; fi
-    sleep 0.2
-  done
-  rm -f "$pidfile"
-  log "stopped (SIG$sig, pid $p)"
+  stop_pid "$pidfile" "$bin" operator 20 "$1"
 }
 
 status() {

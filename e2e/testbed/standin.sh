@@ -26,20 +26,11 @@ AGENT_BIN="${KOO_AGENT_BIN:-$CARGO_TARGET_DIR/release/kafka-observer-operator}"
 timeout_s="${KOO_STANDIN_TIMEOUT:-120}"
 
 say() { echo "standin.sh: $*" >&2; }
+log() { say "$@"; }
 die() { say "error: $*"; exit 1; }
 kubectl() { "$tb/bin/kubectl" "$@"; }
 
-# The pid in PIDFILE if it is alive and its executable is EXE (also when EXE was rebuilt since:
-# the kernel then shows "EXE (deleted)").
-live_pid() {
-  local file="$1" exe="$2" pid running
-  [[ -f "$file" ]] || return 1
-  pid="$(tr -d '[:space:]' < "$file")"
-  [[ -n "$pid" ]] || return 1
-  running="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
-  [[ "$running" == "$exe" || "$running" == "$exe (deleted)" ]] || return 1
-  echo "$pid"
-}
+source "$here/process.sh"
 # True when the process runs an older build than the binary on disk.
 stale() { [[ "$(readlink "/proc/$1/exe" 2>/dev/null)" == *" (deleted)" ]]; }
 
@@ -115,16 +106,7 @@ up() {
   say "node $NODE_NAME Ready, 7 pods bound, observer-ids volumes projected under $tb/pods/kafka"
 }
 
-stop() {
-  local pid
-  if pid="$(live_pid "$pidfile" "$bin")"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do [[ -e /proc/$pid ]] || break; sleep 0.2; done
-    if [[ -e /proc/$pid ]]; then say "kubelet-standin (pid $pid) ignored TERM: kill -9"; kill -KILL "$pid" 2>/dev/null || true; fi
-    say "kubelet-standin (pid $pid) stopped"
-  fi
-  rm -f "$pidfile"
-}
+stop() { stop_pid "$pidfile" "$bin" kubelet-standin 10; }
 
 down() {
   local f pid
