@@ -24,6 +24,7 @@ use kube::{Api, Client, Config};
 use serde_json::json;
 
 use kafka_observer_operator::crd::ObserverSet;
+use kafka_observer_operator::observer_ids;
 
 #[derive(Parser)]
 struct Args {
@@ -51,14 +52,7 @@ type Seen = Arc<Mutex<HashMap<String, Vec<i32>>>>;
 
 fn ids_of(cm: &ConfigMap) -> Option<Vec<i32>> {
     let text = cm.data.as_ref()?.get("observer.ids")?;
-    let mut ids: Vec<i32> = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .flat_map(|l| l.split([',', ' ', '\t']))
-        .filter_map(|t| t.trim().parse().ok())
-        .collect();
-    ids.sort_unstable();
-    Some(ids)
+    Some(observer_ids::parse_ids(text).into_iter().collect())
 }
 
 fn observer_set(name: &str, observers: &[i32]) -> anyhow::Result<ObserverSet> {

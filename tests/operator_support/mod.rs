@@ -140,6 +140,8 @@ where
 }
 
 /// The node ids a ConfigMap's `observer.ids` lists (comments and blank lines dropped).
+/// Parsed here on purpose, not with `observer_ids::parse_ids`: an independent reading of the
+/// contract, so a bug in the operator's own parser cannot hide itself in these tests.
 pub fn listed_ids(cm: &ConfigMap) -> Option<Vec<i32>> {
     let text = cm.data.as_ref()?.get("observer.ids")?;
     let mut ids: Vec<i32> = text
