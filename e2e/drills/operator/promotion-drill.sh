@@ -80,13 +80,23 @@ EOF
 }
 cm_sampler() {
   cat <<EOF
+# Both lists come from ONE list call, i.e. one consistent resourceVersion: two separate gets
+# could straddle the two writes and show the brokers' change first when it came second.
 # "?" when the read fails, so a failed read never looks like "4 is gone".
-ids() {
-  local d
-  d=\$("$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" -n kafka get configmap "kafka-observers-\$1" -o jsonpath='{.data.observer\.ids}' 2>/dev/null) || { echo '?'; return; }
-  grep -v '^[[:space:]]*#' <<<"\$d" | tr -s ' ,\n\t' ',' | sed 's/^,//; s/,\$//'
+ids() { # ids ROLE < the list output: the role's ids, comma-separated
+  awk -v cm="kafka-observers-\$1" '\$0 == "==" cm { on = 1; next } /^==/ { on = 0 } on && !/^[[:space:]]*#/' \
+    | tr -s ' ,\n\t' ',' | sed 's/^,//; s/,\$//'
 }
-while :; do echo "\$EPOCHREALTIME controller=\$(ids controller) broker=\$(ids broker)"; sleep 0.2; done
+while :; do
+  t=\$EPOCHREALTIME
+  if d=\$("$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" -n kafka get configmaps \
+      -o go-template='{{range .items}}=={{.metadata.name}}{{"\\n"}}{{with .data}}{{index . "observer.ids"}}{{end}}{{"\\n"}}{{end}}' 2>/dev/null); then
+    echo "\$t controller=\$(ids controller <<<"\$d") broker=\$(ids broker <<<"\$d")"
+  else
+    echo "\$t controller=? broker=?"
+  fi
+  sleep 0.2
+done
 EOF
 }
 
