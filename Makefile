@@ -6,7 +6,8 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions drills-kafka drills bench bench-kafka bench-operator bench-policy crds crds-check fmt clippy
+        kafka-jars kafka-patched kafka-versions drills-kafka drills bench bench-kafka bench-operator bench-policy crds crds-check fmt clippy \
+        node-packages node-tools images image
 
 all: build
 
@@ -56,7 +57,21 @@ kafka-patched: kafka-jars
 kafka-versions:
 	bash e2e/build/kafka-versions.sh
 
-testbed-up: build kafka-patched k8s-binaries
+node-packages:
+	bash e2e/build/node-packages.sh
+
+node-tools:
+	bash e2e/build/node-tools.sh
+
+# The images the bed's node runs, built locally (nothing can be pulled); the operator image from
+# the binary `make build` made. `make image` runs the operator's full multi-stage build instead.
+images: build kafka-patched node-packages node-tools
+	bash e2e/build/images.sh build
+
+image: node-packages
+	bash e2e/build/images.sh operator-full
+
+testbed-up: build kafka-patched k8s-binaries node-packages node-tools images
 	bash e2e/testbed/up.sh
 
 testbed-down:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the pinned Kubernetes control plane (kube-apiserver, kube-controller-manager, kubectl),
-# etcd and helm from the Go module proxy into $KOO_CACHE. Idempotent: each finished part leaves
+# the node (kubelet, kube-scheduler, kube-proxy), etcd and helm from the Go module proxy into $KOO_CACHE. Idempotent: each finished part leaves
 # a stamp and is skipped next time. Usage: e2e/build/k8s.sh [k8s|etcd|helm ...] (default: all).
 #
 # k8s.io/kubernetes replaces its staging modules with ./staging/src paths, which a dependent
@@ -53,11 +53,13 @@ write_wrapper() {
 }
 
 build_k8s() {
-  local bin="$k8s_root/bin" stamp="$k8s_root/bin/.k8s-complete"
+  # The stamp names the command set: a cache built before the node commands were added rebuilds.
+  local bin="$k8s_root/bin" stamp="$k8s_root/bin/.k8s-node-complete"
   if [[ -f "$stamp" ]]; then log "kubernetes $K8S_VERSION: cached in $bin"; return; fi
   local t0=$SECONDS src="$k8s_root/wrapper-k8s"
   local cmds=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-              k8s.io/kubernetes/cmd/kubectl)
+              k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet
+              k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy)
   log "kubernetes $K8S_VERSION: preparing wrapper module in $src"
   rm -rf "$src"
   write_wrapper "$src" k8s.io/kubernetes "$K8S_VERSION" "${cmds[@]}"
@@ -87,7 +89,7 @@ build_k8s() {
     ld+=("-X '$pkg.gitVersion=$K8S_VERSION'" "-X '$pkg.gitMajor=$major'" "-X '$pkg.gitMinor=$minor'"
          "-X '$pkg.gitCommit=$sum'" "-X '$pkg.gitTreeState=archive'" "-X '$pkg.buildDate=$date'")
   done
-  log "kubernetes $K8S_VERSION: go build (3 commands, one invocation)"
+  log "kubernetes $K8S_VERSION: go build (${#cmds[@]} commands, one invocation)"
   rm -rf "$bin.tmp"; mkdir -p "$bin.tmp"
   (cd "$src" && go build -trimpath -ldflags "-s -w ${ld[*]}" -o "$bin.tmp/" "${cmds[@]}")
   mkdir -p "$bin"

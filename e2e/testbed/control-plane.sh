@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The bed's Kubernetes control plane as local processes on loopback: etcd (TLS), kube-apiserver
-# (TLS, Node+RBAC) and kube-controller-manager (all default controllers, so garbage collection
-# and namespace deletion run). No scheduler: the bed's pods are created with nodeName set.
+# The bed's Kubernetes control plane as local processes: etcd (TLS, loopback), kube-apiserver
+# (TLS, Node+RBAC) on the node address (the bridge koo0 that node.sh creates, so pods reach it
+# through the `kubernetes` Service) and kube-controller-manager (all default controllers, so
+# garbage collection and namespace deletion run). The scheduler runs with the node (node.sh).
 # Usage: control-plane.sh up | down [--purge] | status
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -12,7 +13,8 @@ tb="$root/.testbed"
 pki="$tb/pki"
 bin="$KOO_CACHE/k8s/$K8S_VERSION/bin"
 helm_bin="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"
-api="https://127.0.0.1:6443"
+node_ip="${KOO_NODE_IP:-10.214.0.1}"
+api="https://$node_ip:6443"
 etcd_url="https://127.0.0.1:2379"
 kcm_url="https://127.0.0.1:10257"
 procs=(etcd kube-apiserver kube-controller-manager)
@@ -123,7 +125,9 @@ up() {
   chmod 700 "$tb/etcd"
   bash "$here/pki.sh" "$pki"
   write_kubeconfig "$tb/kubeconfig" admin
-  write_kubeconfig "$pki/kube-controller-manager.kubeconfig" kube-controller-manager
+  for user in kube-controller-manager kube-scheduler kube-proxy kubelet; do
+    write_kubeconfig "$pki/$user.kubeconfig" "$user"
+  done
   write_wrappers
 
   start etcd --name=testbed --data-dir="$tb/etcd" \
@@ -134,9 +138,10 @@ up() {
     --trusted-ca-file="$pki/ca.crt" --client-cert-auth=true --log-level=warn
   wait_for etcd healthy etcd_healthy
 
-  # The `kubernetes` Service gets no Endpoints: they may not be loopback addresses, and nothing
-  # in the bed goes through that Service (every client uses the kubeconfig's 127.0.0.1:6443).
-  start kube-apiserver --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port=6443 \
+  # The node address must exist before the apiserver binds it (and it is the `kubernetes`
+  # Service's endpoint, which may not be a loopback address).
+  bash "$here/node.sh" network-up
+  start kube-apiserver --advertise-address="$node_ip" --bind-address="$node_ip" --secure-port=6443 \
     --etcd-servers="$etcd_url" --etcd-cafile="$pki/ca.crt" \
     --etcd-certfile="$pki/apiserver-etcd-client.crt" --etcd-keyfile="$pki/apiserver-etcd-client.key" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
@@ -145,7 +150,9 @@ up() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --api-audiences=https://kubernetes.default.svc.cluster.local --profiling=false \
-    --endpoint-reconciler-type=none
+    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP
   wait_for kube-apiserver "ready (/readyz)" api_ready
 
   start kube-controller-manager --kubeconfig="$pki/kube-controller-manager.kubeconfig" \

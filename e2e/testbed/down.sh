@@ -10,6 +10,7 @@ tb="$root/.testbed"
 [[ -f "$here/operator.sh" ]] && bash "$here/operator.sh" down
 bash "$here/standin.sh" down
 bash "$here/kafka.sh" down
+bash "$here/node.sh" down
 bash "$here/control-plane.sh" down "$@"
 left=$(for p in "$tb"/pids/*.pid; do [[ -f $p ]] && kill -0 "$(cat "$p")" 2>/dev/null && echo "$p"; done)
 if [[ -n "$left" ]]; then echo "still running: $left"; exit 1; fi
@@ -18,7 +19,7 @@ stray=$(for proc in /proc/[0-9]*; do
   cmd="$(tr '\0' ' ' 2>/dev/null < "$proc/cmdline")" || continue
   [[ "$cmd" == *"$tb/"* ]] || continue
   case "$cmd" in
-    *kafka.Kafka*|*kube-apiserver*|*kube-controller-manager*|*/etcd\ *|*kubelet-standin*|*kafka-observer-operator*)
+    *kafka.Kafka*|*kube-apiserver*|*kube-controller-manager*|*/etcd\ *|*kubelet-standin*|*kafka-observer-operator*|*/kubelet\ *|*kube-scheduler*|*kube-proxy*|*containerd*)
       echo "  pid ${proc#/proc/}: ${cmd:0:160}" ;;
   esac
 done)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create the test bed's PKI with openssl, idempotently: usage e2e/testbed/pki.sh DIR.
-# One CA signs everything: the apiserver and etcd serving certs, and the client certs of
-# the admin (system:masters), the apiserver towards etcd and kube-controller-manager.
+# One CA signs everything: the apiserver, etcd and kubelet serving certs, and the client certs of
+# the admin (system:masters), the apiserver towards etcd and kubelets, kube-controller-manager,
+# kube-scheduler, kube-proxy and the kubelet.
 # A new CA (e.g. after deleting ca.key) re-issues every certificate.
 set -euo pipefail
 dir="${1:?usage: pki.sh DIR}"
@@ -37,13 +38,29 @@ issue() {
   rm -f "$name.csr" "$name.ext"
 }
 
-# 10.96.0.1 is the `kubernetes` Service address in the (config-only) service range 10.96.0.0/16.
+# The node's address (node.sh: the bridge koo0 holds it; the apiserver and kubelet listen on it).
+node_ip="${KOO_NODE_IP:-10.214.0.1}"
+
+# 10.96.0.1 is the `kubernetes` Service address in the service range 10.96.0.0/16; pods reach the
+# apiserver through it (kube-proxy), so the serving cert names it and the node address.
+# A cert issued before the node existed lacks the node address: re-issue it.
+if [[ -f apiserver.crt ]] && ! openssl x509 -in apiserver.crt -noout -ext subjectAltName 2>/dev/null |
+    grep -q "IP Address:$node_ip\b"; then
+  rm -f apiserver.crt
+fi
 issue apiserver "/CN=kube-apiserver" serverAuth \
-  "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1"
+  "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1,IP:$node_ip"
 issue etcd-server "/CN=etcd" serverAuth "DNS:localhost,IP:127.0.0.1"
 issue apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
 issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
 issue kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
+# The real node: kubelet (Node authorizer identity), its serving cert (the apiserver verifies it
+# for logs/exec/port-forward), the apiserver's client cert towards kubelets, scheduler, kube-proxy.
+issue kubelet "/O=system:nodes/CN=system:node:koo-node" clientAuth
+issue kubelet-serving "/O=system:nodes/CN=system:node:koo-node" serverAuth "DNS:koo-node,IP:$node_ip"
+issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+issue kube-scheduler "/CN=system:kube-scheduler" clientAuth
+issue kube-proxy "/CN=system:kube-proxy" clientAuth
 
 # Service-account token signing key pair (RS256, the issuer's default algorithm).
 if [[ ! -f sa.key ]]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bring the whole local test bed up, idempotently: control plane, pods + kubelet stand-in,
-# patched Kafka KRaft cluster. Prints where everything is.
+# patched Kafka KRaft cluster, and the real node (kubelet, containerd, runc, scheduler,
+# kube-proxy, CoreDNS) with the locally built images. Prints where everything is.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -10,6 +11,8 @@ mkdir -p "$tb"/{logs,pids,bin,kafka}
 start=$(date +%s)
 
 bash "$root/e2e/build/k8s.sh" >/dev/null
+bash "$root/e2e/build/node-packages.sh"
+bash "$root/e2e/build/node-tools.sh" >/dev/null
 bash "$here/control-plane.sh" up
 kubectl() { "$tb/bin/kubectl" "$@"; }
 
@@ -29,7 +32,12 @@ else
   rm -f "$tb/kafka/patch-jar"
 fi
 
+# The images the real node runs (base, pause, operator, patched Kafka, CoreDNS), cached by inputs.
+bash "$root/e2e/build/images.sh" build
+
 bash "$here/standin.sh" up
+# After the stand-in registered its Node: node.sh taints that one so the scheduler uses koo-node.
+bash "$here/node.sh" up
 bash "$here/kafka.sh" up
 
 echo "test bed up in $(( $(date +%s) - start ))s"
