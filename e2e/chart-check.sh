@@ -2,10 +2,13 @@
 # Helm chart validation against the real bed (run by e2e/integration.sh):
 #   1. the chart's CRD copy equals crds/observerset.yaml and what the operator binary prints;
 #   2. helm lint --strict (values.schema.json included) and helm template of several value sets;
+#      the default rendering's RBAC rules equal the list below (the calls the code makes, see
+#      docs/rbac.md), so a permission cannot come back unnoticed;
 #   3. values.schema.json rejects bad values (each case must fail with the offending key named);
 #   4. kubectl apply --dry-run=server of every rendering (CRD included) against the bed's
 #      apiserver: admission, schema and RBAC validation by a real kube-apiserver.
 # KOO_TESTBED=off: steps 1-3 only (helm needs no cluster), the dry-run is skipped with a line.
+# Otherwise nothing is skipped: a missing helm, operator binary, bed or kubectl is a failure.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -29,17 +32,17 @@ export HELM_CACHE_HOME="$work/helm-cache" HELM_CONFIG_HOME="$work/helm-config" H
 if cmp -s "$root/crds/observerset.yaml" "$chart/crds/observerset.yaml"; then ok "chart CRD == crds/observerset.yaml"
 else bad "charts/kafka-observer-operator/crds/observerset.yaml differs from crds/observerset.yaml: run make crds"; fi
 bin="$CARGO_TARGET_DIR/release/kafka-observer-operator"
-if [[ -x "$bin" ]]; then
-  if "$bin" crd | cmp -s - "$chart/crds/observerset.yaml"; then ok "chart CRD == \`kafka-observer-operator crd\`"
-  else bad "the chart's CRD is stale against the binary: run make crds"; fi
-fi
+if [[ ! -x "$bin" ]]; then bad "no operator binary at $bin to compare the chart's CRD with: run make build"
+elif "$bin" crd | cmp -s - "$chart/crds/observerset.yaml"; then ok "chart CRD == \`kafka-observer-operator crd\`"
+else bad "the chart's CRD is stale against the binary: run make crds"; fi
 
 # 2. lint and template.
 if out=$("$helm" lint --strict "$chart" 2>&1); then ok "helm lint --strict"; else bad "helm lint --strict:"$'\n'"$out"; fi
 declare -A variants=(
   [defaults]=""
   [single-replica]="--set replicaCount=1 --set leaderElection.enabled=false --set podDisruptionBudget.enabled=false"
-  [no-rbac-secrets]="--set rbac.readSecrets=false --set logging.format=text --set metrics.service.enabled=false"
+  [text-no-service]="--set logging.format=text --set metrics.service.enabled=false"
+  [local-image]="--set image.repository=kafka-observer-operator --set image.tag=dev --set image.pullPolicy=Never --set replicaCount=2"
   [existing-sa]="--set serviceAccount.create=false --set serviceAccount.name=koo-sa --set rbac.create=false"
 )
 for v in "${!variants[@]}"; do
@@ -50,6 +53,38 @@ for v in "${!variants[@]}"; do
 done
 grep -q 'kind: CustomResourceDefinition' "$work/defaults.yaml" || bad "the rendering does not include the CRD"
 grep -q 'kind: Lease\|leases' "$work/defaults.yaml" || bad "no RBAC for leader election Leases in the default rendering"
+if [[ -s "$work/local-image.yaml" ]]; then
+  grep -q 'image: kafka-observer-operator:dev$' "$work/local-image.yaml" && grep -q 'imagePullPolicy: Never$' "$work/local-image.yaml" &&
+    ok "local image values reach the Deployment" || bad "the local-image rendering lacks image kafka-observer-operator:dev with imagePullPolicy Never"
+fi
+
+# The RBAC rules of the default rendering, one "apiGroup resource resourceNames verbs" line per
+# rule, must be exactly the calls the code makes (docs/rbac.md gives the file and function of
+# each). A change of the code's calls changes this list, the chart and docs/rbac.md together.
+expected_rbac='coordination.k8s.io leases - create
+coordination.k8s.io leases "kafka-observer-operator" get,patch
+core configmaps - get,list,watch,create,patch,delete
+core pods - list,watch,patch
+events.k8s.io events - create,patch
+kafkaobserver.io observersets - get,list,watch,patch
+kafkaobserver.io observersets/status - patch'
+rbac_rules() { # rendering: prints the rules of its Roles and ClusterRoles, sorted
+  awk '
+    /^kind: / { rbac = ($2 == "Role" || $2 == "ClusterRole") }
+    !rbac { next }
+    function list(line) { sub(/^[^[]*\[/, "", line); sub(/\].*$/, "", line); gsub(/ /, "", line); return line }
+    /^ *- apiGroups: / { group = list($0); if (group == "\"\"") group = "core"; names = "-" }
+    /^ *resources: / { res = list($0) }
+    /^ *resourceNames: / { names = list($0) }
+    /^ *verbs: / { print group, res, names, list($0) }
+  ' "$1" | LC_ALL=C sort
+}
+if [[ -s "$work/defaults.yaml" ]]; then
+  expected_rbac=$(LC_ALL=C sort <<<"$expected_rbac")
+  if got=$(rbac_rules "$work/defaults.yaml") && [[ "$got" == "$expected_rbac" ]]; then
+    ok "RBAC rules == the calls the code makes ($(wc -l <<<"$got") rules)"
+  else bad "RBAC rules differ from the expected list (update the chart, this list and docs/rbac.md together):"$'\n'"$(diff <(echo "$expected_rbac") <(echo "$got") || true)"; fi
+fi
 
 # 3. values.schema.json must reject bad values, naming the key.
 reject() { # description, expected text, helm args...
@@ -64,10 +99,15 @@ reject "an unknown top-level key" "additional" --set nosuchkey=1
 reject "a bad lease duration" "leaseDuration" --set leaderElection.leaseDuration=15sec
 reject "metrics.port=0" "port" --set metrics.port=0
 reject "2 replicas without leader election" "leaderElection" --set replicaCount=2 --set leaderElection.enabled=false
+reject "the removed rbac.readSecrets (the operator reads no Secret)" "readSecrets" --set rbac.readSecrets=true
 
 # 4. server-side dry run against the bed's apiserver.
-if [[ "$tb" == off || ! -f "$tb/kubeconfig" ]]; then
-  echo "chart-check: SKIP kubectl apply --dry-run=server (no test bed; KOO_TESTBED=$tb)"
+if [[ "$tb" == off ]]; then
+  echo "chart-check: SKIP kubectl apply --dry-run=server (KOO_TESTBED=off)"
+elif [[ ! -f "$tb/kubeconfig" ]]; then
+  bad "kubectl apply --dry-run=server: no test bed at $tb (run make testbed-up, or KOO_TESTBED=off to skip this step)"
+elif [[ ! -x "$tb/bin/kubectl" ]]; then
+  bad "kubectl apply --dry-run=server: no kubectl wrapper at $tb/bin/kubectl (make testbed-up writes it)"
 else
   k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
   k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null
