@@ -118,6 +118,17 @@ impl TestBed {
             .join(volume)
     }
 
+    /// Where the real kubelet of node `koo-node` (e2e/testbed/node.sh, `--root-dir
+    /// .testbed/node/kubelet`) mounts a pod's ConfigMap volume: the very directory the container
+    /// sees at its mount path.
+    pub fn node_configmap_volume_dir(&self, pod_uid: &str, volume: &str) -> PathBuf {
+        self.dir
+            .join("node/kubelet/pods")
+            .join(pod_uid)
+            .join("volumes/kubernetes.io~configmap")
+            .join(volume)
+    }
+
     /// The projected `observer.ids` file a Kafka node reads (its `KAFKA_OBSERVER_IDS_FILE`).
     pub fn observer_ids_file(&self, node_id: i32) -> Result<PathBuf, Error> {
         let node = KafkaNode::get(node_id)?;
