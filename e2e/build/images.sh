@@ -2,7 +2,8 @@
 # Container images for the test bed's real node (kubelet + containerd + runc), built locally with
 # buildah from Debian packages: nothing is pulled from an image registry.
 #
-#   images.sh build [base|pause|operator|kafka|coredns|all]   (default all)
+#   images.sh build [base|pause|operator|kafka|coredns|rust|all]   (default all; rust = the
+#                                           builder base of operator-full, not in all)
 #   images.sh import          # every archive in current.list -> containerd namespace k8s.io
 #   images.sh operator-full   # the top-level Dockerfile's full multi-stage build (make image)
 #   images.sh list            # print current.list
@@ -73,7 +74,10 @@ run() {
 }
 
 setup() {
-  mkdir -p "$IMG_DIR" "$LOG_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT"
+  mkdir -p "$IMG_DIR" "$LOG_DIR" "$BUILDAH_ROOT" "$BUILDAH_RUNROOT" "$KOO_CACHE/buildah/tmp"
+  # buildah's temp files and its RUN --mount=type=cache dirs (buildah-cache-0) live under
+  # $TMPDIR (else /var/tmp): keep them in the cache too.
+  export TMPDIR="$KOO_CACHE/buildah/tmp"
   command -v buildah >/dev/null || die "buildah is not installed (apt-get install buildah)"
   [[ "$(id -u)" == 0 ]] || die "run as root (buildah chroot isolation and debootstrap need it)"
   [[ -f "$BUILDAH_REGISTRIES_CONF" ]] || cat > "$BUILDAH_REGISTRIES_CONF" <<'EOF'
@@ -113,7 +117,7 @@ ensure_in_store() {
   run "load-$(basename "$archive" .tar)" bh tag "$want" "$ref"
 }
 
-# commit_archive <ref> <archive>: write the image in the store to the archive, atomically.
+# push_archive <ref> <archive> <step>: write the image in the store to the archive, atomically.
 push_archive() {
   local ref="$1" archive="$2" step="$3"
   rm -f "$archive.tmp"
@@ -133,7 +137,19 @@ prune_old() {
   done
 }
 
-new_ctx() { mktemp -d "$IMG_DIR/ctx.XXXXXX"; }
+# Temporary build contexts and rootfs dirs carry this process's pid; the EXIT trap removes them
+# whatever happens (a half-debootstrapped rootfs may still have /proc mounted: one filesystem only).
+new_ctx() { mktemp -d "$IMG_DIR/ctx.$$.XXXXXX"; }
+cleanup() {
+  local d
+  for d in "$IMG_DIR"/ctx.$$.* "$IMG_DIR"/rootfs.$$.*; do
+    [[ -e "$d" ]] || continue
+    mountpoint -q "$d/proc" 2>/dev/null && umount "$d/proc" 2>/dev/null
+    mountpoint -q "$d/sys" 2>/dev/null && umount "$d/sys" 2>/dev/null
+    rm -rf --one-file-system "$d"
+  done
+}
+trap cleanup EXIT
 
 declare -A BUILT # ref -> archive, for current.list
 elapsed() { echo "$((SECONDS - $1))"; }
@@ -196,18 +212,20 @@ EOF
   mkdir -p "$rootfs/var/log/apt"
 }
 
+BASE_RECIPE="2: config PATH, CMD bash, label; tar -p import"
 build_base() {
   local key archive rootfs ctr mnt t0=$SECONDS
   command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
-  key="$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$(declare -f base_rootfs build_base)" | sha256sum | cut -c1-16)"
+  # Keyed by the recipe (base_rootfs's text, the image config below via BASE_RECIPE), not by
+  # the packages' bytes: a re-debootstrap gets today's security updates only when the key moves
+  # (bump BASE_RECIPE, or delete the archive, to refresh).
+  key="$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$BASE_RECIPE" "$(declare -f base_rootfs)" | sha256sum | cut -c1-16)"
   archive="$IMG_DIR/koo-debian-$DEBIAN_SUITE-slim-$key.tar"
   if [[ -f "$archive" ]]; then
     say "base: cached $archive"
   else
     say "base: debootstrap $DEBIAN_SUITE (minbase) from $DEBIAN_MIRROR (about 80-120 s)"
-    rootfs="$(mktemp -d "$IMG_DIR/rootfs.XXXXXX")"
-    # shellcheck disable=SC2064
-    trap "rm -rf --one-file-system '$rootfs'" EXIT
+    rootfs="$(mktemp -d "$IMG_DIR/rootfs.$$.XXXXXX")"
     run base-debootstrap base_rootfs "$rootfs"
     # `buildah copy` would chown everything to 0:0 (Dockerfile COPY semantics) and lose setgid
     # groups (shadow, mail...), so the rootfs goes in through `buildah mount` with tar -p.
@@ -221,7 +239,7 @@ build_base() {
       "$ctr"
     run base-commit bh commit --quiet --rm "$ctr" "$BASE_REF"
     push_archive "$BASE_REF" "$archive" base-push
-    rm -rf --one-file-system "$rootfs"; trap - EXIT
+    rm -rf --one-file-system "$rootfs"
     prune_old "koo-debian-$DEBIAN_SUITE-slim" "$archive"
     say "base: built $BASE_REF in $(elapsed "$t0") s: $archive ($(du -h "$archive" | cut -f1))"
   fi
@@ -370,13 +388,14 @@ cmd_build() {
     operator) build_base; build_operator ;;
     kafka) build_base; build_kafka ;;
     coredns) build_coredns ;;
+    rust) build_base; build_rust_base ;; # the builder base of operator-full; not in all
     all)
       build_base; build_pause; build_kafka; build_operator
       # coredns only once node-tools.sh has built its binary (`images.sh build coredns` insists).
       if coredns_bin >/dev/null; then build_coredns
       else say "coredns: skipped: no binary yet ('bash e2e/build/node-tools.sh coredns' builds it)"
       fi ;;
-    *) die "unknown image '$what' (base|pause|operator|kafka|coredns|all)" ;;
+    *) die "unknown image '$what' (base|pause|operator|kafka|coredns|rust|all)" ;;
   esac
   # A partial build keeps the other lines of the previous list.
   if [[ "$what" != all && -f "$IMG_DIR/current.list" ]]; then
@@ -420,6 +439,11 @@ build_rust_base() {
   mkdir -p "$ctx/rust"
   # The toolchain without its HTML docs (share/doc is ~700 MB).
   (cd "$tc" && tar -cf - --exclude=./share/doc .) | tar -C "$ctx/rust" -xf -
+  # This machine's CA bundle (public certificates only): where HTTPS goes through a
+  # TLS-inspecting proxy, Debian's bundle alone fails crates.io with "self-signed certificate in
+  # certificate chain". A separate file plus env, so a later update-ca-certificates keeps it.
+  cp "${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" "$ctx/host-ca-certificates.crt" ||
+    die "operator-full: no CA bundle at ${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt} (set HOST_CA_BUNDLE)"
   cat > "$ctx/Dockerfile" <<'EOF'
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
@@ -427,7 +451,10 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates gcc g++ libc6-dev make git \
  && rm -rf /var/lib/apt/lists/*
 COPY rust/ /usr/local/rust/
-ENV CARGO_HOME=/usr/local/cargo PATH=/usr/local/cargo/bin:/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+COPY host-ca-certificates.crt /etc/ssl/host-ca-certificates.crt
+ENV CARGO_HOME=/usr/local/cargo PATH=/usr/local/cargo/bin:/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    CARGO_HTTP_CAINFO=/etc/ssl/host-ca-certificates.crt SSL_CERT_FILE=/etc/ssl/host-ca-certificates.crt \
+    GIT_SSL_CAINFO=/etc/ssl/host-ca-certificates.crt
 RUN mkdir -p /usr/local/cargo/bin && cargo --version && rustc --version
 EOF
   bud_cached koo-rust "$RUST_REF" "$ctx" rust-base \
@@ -435,6 +462,7 @@ EOF
     --build-arg "BASE_IMAGE=$BASE_REF"
   rm -rf "$ctx"
   ensure_in_store "$RUST_REF" "${BUILT[$RUST_REF]}"
+  unset 'BUILT[$RUST_REF]' # a builder image: never in current.list, never imported into the node
 }
 
 cmd_operator_full() {
@@ -457,5 +485,5 @@ case "${1:-build}" in
   import) cmd_import ;;
   operator-full) cmd_operator_full ;;
   list) cat "$IMG_DIR/current.list" >&2 ;;
-  *) die "usage: images.sh build [base|pause|operator|kafka|coredns|all] | import | operator-full | list" ;;
+  *) die "usage: images.sh build [base|pause|operator|kafka|coredns|rust|all] | import | operator-full | list" ;;
 esac
