@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Everything that needs the real test bed: the operator on the bed, the Helm chart checked by a
-# real apiserver, the Rust integration tests, the Kafka failure suite and the operator drill.
+# Everything that needs the real test bed: the Helm chart checked by a real apiserver; on the real
+# node the example Kafka StatefulSets, the operator installed by its chart and the promotion
+# drill; then the operator as a local process for the Rust integration tests (the node's own
+# acceptance tests among them) and the Kafka failure suite on the stand-in's Kafka processes.
 # Expects the bed up (make test brings it up first). Prints each stage's duration at the end.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,11 +18,16 @@ stage() { # name, command...
   "$@"
   timings+=("$(printf '%-44s %4ds' "$name" $((SECONDS - t)))")
 }
-stage "operator on the bed (operator.sh up)" bash e2e/testbed/operator.sh up
 stage "Helm chart: lint, template, schema, dry-run" bash e2e/chart-check.sh
+stage "real node: example Kafka StatefulSets (kafka-k8s)" bash e2e/testbed/kafka-k8s.sh up
+stage "real node: operator installed by its Helm chart" bash e2e/testbed/operator-chart.sh up
+stage "real node: drill: lose a zone, promote, demote" env KOO_DRILL_TARGET=node bash e2e/drills/operator/promotion-drill.sh
+# The local-process operator below campaigns for the same Lease and watches every namespace:
+# the Kafka cluster (its ObserverSet finalized by the chart's operator) and then the chart make way.
+stage "real node: stop kafka-k8s, uninstall the chart" bash -c 'bash e2e/testbed/kafka-k8s.sh down && bash e2e/testbed/operator-chart.sh down'
+stage "operator on the bed (operator.sh up)" bash e2e/testbed/operator.sh up
 # --test-threads=1: the operator tests share the bed's pods and its ObserverSet kafka/kafka.
 stage "Rust integration tests against the bed" cargo test --workspace --release --test '*' -- --test-threads=1
 stage "Kafka observer failure suite (S1-S9)" bash e2e/drills/kafka/run.sh
-stage "operator drill: lose a zone, promote, demote" bash e2e/drills/operator/promotion-drill.sh
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"

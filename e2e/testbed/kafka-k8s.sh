@@ -34,7 +34,8 @@ k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 crictl() {
   local bin
   bin="$(bash "$root/e2e/build/node-tools.sh" paths | sed -n 's/^crictl=//p')"
-  "$bin" --runtime-endpoint "unix://$sock" --timeout 10s "$@"
+  # No /etc/crictl.yaml: everything is on the command line (an empty config silences the warning).
+  "$bin" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 10s "$@"
 }
 
 # pod_of ID: the pod name of Kafka node ID (controllers 101-103, brokers 1-4).

@@ -79,7 +79,7 @@ start_bg() { setsid bash -c "$1" > "$2" 2>&1 < /dev/null & bg_pids+=($!); }
 isr_sampler() {
   cat <<EOF
 while :; do
-  line=\$("$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --describe --topic "$topic" 2>/dev/null | grep -m1 'Partition: 0')
+  line=\$("$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --command-config "$work/client.properties" --describe --topic "$topic" 2>/dev/null | grep -m1 'Partition: 0')
   t=\$EPOCHREALTIME
   leader=\$(sed -n 's/.*Leader: *\([-0-9]*\).*/\1/p' <<<"\$line")
   isr=\$(sed -n 's/.*Isr: *\([0-9,]*\).*/\1/p' <<<"\$line")
@@ -126,6 +126,14 @@ wait_sample() {
   done
 }
 
+# A lost zone's addresses vanish (no connection refused, unlike a killed local process): clients
+# with Kafka's default 10-30 s connection and request timeouts would measure their own failover,
+# not the cluster's. The drill's clients give up on a silent broker after 1-3 s.
+cat > "$work/client.properties" <<EOF
+socket.connection.setup.timeout.ms=1000
+socket.connection.setup.timeout.max.ms=2000
+EOF
+
 say "== setup"
 setup_operator
 # Manual promotions left by someone else (tests, a human) would hide what the drill looks for.
@@ -145,7 +153,8 @@ has_id "$(cm_ids controller)" 4 && has_id "$(cm_ids broker)" 4 || fail "ConfigMa
 start_bg "$(isr_sampler)" "$work/isr.log"
 start_bg "$(cm_sampler)" "$work/cm.log"
 # Consumer: one line per record as it becomes readable (committed), stamped with its arrival time.
-start_bg "\"$tb/bin/kafka-console-consumer\" --bootstrap-server $bootstrap --topic $topic --from-beginning 2>>\"$work/consumer.err\" \
+start_bg "\"$tb/bin/kafka-console-consumer\" --bootstrap-server $bootstrap --topic $topic --from-beginning \
+  --consumer.config \"$work/client.properties\" --consumer-property request.timeout.ms=3000 2>>\"$work/consumer.err\" \
   | while IFS= read -r l; do echo \"\$EPOCHREALTIME \$l\"; done" "$work/consumed.log"
 # Producer: synchronous acks=all sends of \"<seq> <generation time>\", at most 5 a second (the
 # console producer's default linger of 1 s and 3 retries are overridden). One record is always in
@@ -156,7 +165,7 @@ start_bg "seq=0; while :; do seq=\$((seq+1)); echo \"\$seq \$EPOCHREALTIME\"; sl
   | \"$tb/bin/kafka-console-producer\" --bootstrap-server $bootstrap --topic $topic --sync \
       --producer-property acks=all --producer-property linger.ms=0 --producer-property retries=2147483647 \
       --producer-property request.timeout.ms=3000 --producer-property delivery.timeout.ms=600000 \
-      --producer-property retry.backoff.max.ms=200" "$work/producer.log"
+      --producer-property retry.backoff.max.ms=200 --producer.config \"$work/client.properties\"" "$work/producer.log"
 
 t0="$(now)"
 wait_sample "$work/consumed.log" "$t0" 'NF >= 3' 120 "first record consumed" >/dev/null
