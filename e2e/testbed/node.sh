@@ -348,6 +348,28 @@ kill_containers() {
   done
 }
 
+# The kubelet's own chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT), and any
+# KUBE-* chain kube-proxy --cleanup left: the rules jumping to them go first, then the chains.
+remove_kube_chains() {
+  local cmd table rule chain
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    for table in filter nat mangle raw; do
+      "$cmd" -t "$table" -S >/dev/null 2>&1 || continue
+      while IFS= read -r rule; do
+        # shellcheck disable=SC2086
+        "$cmd" -t "$table" -D ${rule#-A } 2>/dev/null || true
+      done < <("$cmd" -t "$table" -S | grep -E '^-A [A-Z]+ .*-j KUBE-' | grep -vE '^-A KUBE-')
+      for chain in $("$cmd" -t "$table" -S | sed -n 's/^-N \(KUBE-[^ ]*\)$/\1/p'); do
+        "$cmd" -t "$table" -F "$chain" 2>/dev/null || true
+      done
+      for chain in $("$cmd" -t "$table" -S | sed -n 's/^-N \(KUBE-[^ ]*\)$/\1/p'); do
+        "$cmd" -t "$table" -X "$chain" 2>/dev/null || log "cannot remove $cmd -t $table chain $chain"
+      done
+    done
+  done
+}
+
 # The shims of this containerd (they outlive a killed containerd).
 kill_shims() {
   local proc cmd
@@ -366,6 +388,15 @@ down() {
   # kube-proxy's own cleanup removes its KUBE-* chains and rules.
   if [[ -x "$k8s_bin/kube-proxy" ]]; then
     "$k8s_bin/kube-proxy" --cleanup >> "$tb/logs/kube-proxy.log" 2>&1 || true
+  fi
+  remove_kube_chains
+  # Through containerd while it runs, so its metadata (in the cache, kept across beds) holds no
+  # pod of this bed; then runc for whatever is left (containerd already gone, a shim killed).
+  if alive containerd; then
+    local crictl
+    crictl="$(bash "$root/e2e/build/node-tools.sh" paths 2>/dev/null | sed -n 's/^crictl=//p')"
+    [[ -x "$crictl" ]] && "$crictl" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 30s \
+      rmp --all --force >> "$tb/logs/containerd.log" 2>&1 || true
   fi
   kill_containers
   stop_pid "$tb/pids/containerd.pid" "$(exe_of containerd)" containerd 20
