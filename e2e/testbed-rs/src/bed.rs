@@ -65,7 +65,7 @@ impl TestBed {
             .unwrap_or_else(|| self.dir.clone())
     }
 
-    /// `.testbed/kubeconfig` (admin, TLS, https://127.0.0.1:6443).
+    /// `.testbed/kubeconfig` (admin, TLS, https://10.214.0.1:6443: the node address).
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubeconfig")
     }
