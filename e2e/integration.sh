@@ -24,9 +24,12 @@ stage "real node: example Kafka StatefulSets (kafka-k8s)" bash e2e/testbed/kafka
 stage "real node: operator installed by its Helm chart" bash -c 'bash e2e/testbed/operator.sh down && bash e2e/testbed/operator-chart.sh up'
 stage "real node: drill: lose a zone, promote, demote" env KOO_DRILL_TARGET=node bash e2e/drills/operator/promotion-drill.sh
 # The local-process operator below campaigns for the same Lease and watches every namespace:
-# the Kafka cluster (its ObserverSet finalized by the chart's operator) and then the chart make way.
-stage "real node: stop kafka-k8s, uninstall the chart" bash -c 'bash e2e/testbed/kafka-k8s.sh down && bash e2e/testbed/operator-chart.sh down'
-stage "operator on the bed (operator.sh up)" bash e2e/testbed/operator.sh up
+# the Kafka cluster (its ObserverSet finalized by the chart's operator) and the chart's operator
+# pods make way; the chart's ServiceAccount and RBAC stay, and the local operator runs with that
+# ServiceAccount's token, so every test runs against exactly the chart's permissions.
+stage "real node: stop kafka-k8s, chart without pods" bash -c 'bash e2e/testbed/kafka-k8s.sh down && bash e2e/testbed/operator-chart.sh rbac'
+export KOO_OPERATOR_CREDENTIALS=chart
+stage "operator on the bed, chart's RBAC (operator.sh up)" bash e2e/testbed/operator.sh up
 # --test-threads=1: the operator tests share the bed's pods and its ObserverSet kafka/kafka.
 stage "Rust integration tests against the bed" cargo test --workspace --release --test '*' -- --test-threads=1
 stage "Kafka observer failure suite (S1-S9)" bash e2e/drills/kafka/run.sh

@@ -10,6 +10,9 @@
 #           On failure: the pods' `kubectl describe` and the last 50 log lines of each, exit 1.
 #   down    `helm uninstall --wait`, then wait until the release's pods are gone. The CRD, the
 #           ObserverSets and the Lease object stay (helm never deletes CRDs).
+#   rbac    the release with replicaCount 0: the chart's ServiceAccount and RBAC without operator
+#           pods, for the local-process operator with the chart's credentials
+#           (KOO_OPERATOR_CREDENTIALS=chart e2e/testbed/operator.sh up).
 #   status  the release, its pods (ready or not) and the Lease holder.
 #
 # Environment: KOO_IMAGE_REPOSITORY (default kafka-observer-operator), KOO_IMAGE_TAG (dev),
@@ -148,6 +151,26 @@ up() {
   log "up in $t_ready s (helm --wait $t_helm s): pods $(tr '\n' ' ' <<<"$ready")Ready, Lease $ns/$lease held by $current"
 }
 
+rbac_only() {
+  require_bed
+  local out
+  # shellcheck disable=SC2086
+  if ! out="$(helm upgrade --install "$release" "$chart" --namespace "$ns" --create-namespace \
+      --skip-crds --wait --timeout "${timeout}s" \
+      --set image.repository="$image_repository" --set image.tag="$image_tag" \
+      --set image.pullPolicy="$pull_policy" --set replicaCount=0 \
+      --set leaderElection.enabled=true ${KOO_CHART_ARGS:-} 2>&1)"; then
+    printf '%s\n' "$out" >&2
+    die "helm upgrade --install (replicaCount 0) failed"
+  fi
+  local deadline=$((SECONDS + timeout))
+  while [[ -n "$(kubectl -n "$ns" get pods -l "$selector" -o name 2>/dev/null)" ]]; do
+    ((SECONDS < deadline)) || die "the release's pods still exist after ${timeout}s"
+    sleep 0.5
+  done
+  log "release $release: ServiceAccount and RBAC only (0 replicas)"
+}
+
 down() {
   require_bed
   local t0; t0="$(now_ms)"
@@ -188,6 +211,7 @@ status() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
+  rbac) rbac_only ;;
   status) status ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

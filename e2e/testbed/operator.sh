@@ -12,7 +12,10 @@
 #   restart  down + up
 #   status   pid, /readyz, metrics address
 #
-# Environment: KOO_OPERATOR_BIN (default $CARGO_TARGET_DIR/release/kafka-observer-operator),
+# Environment: KOO_OPERATOR_CREDENTIALS (admin: the bed's admin kubeconfig; chart: a token of the
+# Helm chart's ServiceAccount kafka-observer-system/kafka-observer-operator, so the operator has
+# exactly the chart's RBAC; install it first with `e2e/testbed/operator-chart.sh rbac`),
+# KOO_OPERATOR_BIN (default $CARGO_TARGET_DIR/release/kafka-observer-operator),
 # KOO_OPERATOR_METRICS (default 127.0.0.1:8480), KOO_OPERATOR_ARGS (extra arguments after
 # `run`), RUST_LOG (default info), LOG_FORMAT (default text).
 # State: pid .testbed/pids/operator.pid, log .testbed/logs/operator.log, metrics address in
@@ -52,15 +55,42 @@ install_crd() {
   log "CRD observersets.kafkaobserver.io Established"
 }
 
+# The kubeconfig the operator runs with (KOO_OPERATOR_CREDENTIALS).
+operator_kubeconfig() {
+  case "${KOO_OPERATOR_CREDENTIALS:-admin}" in
+    admin) echo "$tb/kubeconfig" ;;
+    chart)
+      local sa=kafka-observer-operator token server ca file="$tb/operator/kubeconfig"
+      kubectl -n "$lease_ns" get serviceaccount "$sa" >/dev/null 2>&1 ||
+        die "no ServiceAccount $lease_ns/$sa: run 'e2e/testbed/operator-chart.sh rbac' first"
+      token="$(kubectl -n "$lease_ns" create token "$sa" --duration=24h)"
+      server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+      ca="$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+      umask 077
+      cat > "$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: koo-testbed, cluster: {server: "$server", certificate-authority-data: "$ca"}}]
+users: [{name: $sa, user: {token: "$token"}}]
+contexts: [{name: $sa, context: {cluster: koo-testbed, user: $sa}}]
+current-context: $sa
+EOF
+      echo "$file" ;;
+    *) die "KOO_OPERATOR_CREDENTIALS must be admin or chart" ;;
+  esac
+}
+
 up() {
   install_crd
   if alive; then log "already running (pid $(pid))"; return; fi
   mkdir -p "$tb/pids" "$tb/logs" "$tb/operator"
   echo "$metrics" > "$tb/operator/metrics-addr"
+  local kubeconfig
+  kubeconfig="$(operator_kubeconfig)" || exit 1
   printf '\n==== %s operator start\n' "$(date -u +%FT%TZ)" >> "$logfile"
   # A stable identity: a restarted process holds the same Lease again at once instead of waiting
   # for the previous holder's lease to expire.
-  KUBECONFIG="$tb/kubeconfig" \
+  KUBECONFIG="$kubeconfig" \
   RUST_LOG="${RUST_LOG:-info}" LOG_FORMAT="${LOG_FORMAT:-text}" \
   METRICS_LISTEN="$metrics" LEADER_ELECT=true LEASE_NAME=kafka-observer-operator \
   POD_NAMESPACE="$lease_ns" POD_NAME="testbed-operator" \
@@ -68,7 +98,7 @@ up() {
   echo $! > "$pidfile"
   # Until setsid has exec'd the binary, `alive` would call the process dead.
   for _ in $(seq 50); do alive && break; sleep 0.1; done
-  log "started (pid $!), log $logfile, metrics http://$metrics/metrics"
+  log "started (pid $!, credentials ${KOO_OPERATOR_CREDENTIALS:-admin}), log $logfile, metrics http://$metrics/metrics"
   local deadline=$((SECONDS + start_timeout))
   until readyz; do
     if ! alive; then tail -n 30 "$logfile" >&2; die "exited during start-up; see $logfile"; fi
