@@ -28,38 +28,15 @@ source "$here/process.sh"
 pid_of() { live_pid "$tb/pids/$1.pid" "$bin/$1"; }
 alive() { pid_of "$1" >/dev/null; }
 
-# start NAME ARGS...: run the cached binary detached, in its own session, logging to logs/NAME.log.
+# start NAME ARGS...: the cached binary NAME, unless it already runs.
 start() {
   local name="$1"; shift
   if alive "$name"; then log "$name already running (pid $(pid_of "$name"))"; return; fi
-  # setsid execs in place (this shell's children are not group leaders), so $! is the binary.
-  setsid "$bin/$name" "$@" >> "$tb/logs/$name.log" 2>&1 < /dev/null &
-  local pid=$!
-  echo "$pid" > "$tb/pids/$name.pid"
-  # Until the exec chain (bash, setsid) reaches the binary, `alive` would call it dead.
-  for _ in $(seq 1 50); do
-    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$bin/$name" ]] && break
-    sleep 0.1
-  done
-  log "$name started (pid $!), log $tb/logs/$name.log"
+  start_detached "$name" "$bin/$name" "$@"
 }
 
 # wait_for NAME DESCRIPTION COMMAND...: poll COMMAND until it succeeds, failing fast if NAME dies.
-wait_for() {
-  local name="$1" what="$2"; shift 2
-  local deadline=$((SECONDS + start_timeout))
-  until "$@" >/dev/null 2>&1; do
-    if ! alive "$name"; then
-      tail -n 30 "$tb/logs/$name.log" >&2
-      die "$name exited before $what; see $tb/logs/$name.log"
-    fi
-    if ((SECONDS > deadline)); then
-      tail -n 30 "$tb/logs/$name.log" >&2
-      die "$name not $what after ${start_timeout}s; see $tb/logs/$name.log"
-    fi
-    sleep 1
-  done
-}
+wait_for() { local name="$1" what="$2"; shift 2; wait_healthy "$name" "$what" "$start_timeout" "$@"; }
 
 etcd_healthy() {
   curl -sf --cacert "$pki/ca.crt" --cert "$pki/apiserver-etcd-client.crt" \

@@ -55,40 +55,18 @@ alive() { pid_of "$1" >/dev/null; }
 kubectl() { "$k8s_bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 ctr() { command ctr --address "$sock" --namespace k8s.io "$@"; }
 
-# start NAME ARGS...: the binary detached in its own session, logging to logs/NAME.log.
+# start NAME ARGS...: NAME's binary, unless it already runs.
 start() {
   local name="$1" exe; shift
   exe="$(exe_of "$name")"
   if alive "$name"; then log "$name already running (pid $(pid_of "$name"))"; return; fi
   [[ -x "$exe" ]] || die "$name: missing $exe"
-  echo "==== $(date -u +%FT%TZ) node.sh: starting $name" >> "$tb/logs/$name.log"
-  setsid "$exe" "$@" >> "$tb/logs/$name.log" 2>&1 < /dev/null &
-  local pid=$!
-  echo "$pid" > "$tb/pids/$name.pid"
-  for _ in $(seq 1 50); do
-    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$exe" ]] && break
-    sleep 0.1
-  done
-  log "$name started (pid $pid), log $tb/logs/$name.log"
+  start_detached "$name" "$exe" "$@"
 }
 
 # wait_for NAME WHAT COMMAND...: poll COMMAND; fail naming NAME and its log if NAME dies or time
-# runs out.
-wait_for() {
-  local name="$1" what="$2"; shift 2
-  local deadline=$((SECONDS + start_timeout))
-  until "$@" >/dev/null 2>&1; do
-    if [[ " ${procs[*]} " == *" $name "* ]] && ! alive "$name"; then
-      tail -n 30 "$tb/logs/$name.log" >&2
-      die "$name exited before $what; see $tb/logs/$name.log"
-    fi
-    if ((SECONDS > deadline)); then
-      tail -n 30 "$tb/logs/$name.log" >&2 2>/dev/null || true
-      die "$name not $what after ${start_timeout}s; see $tb/logs/$name.log"
-    fi
-    sleep 1
-  done
-}
+# runs out. CoreDNS is checked through the kubelet that runs it.
+wait_for() { local name="$1" what="$2"; shift 2; wait_healthy "$name" "$what" "$start_timeout" "$@"; }
 
 # write_if_changed FILE < content: kube-proxy exits when its config file is written to while it
 # runs, even with the same content, so a second `up` touches nothing that did not change.

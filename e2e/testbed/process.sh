@@ -1,5 +1,6 @@
-# Shared by the bed's process scripts (control-plane.sh, standin.sh, operator.sh): finding and
-# stopping a process the bed started from its pid file. Sourced; the caller defines `log MSG`.
+# Shared by the bed's process scripts (control-plane.sh, node.sh, standin.sh, operator.sh):
+# starting, waiting for, finding and stopping a process the bed started from its pid file.
+# Sourced; the caller defines `log MSG`, `die MSG` and, for wait_healthy, `alive NAME` and $tb.
 
 # live_pid PIDFILE EXE: prints the pid in PIDFILE if that process is alive and runs EXE (also
 # when EXE was rebuilt since: the kernel then shows "EXE (deleted)"). A reused pid, or a process
@@ -31,4 +32,38 @@ stop_pid() {
     log "$label (pid $pid) stopped (SIG$sig)"
   fi
   rm -f "$file"
+}
+
+# start_detached NAME EXE ARGS...: EXE detached in its own session (it outlives the script), output
+# appended to $tb/logs/NAME.log, pid in $tb/pids/NAME.pid. Returns once the pid runs EXE: until
+# setsid's exec, a liveness check would call the process dead.
+start_detached() {
+  local name="$1" exe="$2" pid; shift 2
+  echo "==== $(date -u +%FT%TZ) starting $name" >> "$tb/logs/$name.log"
+  setsid "$exe" "$@" >> "$tb/logs/$name.log" 2>&1 < /dev/null &
+  pid=$!
+  echo "$pid" > "$tb/pids/$name.pid"
+  for _ in $(seq 1 50); do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$exe" ]] && break
+    sleep 0.1
+  done
+  log "$name started (pid $pid), log $tb/logs/$name.log"
+}
+
+# wait_healthy NAME WHAT TIMEOUT_S COMMAND...: polls COMMAND every second until it succeeds; fails
+# naming NAME and its log (with its last lines) when NAME dies or TIMEOUT_S pass.
+wait_healthy() {
+  local name="$1" what="$2" limit="$3"; shift 3
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    if ! alive "$name"; then
+      tail -n 30 "$tb/logs/$name.log" >&2
+      die "$name exited before $what; see $tb/logs/$name.log"
+    fi
+    if ((SECONDS > deadline)); then
+      tail -n 30 "$tb/logs/$name.log" >&2
+      die "$name not $what after ${limit}s; see $tb/logs/$name.log"
+    fi
+    sleep 1
+  done
 }

@@ -129,6 +129,13 @@ impl Probe {
         }
     }
 
+    /// `kubectl exec` in the pod: the command's output.
+    fn exec(&self, bed: &TestBed, command: &[&str]) -> String {
+        let mut args = vec!["-n", NAMESPACE, "exec", &self.name, "--"];
+        args.extend_from_slice(command);
+        kubectl(bed, &args)
+    }
+
     async fn get(&self) -> Pod {
         self.pods.get(&self.name).await.unwrap()
     }
@@ -242,14 +249,9 @@ async fn the_real_node_is_ready_schedules_pods_and_serves_logs_exec_port_forward
     assert!(pod_ip.starts_with("10.214.0."), "pod IP {pod_ip}");
 
     // exec: the ServiceAccount token is mounted.
-    let ns = kubectl(
+    let ns = probe.exec(
         &bed,
         &[
-            "-n",
-            NAMESPACE,
-            "exec",
-            &probe.name,
-            "--",
             "cat",
             "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
         ],
@@ -259,36 +261,12 @@ async fn the_real_node_is_ready_schedules_pods_and_serves_logs_exec_port_forward
     let svc = probe.services.get(&probe.name).await.unwrap();
     let cluster_ip = svc.spec.unwrap().cluster_ip.unwrap();
     let fqdn = format!("{}.{NAMESPACE}.svc.cluster.local", probe.name);
-    let hosts = kubectl(
-        &bed,
-        &[
-            "-n",
-            NAMESPACE,
-            "exec",
-            &probe.name,
-            "--",
-            "getent",
-            "hosts",
-            &fqdn,
-        ],
-    );
+    let hosts = probe.exec(&bed, &["getent", "hosts", &fqdn]);
     assert!(
         hosts.starts_with(&cluster_ip),
         "getent hosts {fqdn}: {hosts}"
     );
-    let hosts = kubectl(
-        &bed,
-        &[
-            "-n",
-            NAMESPACE,
-            "exec",
-            &probe.name,
-            "--",
-            "getent",
-            "hosts",
-            "kubernetes.default",
-        ],
-    );
+    let hosts = probe.exec(&bed, &["getent", "hosts", "kubernetes.default"]);
     assert!(
         hosts.starts_with("10.96.0.1 "),
         "kubernetes.default: {hosts}"
@@ -404,18 +382,7 @@ async fn configmap_changes_reach_the_container_at_once_with_a_pod_annotation_and
         at_once.push(seen - started);
     }
     // The host path is the container's mount: the container reads the same content.
-    let inside = kubectl(
-        &bed,
-        &[
-            "-n",
-            NAMESPACE,
-            "exec",
-            &probe.name,
-            "--",
-            "cat",
-            "/etc/probe/value",
-        ],
-    );
+    let inside = probe.exec(&bed, &["cat", "/etc/probe/value"]);
     assert_eq!(inside, format!("annotated-{run}-19"));
     // The annotation 2 s after the ConfigMap write (the kubelet's cache has the new content):
     // the nudge alone.
@@ -479,18 +446,7 @@ async fn a_deleted_configmap_leaves_the_last_content_in_the_container() {
     // The nudge makes the kubelet sync the pod at once; give it ample time to (wrongly) act.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(std::fs::read_to_string(&file).unwrap(), last);
-    let inside = kubectl(
-        &bed,
-        &[
-            "-n",
-            NAMESPACE,
-            "exec",
-            &probe.name,
-            "--",
-            "cat",
-            "/etc/probe/value",
-        ],
-    );
+    let inside = probe.exec(&bed, &["cat", "/etc/probe/value"]);
     assert_eq!(inside, last, "the container keeps the last content");
     let pod = probe.get().await;
     assert_eq!(
