@@ -95,6 +95,14 @@ network_up() {
   fi
   local kv
   for kv in "${sysctls[@]}"; do sysctl -qw "$kv"; done
+  # Service addresses go to koo0, not the default route: a packet to a ClusterIP that kube-proxy
+  # has no rule for (yet) dies here instead of leaving the machine.
+  ip route replace "$service_cidr" dev "$bridge"
+  # Pods talk to each other, to Services and to the node, never beyond: forwarded traffic from
+  # koo0 to any other interface is refused.
+  iptables -N KOO-NODE-FORWARD 2>/dev/null || iptables -F KOO-NODE-FORWARD
+  iptables -A KOO-NODE-FORWARD -i "$bridge" ! -o "$bridge" -j REJECT
+  iptables -C FORWARD -j KOO-NODE-FORWARD 2>/dev/null || iptables -I FORWARD 1 -j KOO-NODE-FORWARD
 }
 
 write_cni_config() {
@@ -398,6 +406,9 @@ down() {
     fi
   done
   rm -rf "$node_dir/cni/ipam" "$run_dir"
+  while iptables -D FORWARD -j KOO-NODE-FORWARD 2>/dev/null; do :; done
+  iptables -F KOO-NODE-FORWARD 2>/dev/null && iptables -X KOO-NODE-FORWARD 2>/dev/null
+  # Deleting the bridge deletes its routes (the service range's too).
   if ip link show "$bridge" >/dev/null 2>&1; then ip link del "$bridge"; log "bridge $bridge removed"; fi
   if [[ -f "$node_dir/sysctl.saved" ]]; then
     while IFS= read -r kv; do sysctl -qw "$kv" || true; done < "$node_dir/sysctl.saved"

@@ -273,7 +273,20 @@ async fn the_real_node_is_ready_schedules_pods_and_serves_logs_exec_port_forward
     );
 
     // The Service through kube-proxy, from the machine.
-    let via_service = http_get(&format!("{cluster_ip}:9180"), "/observer-ids").unwrap();
+    // kube-proxy writes the new Service's rules within its sync period (the bed routes the
+    // service range to koo0, so nothing leaves the machine meanwhile).
+    let service_addr = format!("{cluster_ip}:9180");
+    let via_service = wait_until_async(
+        "the Service answering through kube-proxy",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || {
+            let addr = service_addr.clone();
+            async move { http_get(&addr, "/observer-ids").ok().filter(|r| is_ok(r)) }
+        },
+    )
+    .await
+    .unwrap();
     assert!(is_ok(&via_service), "{via_service}");
 
     // port-forward.
