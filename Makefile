@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions drills-kafka drills bench bench-kafka bench-operator bench-policy crds crds-check fmt clippy \
+        kafka-jars kafka-patched kafka-versions drills-kafka drills bench bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
         node-packages node-tools images image
 
 all: build
@@ -83,7 +83,7 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
-bench: bench-kafka bench-operator bench-policy
+bench: bench-kafka bench-operator bench-policy bench-node
 
 bench-kafka: testbed-up
 	bash e2e/bench/kafka.sh
@@ -93,3 +93,9 @@ bench-operator: testbed-up
 
 bench-policy: testbed-up
 	bash e2e/bench/policy.sh
+
+# The real kubelet's ConfigMap volume timing (nudged at once, nudged later, unnudged): prints
+# NODE lines with p50/max.
+bench-node: testbed-up
+	set -o pipefail; $(CARGO) test --release -p koo-testbed --test node_acceptance configmap_changes \
+	  -- --nocapture | grep 'NODE\|test result'
