@@ -1,6 +1,7 @@
 //! The `observer.ids` file: what the operator writes and how the patched Kafka reads it.
 //!
-//! The file is the contract with the broker and controller patch (`../shared/BRIEF.md` section 2):
+//! The file is the contract with the broker and controller patch (stated in `patches/README.md`,
+//! "The observer.ids reader"):
 //! integers separated by commas and/or whitespace, a line whose trimmed text starts with `#` is a
 //! comment, no inline comments, tokens that are not integers are ignored, an empty file means no
 //! observers. The operator writes the safe form: a two-line comment header naming the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The observer patch's failure suite against the test bed's patched KRaft cluster (3 controllers,
-# brokers 1-4, broker 4 the observer). S1-S8 as in /work/shared/BRIEF.md section 5, plus S9
+# brokers 1-4, broker 4 the observer). S1-S8 as described in e2e/drills/kafka/README.md, plus S9
 # (exactly-once through a promoted observer). Each scenario uses its own topic with the observer
 # first in the replica list (4:1:2:3, so it would be the preferred leader if it could), min ISR 2,
 # asserts its pass criteria and restores the bed's default state at the end, failed or not.
