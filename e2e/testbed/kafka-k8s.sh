@@ -12,7 +12,7 @@
 #                               its replacement stays Pending until `return`
 #   kafka-k8s.sh return ID      uncordon; the replacement pod starts and joins
 #   kafka-k8s.sh jvm-pid ID     the host pid of node ID's JVM
-#   kafka-k8s.sh down           delete the namespace's workloads and claims (PV data kept)
+#   kafka-k8s.sh down           delete the ObserverSets and workloads (claims, volumes and data kept)
 #   kafka-k8s.sh status         pods, bootstrap address
 #
 # The machine reaches the pods directly (pod IPs on koo0) and the Services through kube-proxy:
@@ -31,11 +31,11 @@ timeout="${KOO_KAFKA_K8S_TIMEOUT:-300}"
 say() { printf '%s kafka-k8s: %s\n' "$(date -u +%T)" "$*" >&2; }
 die() { say "$*"; exit 1; }
 k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+crictl_bin=""
 crictl() {
-  local bin
-  bin="$(bash "$root/e2e/build/node-tools.sh" paths | sed -n 's/^crictl=//p')"
+  [[ -n "$crictl_bin" ]] || crictl_bin="$(bash "$root/e2e/build/node-tools.sh" paths | sed -n 's/^crictl=//p')"
   # No /etc/crictl.yaml: everything is on the command line (an empty config silences the warning).
-  "$bin" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 10s "$@"
+  "$crictl_bin" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 10s "$@"
 }
 
 # pod_of ID: the pod name of Kafka node ID (controllers 101-103, brokers 1-4).

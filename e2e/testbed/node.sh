@@ -52,6 +52,8 @@ exe_of() {
 }
 pid_of() { live_pid "$tb/pids/$1.pid" "$(exe_of "$1")"; }
 alive() { pid_of "$1" >/dev/null; }
+# node_tool KEY: a path from `node-tools.sh paths` (cni_bin_dir, crictl, coredns).
+node_tool() { bash "$root/e2e/build/node-tools.sh" paths 2>/dev/null | sed -n "s/^$1=//p"; }
 kubectl() { "$k8s_bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 ctr() { command ctr --address "$sock" --namespace k8s.io "$@"; }
 
@@ -267,9 +269,8 @@ up() {
   for b in kubelet kube-scheduler kube-proxy kubectl; do
     [[ -x "$k8s_bin/$b" ]] || die "missing $k8s_bin/$b: run 'make k8s-binaries' (e2e/build/k8s.sh)"
   done
-  local cni_bin="" coredns=""
-  eval "$(bash "$root/e2e/build/node-tools.sh" paths)"
-  cni_bin="$cni_bin_dir"
+  local cni_bin
+  cni_bin="$(node_tool cni_bin_dir)"
   [[ -x "$cni_bin/bridge" ]] || die "missing CNI plugins in '$cni_bin': run 'bash e2e/build/node-tools.sh'"
 
   network_up
@@ -380,7 +381,7 @@ down() {
   # pod of this bed; then runc for whatever is left (containerd already gone, a shim killed).
   if alive containerd; then
     local crictl
-    crictl="$(bash "$root/e2e/build/node-tools.sh" paths 2>/dev/null | sed -n 's/^crictl=//p')"
+    crictl="$(node_tool crictl)"
     [[ -x "$crictl" ]] && "$crictl" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 30s \
       rmp --all --force >> "$tb/logs/containerd.log" 2>&1 || true
   fi

@@ -120,17 +120,7 @@ up() {
   kubectl wait --for=condition=Established --timeout=60s crd/observersets.kafkaobserver.io >/dev/null
 
   log "helm upgrade --install $release (image $image_repository:$image_tag, pullPolicy $pull_policy, $replicas replicas) into $ns"
-  local out
-  # shellcheck disable=SC2086
-  if ! out="$(helm upgrade --install "$release" "$chart" --namespace "$ns" --create-namespace \
-      --skip-crds --wait --timeout "${timeout}s" \
-      --set image.repository="$image_repository" --set image.tag="$image_tag" \
-      --set image.pullPolicy="$pull_policy" --set replicaCount="$replicas" \
-      --set leaderElection.enabled=true --set logging.format=text \
-      ${KOO_CHART_ARGS:-} 2>&1)"; then
-    printf '%s\n' "$out" >&2
-    fail "helm upgrade --install failed after $(secs_since "$t0") s"
-  fi
+  helm_install "$replicas" || fail "helm upgrade --install failed after $(secs_since "$t0") s"
   t_helm="$(secs_since "$t0")"
   log "helm: release $release deployed after $t_helm s"
 
@@ -151,18 +141,25 @@ up() {
   log "up in $t_ready s (helm --wait $t_helm s): pods $(tr '\n' ' ' <<<"$ready")Ready, Lease $ns/$lease held by $current"
 }
 
-rbac_only() {
-  require_bed
+# helm_install REPLICAS: `helm upgrade --install --wait` of the chart with the local image; helm's
+# output on failure.
+helm_install() {
   local out
   # shellcheck disable=SC2086
   if ! out="$(helm upgrade --install "$release" "$chart" --namespace "$ns" --create-namespace \
       --skip-crds --wait --timeout "${timeout}s" \
       --set image.repository="$image_repository" --set image.tag="$image_tag" \
-      --set image.pullPolicy="$pull_policy" --set replicaCount=0 \
-      --set leaderElection.enabled=true ${KOO_CHART_ARGS:-} 2>&1)"; then
+      --set image.pullPolicy="$pull_policy" --set replicaCount="$1" \
+      --set leaderElection.enabled=true --set logging.format=text \
+      ${KOO_CHART_ARGS:-} 2>&1)"; then
     printf '%s\n' "$out" >&2
-    die "helm upgrade --install (replicaCount 0) failed"
+    return 1
   fi
+}
+
+rbac_only() {
+  require_bed
+  helm_install 0 || die "helm upgrade --install (replicaCount 0) failed"
   local deadline=$((SECONDS + timeout))
   while [[ -n "$(kubectl -n "$ns" get pods -l "$selector" -o name 2>/dev/null)" ]]; do
     ((SECONDS < deadline)) || die "the release's pods still exist after ${timeout}s"

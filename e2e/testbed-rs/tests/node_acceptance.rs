@@ -5,6 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -321,6 +322,39 @@ async fn the_real_node_is_ready_schedules_pods_and_serves_logs_exec_port_forward
     probe.delete().await;
 }
 
+/// `count` ConfigMap writes, each followed after `settle` by the pod annotation; for each, the
+/// time until `file` shows the new value, from the write (no settle) or from the annotation.
+async fn nudge_latencies(
+    probe: &Probe,
+    file: &Path,
+    tag: &str,
+    count: usize,
+    settle: Duration,
+) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(count);
+    for i in 0..count {
+        let value = format!("{tag}-{}-{i}", std::process::id());
+        let written = Instant::now();
+        set_value(&probe.configmaps, &probe.name, &value).await;
+        tokio::time::sleep(settle).await;
+        let nudged = Instant::now();
+        probe.nudge(&value).await;
+        let seen = wait_until_async(
+            "annotated update in the volume",
+            Duration::from_secs(10),
+            Duration::from_millis(10),
+            || {
+                let shown = std::fs::read_to_string(file).ok().as_deref() == Some(value.as_str());
+                async move { shown.then(Instant::now) }
+            },
+        )
+        .await
+        .unwrap();
+        samples.push(seen - if settle.is_zero() { written } else { nudged });
+    }
+    samples
+}
+
 fn p50_max(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
     (samples[samples.len() / 2], *samples.last().unwrap())
@@ -378,44 +412,13 @@ async fn configmap_changes_reach_the_container_at_once_with_a_pod_annotation_and
     // The kubelet reads ConfigMaps from its own watch: a pod sync that runs before the
     // ConfigMap's watch event arrived projects the old content; the new one came about a second
     // later in every measurement here (a follow-up pod sync).
-    let mut at_once = Vec::new();
-    for i in 0..20 {
-        let value = format!("annotated-{run}-{i}");
-        let started = Instant::now();
-        set_value(&probe.configmaps, &probe.name, &value).await;
-        probe.nudge(&value).await;
-        let seen = wait_until_async(
-            "annotated update in the volume",
-            Duration::from_secs(10),
-            Duration::from_millis(10),
-            shows(value.clone()),
-        )
-        .await
-        .unwrap();
-        at_once.push(seen - started);
-    }
+    let at_once = nudge_latencies(&probe, &file, "annotated", 20, Duration::ZERO).await;
     // The host path is the container's mount: the container reads the same content.
     let inside = probe.exec(&bed, &["cat", "/etc/probe/value"]);
     assert_eq!(inside, format!("annotated-{run}-19"));
     // The annotation 2 s after the ConfigMap write (the kubelet's cache has the new content):
     // the nudge alone.
-    let mut settled = Vec::new();
-    for i in 0..10 {
-        let value = format!("settled-{run}-{i}");
-        set_value(&probe.configmaps, &probe.name, &value).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let started = Instant::now();
-        probe.nudge(&value).await;
-        let seen = wait_until_async(
-            "annotated update in the volume",
-            Duration::from_secs(10),
-            Duration::from_millis(10),
-            shows(value.clone()),
-        )
-        .await
-        .unwrap();
-        settled.push(seen - started);
-    }
+    let settled = nudge_latencies(&probe, &file, "settled", 10, Duration::from_secs(2)).await;
     let (p50, max) = p50_max(at_once);
     println!("NODE configmap write + annotation at once -> file in the container: p50 {p50:?}, max {max:?} (20 changes)");
     let (p50, max) = p50_max(settled);
