@@ -8,8 +8,6 @@ root="$(cd "$here/../.." && pwd)"
 tb="$root/.testbed"
 [[ -d "$tb" ]] || { echo "no test bed at $tb"; exit 0; }
 [[ -f "$here/operator.sh" ]] && bash "$here/operator.sh" down
-bash "$here/standin.sh" down
-bash "$here/kafka.sh" down
 bash "$here/node.sh" down
 bash "$here/control-plane.sh" down "$@"
 left=$(for p in "$tb"/pids/*.pid; do [[ -f $p ]] && kill -0 "$(cat "$p")" 2>/dev/null && echo "$p"; done)
@@ -19,7 +17,7 @@ stray=$(for proc in /proc/[0-9]*; do
   cmd="$(tr '\0' ' ' 2>/dev/null < "$proc/cmdline")" || continue
   [[ "$cmd" == *"$tb/"* ]] || continue
   case "$cmd" in
-    *kafka.Kafka*|*kube-apiserver*|*kube-controller-manager*|*/etcd\ *|*kubelet-standin*|*kafka-observer-operator*|*/kubelet\ *|*kube-scheduler*|*kube-proxy*|*containerd*)
+    *kafka.Kafka*|*kube-apiserver*|*kube-controller-manager*|*/etcd\ *|*kafka-observer-operator*|*/kubelet\ *|*kube-scheduler*|*kube-proxy*|*containerd*)
       echo "  pid ${proc#/proc/}: ${cmd:0:160}" ;;
   esac
 done)

@@ -1,202 +1,232 @@
 #!/usr/bin/env bash
-# The test bed's Apache Kafka KRaft cluster: 3 dedicated controllers (101-103 on 127.0.1.10x:9093)
-# and 4 brokers (1-4 on 127.0.1.x:9092), local java processes with the observer patch jar first on
-# the classpath when $KAFKA_PATCH_JAR or .testbed/kafka/patch-jar names one (vanilla otherwise).
+# The test bed's Kafka: the example cluster of examples/kafka/ (3 KRaft controllers, node ids
+# 101-103, and 4 brokers, node ids 1-4, two StatefulSets of the locally built patched image) on
+# the bed's real node, exactly as a user applies it. Broker 4 (kafka-broker-3) is the observer.
 #
-#   kafka.sh up                         configure, format once, start what is not running, wait healthy
-#   kafka.sh start|stop|kill|restart ID stop = SIGTERM + wait (controlled shutdown); kill = kill -9
-#   kafka.sh down                       stop every node that has a pid file (brokers, then controllers)
-#   kafka.sh status                     per node: pid alive, port answering
-#   kafka.sh wrappers                   (re)generate the .testbed/bin tool wrappers only
+#   kafka.sh up                   host tools in .testbed/bin, local PVs, seed the observer lists
+#                                 (only if absent), apply the manifests, wait for 7 pods Ready and
+#                                 4 brokers registered
+#   kafka.sh observerset          apply examples/kafka/observerset/ for this namespace (needs the
+#                                 operator: e2e/testbed/operator-chart.sh up)
+#   kafka.sh kill ID              SIGKILL node ID's JVM in its container: a crash, the kubelet
+#                                 restarts the container
+#   kafka.sh stop ID              node ID down until `start`: koo-node cordoned, the JVM killed
+#                                 with SIGKILL, the pod force-deleted (its replacement stays
+#                                 Pending). A lost zone; several nodes may be stopped at once.
+#   kafka.sh start ID...          bring stopped nodes back: uncordon and wait until their pods are
+#                                 Ready (KAFKA_START_WAIT=0: do not wait). Every stopped node must
+#                                 be named: uncordoning lets all of them start.
+#   kafka.sh restart ID           graceful: delete the pod (controlled shutdown), wait for its
+#                                 replacement Ready
+#   kafka.sh running ID           exit 0 when node ID's JVM runs
+#   kafka.sh jvm-pid ID           the host pid of node ID's JVM
+#   kafka.sh log ID               the host path of node ID's current kafka container log
+#   kafka.sh observer-dir ID      the host path of node ID's projected observer-ids volume
+#   kafka.sh bootstrap            the kafka-bootstrap Service's ClusterIP:9092
+#   kafka.sh controller-bootstrap the controllers' pod IPs:9093 (they change when a pod is replaced)
+#   kafka.sh wrappers             (re)generate the .testbed/bin Kafka tool wrappers only
+#   kafka.sh down                 delete the ObserverSets and workloads (claims, volumes, data kept)
+#   kafka.sh status               pods, bootstrap address, classpath of the host tools
 #
-# Environment: KAFKA_VERSION (e2e/versions.env), KAFKA_PATCH_JAR (recorded into
-# .testbed/kafka/patch-jar by `up`), KAFKA_REPLICA_LAG_TIME_MAX_MS (10000),
-# KAFKA_OBSERVER_IDS_TTL_MS (500), KAFKA_OBSERVER_FALLBACK_IDS (4: every node's
-# KAFKA_OBSERVER_BROKER_IDS, used only while its observer.ids file is missing), KAFKA_START_WAIT=0 (start/restart return without waiting for
-# "Kafka Server started"), KAFKA_START_TIMEOUT_S (120), KAFKA_STOP_TIMEOUT_S (60, then kill -9),
-# KAFKA_NODE_HEAP_OPTS, KAFKA_TOOL_HEAP_OPTS, KAFKA_JVM_OPTS, KAFKA_CDS=off.
-# Any other setting: key=value lines in .testbed/kafka/overrides.properties, applied to every node
-# at its next start, then .testbed/kafka/nodes/<id>/overrides.properties for that node only.
+# The machine reaches the pods directly (pod IPs on koo0) and the Services through kube-proxy.
+# Environment: KOO_KAFKA_NAMESPACE (kafka; state in .testbed/kafka, for another namespace in
+# .testbed/kafka.<namespace>), KOO_KAFKA_TIMEOUT (300 s for `up`), KAFKA_START_TIMEOUT_S (180).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 source "$root/e2e/versions.env"
 source "$here/kafka/lib.sh"
-source "$here/kafka/cds.sh"
 source "$here/kafka/wrappers.sh"
+ns="${KOO_KAFKA_NAMESPACE:-kafka}"
+node="koo-node"
+if [[ "$ns" == kafka ]]; then state="$tb/kafka"; else state="$tb/kafka.$ns"; fi
+sock="/run/koo-node/containerd.sock"
+timeout="${KOO_KAFKA_TIMEOUT:-300}"
+start_timeout="${KAFKA_START_TIMEOUT_S:-180}"
 
-# A zombie still answers kill -0; only a running or sleeping process counts as alive.
-alive() { [[ -e "/proc/$1" ]] && ! grep -q '^[^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
-
-launch_node() {
-  local id="$1" dir log pidfile cp cds
-  dir="$(node_dir "$id")" log="$(node_log "$id")" pidfile="$(node_pidfile "$id")"
-  cp="$(kafka_classpath)" && cds="$(cds_opts "node-$id")" || exit 1
-  rm -f "$pidfile"
-  echo "==== $(date -u +%FT%TZ) kafka.sh: starting node $id ($(node_role "$id"), pod $(node_pod "$id")): $(describe_classpath)" >> "$log"
-  # Where kafka.sh waits for this start's "Kafka Server started" line.
-  stat -c %s "$log" > "$dir/start-offset"
-  # The kubelet stand-in projects observer.ids; it may not exist yet, and is never created here.
-  # setsid: the node outlives the shell that started it. The inner shell writes its own pid, then
-  # execs java, so the pid file names the JVM itself.
-  # KAFKA_OBSERVER_BROKER_IDS is the pod spec's static fail-safe for a missing file (contract:
-  # missing file -> this variable -> empty): a deleted file then keeps the bed's default observer.
-  # As root, the JVM runs without CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH (like Kafka's non-root
-  # container user), so file permissions apply to it: a chmod 000 observer.ids is really unreadable.
-  # shellcheck disable=SC2016,SC2086
-  KAFKA_OBSERVER_IDS_FILE="$(node_observer_file "$id")" KAFKA_OBSERVER_IDS_TTL_MS="$KAFKA_OBSERVER_IDS_TTL_MS" \
-    KAFKA_OBSERVER_BROKER_IDS="$KAFKA_OBSERVER_FALLBACK_IDS" \
-    setsid bash -c 'echo $$ > "$0"; exec "$@"' "$pidfile" \
-    $(drop_dac_caps) java $KAFKA_NODE_HEAP_OPTS $KAFKA_JVM_OPTS $cds \
-    -Dkafka.logs.dir="$dir/logs" -Dlog4j2.configurationFile="$tmpl/log4j2.properties" \
-    -cp "$cp" kafka.Kafka "$dir/server.properties" >> "$log" 2>&1 < /dev/null &
-  local i
-  for i in $(seq 50); do [[ -s "$pidfile" ]] && break; sleep 0.1; done
-  [[ -s "$pidfile" ]] || die "node $id did not start: see $log"
-  say "node $id started (pid $(cat "$pidfile")), log $log"
+say() { printf '%s kafka.sh: %s\n' "$(date -u +%T)" "$*" >&2; }
+die() { say "$*"; exit 1; }
+k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+crictl_bin=""
+crictl() {
+  [[ -n "$crictl_bin" ]] || crictl_bin="$(bash "$root/e2e/build/node-tools.sh" paths | sed -n 's/^crictl=//p')"
+  # No /etc/crictl.yaml: everything is on the command line (an empty config silences the warning).
+  "$crictl_bin" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 10s "$@"
 }
 
-# Until this start's log shows "Kafka Server started" (a broker logs it only once unfenced).
-wait_started() {
-  local id="$1" deadline="$2" log offset pid
-  log="$(node_log "$id")" offset="$(cat "$(node_dir "$id")/start-offset")"
-  # Not `tail | grep -q`: grep quitting at the match kills tail with SIGPIPE, and with pipefail a
-  # long log then never counts as started.
-  while ! grep -q 'Kafka Server started' < <(tail -c +"$((offset + 1))" "$log"); do
-    pid="$(cat "$(node_pidfile "$id")" 2>/dev/null || true)"
-    if [[ -z "$pid" ]] || ! alive "$pid"; then
-      tail -n 20 "$log" >&2
-      die "node $id exited during startup: see $log"
+check_id() {
+  case "$1" in 101 | 102 | 103 | 1 | 2 | 3 | 4) ;; *) die "unknown node id '$1': controllers are 101-103, brokers 1-4" ;; esac
+}
+# pod_of ID: the pod name of Kafka node ID (controllers 101-103, brokers 1-4).
+pod_of() {
+  check_id "$1"
+  if (($1 >= 101)); then echo "kafka-controller-$(($1 - 101))"; else echo "kafka-broker-$(($1 - 1))"; fi
+}
+
+# The id of node ID's kafka container: running, or with --any the most recent one.
+container_of() {
+  local pod state=(--state running)
+  pod="$(pod_of "$1")"
+  [[ "${2:-}" == --any ]] && state=(--all)
+  crictl ps -q "${state[@]}" --name '^kafka$' --label "io.kubernetes.pod.name=$pod" \
+    --label "io.kubernetes.pod.namespace=$ns" | head -n1
+}
+
+jvm_pid() {
+  local c pid
+  c="$(container_of "$1")"
+  [[ -n "$c" ]] || return 1
+  pid="$(crictl inspect -o go-template --template '{{.info.pid}}' "$c")"
+  [[ -n "$pid" && "$pid" != 0 ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+log_path() {
+  local c
+  c="$(container_of "$1" --any)"
+  [[ -n "$c" ]] || die "node $1: no kafka container on $node"
+  crictl inspect -o go-template --template '{{.status.logPath}}' "$c"
+}
+
+observer_dir() {
+  local uid
+  uid="$(k -n "$ns" get pod "$(pod_of "$1")" -o jsonpath='{.metadata.uid}')"
+  [[ -n "$uid" ]] || die "node $1: no pod $(pod_of "$1") in $ns"
+  echo "$tb/node/kubelet/pods/$uid/volumes/kubernetes.io~configmap/observer-ids"
+}
+
+pod_ready() {
+  [[ "$(k -n "$ns" get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+}
+
+all_ready() {
+  local n
+  n="$(k -n "$ns" get pods -l app.kubernetes.io/name=kafka \
+        -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+        grep -c True)" || true
+  [[ "$n" == 7 ]]
+}
+
+bootstrap() { echo "$(k -n "$ns" get svc kafka-bootstrap -o jsonpath='{.spec.clusterIP}'):9092"; }
+controller_bootstrap() {
+  k -n "$ns" get pods -l app.kubernetes.io/component=controller \
+    -o jsonpath='{range .items[*]}{.status.podIP}{":9093\n"}{end}' | grep -v '^:' | paste -sd, -
+}
+
+# Four brokers registered and unfenced, as the active controller sees them.
+brokers_registered() {
+  local out
+  out="$("$tb/bin/kafka-metadata-quorum" --bootstrap-server "$(bootstrap)" describe --replication 2>/dev/null)" || return 1
+  (($(grep -cE '^\s*[1-4]\s' <<<"$out") >= 4))
+}
+
+wait_until() { # WHAT TIMEOUT COMMAND...
+  local what="$1" limit="$2"; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS > deadline)); then
+      k -n "$ns" get pods -o wide >&2 || true
+      k -n "$ns" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 20 >&2 || true
+      die "$what: not within ${limit}s"
     fi
-    [[ $(date +%s) -lt $deadline ]] || die "node $id not started after ${KAFKA_START_TIMEOUT_S}s: see $log"
-    sleep 0.3
+    sleep 1
   done
 }
 
-start_node() {
-  local id="$1" pid
-  mkdir -p "$tb/logs" "$tb/pids" "$kdir"
-  if pid="$(node_pid "$id")"; then say "node $id already running (pid $pid)"; return 0; fi
-  render_config "$id"
-  format_node "$id"
-  launch_node "$id"
+wrappers() {
+  mkdir -p "$kdir"
+  record_patch_jar
+  generate_wrappers
 }
 
-# Wait for exit; a zombie (parent not yet reaped) counts as exited.
-wait_exit() {
-  local pid="$1" timeout_s="$2" i
-  for i in $(seq $((timeout_s * 10))); do alive "$pid" || return 0; sleep 0.1; done
-  return 1
+up() {
+  local t0=$SECONDS
+  mkdir -p "$state"
+  wrappers
+  k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null
+  KUBECTL="$tb/bin/kubectl --kubeconfig $tb/kubeconfig" \
+    bash "$here/manifests/local-pvs.sh" "$ns" "$node" "$tb/node/local-pvs" >/dev/null
+  # The pods do not start without their observer lists: seed them once, never over the operator's.
+  for role in controller broker; do
+    if ! k -n "$ns" get configmap "kafka-observers-$role" >/dev/null 2>&1; then
+      k -n "$ns" create -f "$root/examples/kafka/seed/observer-configmaps.yaml" >/dev/null 2>&1 || true
+    fi
+  done
+  k -n "$ns" apply -f "$root/examples/kafka/" >/dev/null
+  wait_until "7 Kafka pods Ready in $ns" "$timeout" all_ready
+  bootstrap > "$state/bootstrap"
+  wait_until "4 brokers registered with the quorum" 120 brokers_registered
+  controller_bootstrap > "$state/controller-bootstrap"
+  say "up in $((SECONDS - t0))s: bootstrap $(cat "$state/bootstrap")"
 }
 
-stop_node() {
-  local id="$1" pid started
-  if ! pid="$(node_pid "$id")"; then say "node $id not running"; rm -f "$(node_pidfile "$id")"; return 0; fi
-  started=$(date +%s%N)
-  kill -TERM "$pid"
-  if ! wait_exit "$pid" "$KAFKA_STOP_TIMEOUT_S"; then
-    say "node $id (pid $pid) ignored SIGTERM for ${KAFKA_STOP_TIMEOUT_S}s: kill -9"
-    kill -9 "$pid" 2>/dev/null || true
-    wait_exit "$pid" 10 || die "node $id (pid $pid) survived kill -9"
-  fi
-  rm -f "$(node_pidfile "$id")"
-  say "node $id stopped (pid $pid, $((($(date +%s%N) - started) / 1000000)) ms)"
+observerset() {
+  sed "s/\.kafka\.svc:/.$ns.svc:/" "$root/examples/kafka/observerset/observerset.yaml" |
+    k -n "$ns" apply -f - >/dev/null
+  k -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null ||
+    die "ObserverSet $ns/kafka not Ready after 180s: $(k -n "$ns" get obs kafka -o jsonpath='{.status.conditions}')"
+  say "ObserverSet $ns/kafka Ready"
 }
 
 kill_node() {
-  local id="$1" pid
-  if ! pid="$(node_pid "$id")"; then say "node $id not running"; rm -f "$(node_pidfile "$id")"; return 0; fi
-  kill -9 "$pid"
-  wait_exit "$pid" 10 || die "node $id (pid $pid) survived kill -9"
-  rm -f "$(node_pidfile "$id")"
-  say "node $id killed (pid $pid)"
+  local pid
+  pid="$(jvm_pid "$1")" || die "no running kafka container for node $1"
+  kill -KILL "$pid"
+  say "node $1: JVM pid $pid killed (-9)"
 }
 
-# The cluster as the tools see it: voters in the quorum and unfenced registered brokers.
-quorum_voters() {
-  KOO_KAFKA_CLASSLIST="$(cds_tool_list quorum)" "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$(controller_bootstrap)" describe --status \
-    2>/dev/null | grep '^CurrentVoters:' | grep -o '"id": *[0-9]*' | wc -l
-}
-unfenced_brokers() {
-  KOO_KAFKA_CLASSLIST="$(cds_tool_list cluster)" "$tb/bin/kafka-cluster" list-endpoints --bootstrap-server "$(broker_bootstrap)" --include-fenced-brokers \
-    2>/dev/null | grep -cw unfenced
+# The nodes stopped by `stop` and not yet started again, one id per line.
+stopped_file() { echo "$state/stopped"; }
+
+stop_node() {
+  local pod pid
+  pod="$(pod_of "$1")"
+  mkdir -p "$state"
+  k cordon "$node" >/dev/null
+  { cat "$(stopped_file)" 2>/dev/null; echo "$1"; } | sort -nu > "$(stopped_file).tmp"
+  mv "$(stopped_file).tmp" "$(stopped_file)"
+  if pid="$(jvm_pid "$1")"; then kill -KILL "$pid"; fi
+  k -n "$ns" delete pod "$pod" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+  say "node $1 stopped: $node cordoned, JVM ${pid:-(none)} killed, pod $pod deleted (its replacement stays Pending)"
 }
 
-wait_healthy() {
-  local deadline="$1" voters=0 brokers=0
-  while true; do
-    voters="$(quorum_voters || true)"
-    [[ "$voters" == "${#CONTROLLER_IDS[@]}" ]] && brokers="$(unfenced_brokers || true)"
-    [[ "$voters" == "${#CONTROLLER_IDS[@]}" && "$brokers" == "${#BROKER_IDS[@]}" ]] && break
-    [[ $(date +%s) -lt $deadline ]] ||
-      die "cluster not healthy after ${KAFKA_START_TIMEOUT_S}s: $voters voters, $brokers unfenced brokers (see $tb/logs/kafka-*.log)"
-    sleep 1
-  done
-  say "quorum has $voters voters, $brokers brokers registered and unfenced"
+start_nodes() {
+  local id left
+  for id in "$@"; do check_id "$id"; done
+  left="$(grep -vxF -f <(printf '%s\n' "$@") "$(stopped_file)" 2>/dev/null || true)"
+  [[ -z "$left" ]] || die "nodes $(paste -sd, <<<"$left") are stopped too: uncordoning would start them as well; start them together"
+  rm -f "$(stopped_file)"
+  k uncordon "$node" >/dev/null
+  say "nodes $* back: $node uncordoned"
+  [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
+  for id in "$@"; do wait_until "node $id Ready" "$start_timeout" pod_ready "$(pod_of "$id")"; done
+  say "nodes $* Ready"
 }
 
-cmd_up() {
-  local started id pid cp pids=() deadline
-  started=$(date +%s%N)
-  mkdir -p "$tb/logs" "$tb/pids" "$kdir"
-  record_patch_jar
-  say "$(describe_classpath)"
-  echo "$(broker_bootstrap)" > "$kdir/bootstrap"
-  echo "$(controller_bootstrap)" > "$kdir/controller-bootstrap"
-  cluster_id > /dev/null
-  generate_wrappers
-  local to_start=()
-  cp="$(kafka_classpath)" || exit 1
-  for id in "${ALL_IDS[@]}"; do
-    if pid="$(node_pid "$id")"; then
-      say "node $id already running (pid $pid), left alone"
-      # Restarting is the caller's call; a silent mix of classpaths is not.
-      tr '\0' '\n' < "/proc/$pid/cmdline" | grep -qxF "$cp" ||
-        say "WARNING: node $id runs with another classpath than '$cp': 'kafka.sh restart $id' to switch"
-    else
-      to_start+=("$id")
-    fi
-  done
-  for id in "${to_start[@]}"; do render_config "$id"; done
-  # Format in parallel: one short JVM per unformatted node.
-  for id in "${to_start[@]}"; do
-    is_formatted "$id" || { format_node "$id" & pids+=($!); }
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || die "storage format failed"; done
-  for id in "${to_start[@]}"; do launch_node "$id"; done
-  deadline=$(($(date +%s) + KAFKA_START_TIMEOUT_S))
-  for id in "${to_start[@]}"; do wait_started "$id" "$deadline"; done
-  wait_healthy "$deadline"
-  cds_build_async
-  say "up in $((($(date +%s%N) - started) / 1000000)) ms; bootstrap $(cat "$kdir/bootstrap")"
+restart_node() {
+  local pod uid
+  pod="$(pod_of "$1")"
+  uid="$(k -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}')"
+  k -n "$ns" delete pod "$pod" --wait=true --timeout=180s >/dev/null
+  replaced() { [[ "$(k -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}' 2>/dev/null)" != "$uid" ]] && pod_ready "$pod"; }
+  [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
+  wait_until "node $1 (pod $pod) replaced and Ready" "$start_timeout" replaced
+  say "node $1 restarted (pod $pod replaced)"
 }
 
-cmd_down() {
-  local group id jobs
-  cds_stop_builder
-  for group in brokers controllers; do
-    jobs=()
-    if [[ $group == brokers ]]; then set -- "${BROKER_IDS[@]}"; else set -- "${CONTROLLER_IDS[@]}"; fi
-    for id in "$@"; do
-      [[ -f "$(node_pidfile "$id")" ]] || continue
-      stop_node "$id" & jobs+=($!)
-    done
-    for id in "${jobs[@]}"; do wait "$id" || true; done
-  done
+down() {
+  k get namespace "$ns" >/dev/null 2>&1 || return 0
+  k -n "$ns" delete obs --all --wait=true --timeout=60s >/dev/null 2>&1 || true
+  k -n "$ns" delete statefulset,service,pdb --all --wait=true --timeout=120s >/dev/null 2>&1 || true
+  rm -f "$(stopped_file)"
+  say "workloads in $ns deleted (claims and volumes kept)"
 }
 
-cmd_status() {
-  local id pid state port
-  printf '%-5s %-10s %-18s %-17s %-8s %-8s %s\n' NODE ROLE POD LISTENER PID PROCESS PORT
-  for id in "${ALL_IDS[@]}"; do
-    pid="$(node_pid "$id" || true)"
-    state=down port=closed
-    [[ -n "$pid" ]] && state=running
-    port_open "$(node_addr "$id")" "$(node_port "$id")" && port=open
-    printf '%-5s %-10s %-18s %-17s %-8s %-8s %s\n' "$id" "$(node_role "$id")" "$(node_pod "$id")" \
-      "$(node_addr "$id"):$(node_port "$id")" "${pid:--}" "$state" "$port"
-  done
-  (describe_classpath) || true
+status() {
+  k -n "$ns" get pods -o wide 2>/dev/null || echo "namespace $ns: absent"
+  [[ -f "$state/bootstrap" ]] && echo "bootstrap: $(cat "$state/bootstrap")"
+  [[ -s "$(stopped_file)" ]] && echo "stopped: $(paste -sd, "$(stopped_file)")"
+  echo "host tools: $(describe_classpath)"
+  return 0
 }
 
 usage() {
@@ -204,31 +234,21 @@ usage() {
   exit 2
 }
 
-start_and_wait() {
-  start_node "$1"
-  [[ "${KAFKA_START_WAIT:-1}" == 0 ]] || wait_started "$1" $(($(date +%s) + KAFKA_START_TIMEOUT_S))
-}
-
-main() {
-  local cmd="${1:-}"
-  case "$cmd" in up | start | restart | wrappers) cds_init ;; esac
-  case "$cmd" in
-    up) cmd_up ;;
-    down) cmd_down ;;
-    status) cmd_status ;;
-    wrappers) generate_wrappers ;;
-    start | stop | kill | restart)
-      [[ $# -eq 2 ]] || usage
-      check_node_id "$2"
-      case "$cmd" in
-        start) generate_wrappers; start_and_wait "$2" ;;
-        stop) stop_node "$2" ;;
-        kill) kill_node "$2" ;;
-        restart) stop_node "$2"; start_and_wait "$2" ;;
-      esac
-      ;;
-    *) usage ;;
-  esac
-}
-
-main "$@"
+case "${1:-}" in
+  up) up ;;
+  observerset) observerset ;;
+  kill) kill_node "${2:?node id}" ;;
+  stop) stop_node "${2:?node id}" ;;
+  start) shift; [[ $# -gt 0 ]] || usage; start_nodes "$@" ;;
+  restart) restart_node "${2:?node id}" ;;
+  running) jvm_pid "${2:?node id}" >/dev/null ;;
+  jvm-pid) jvm_pid "${2:?node id}" ;;
+  log) log_path "${2:?node id}" ;;
+  observer-dir) observer_dir "${2:?node id}" ;;
+  bootstrap) bootstrap ;;
+  controller-bootstrap) controller_bootstrap ;;
+  wrappers) wrappers ;;
+  down) down ;;
+  status) status ;;
+  *) usage ;;
+esac
