@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the self-contained local default: the test bed with its real node, the example
-# Kafka StatefulSets, the operator installed by its Helm chart, the example ObserverSet and the
+# The main job on the self-contained local default: the test bed with its real node and the
+# example Kafka StatefulSets (namespace kafka), the operator installed by its Helm chart, the example ObserverSet and the
 # promotion drill, all on real pods. Leaves the bed running for a look around; `make testbed-down` stops it.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -9,20 +9,18 @@ export KOO_TESTBED="$root/.testbed"
 start=$SECONDS
 bash e2e/testbed/up.sh
 k() { "$KOO_TESTBED/bin/kubectl" --kubeconfig "$KOO_TESTBED/kubeconfig" "$@"; }
-echo "== the example Kafka cluster (examples/kafka/) on the real node, namespace kafka-k8s"
-bash e2e/testbed/kafka-k8s.sh up
 echo "== the operator, installed by its Helm chart (2 replicas, leader election)"
 bash e2e/testbed/operator-chart.sh up
 echo "== applying examples/kafka/observerset/observerset.yaml"
-bash e2e/testbed/kafka-k8s.sh observerset
-k -n kafka-k8s get obs
+bash e2e/testbed/kafka.sh observerset
+k -n kafka get obs
 echo "== what the operator wrote (ConfigMap kafka-observers-broker) and what one pod's agent sees"
-k -n kafka-k8s get configmap kafka-observers-broker -o jsonpath='{.data.observer\.ids}'
-ip="$(k -n kafka-k8s get pod kafka-broker-3 -o jsonpath='{.status.podIP}')"
+k -n kafka get configmap kafka-observers-broker -o jsonpath='{.data.observer\.ids}'
+ip="$(k -n kafka get pod kafka-broker-3 -o jsonpath='{.status.podIP}')"
 curl -s -m 2 "http://$ip:9180/observer-ids" && echo
 echo "== promotion drill on the real node"
-KOO_DRILL_TARGET=node bash e2e/drills/operator/promotion-drill.sh
-k -n kafka-k8s get obs
+bash e2e/drills/operator/promotion-drill.sh
+k -n kafka get obs
 echo "demo done in $((SECONDS - start))s. The bed is still up: kubectl at $KOO_TESTBED/bin/kubectl" \
   "(--kubeconfig $KOO_TESTBED/kubeconfig); operator logs: kubectl -n kafka-observer-system logs" \
   "-l app.kubernetes.io/name=kafka-observer-operator; stop it with make testbed-down"

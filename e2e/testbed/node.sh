@@ -204,6 +204,8 @@ authentication:
   x509: {clientCAFile: $pki/ca.crt}
 authorization: {mode: Webhook}
 containerRuntimeEndpoint: unix://$sock
+# Container logs inside the bed (not /var/log/pods): the bed leaves nothing outside .testbed/.
+podLogsDir: $node_dir/pod-logs
 # This machine: cgroup v1 ("hybrid"), no systemd, swap allowed.
 cgroupDriver: cgroupfs
 failCgroupV1: false

@@ -26,7 +26,7 @@ pub enum SpecViolation {
     #[error("spec.kafka.bootstrapServers is empty: list at least one host:port, comma-separated")]
     NoBootstrapServers,
     #[error(
-        "spec.kafka.bootstrapServers entry {0:?} is not host:port: write it like 127.0.1.1:9092"
+        "spec.kafka.bootstrapServers entry {0:?} is not host:port: write it like kafka-bootstrap.kafka.svc:9092"
     )]
     BadBootstrapServer(String),
     #[error(

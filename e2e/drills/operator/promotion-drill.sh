@@ -17,12 +17,11 @@
 # promoted (automatic leader rebalance) and could then not be demoted without a restart or a
 # reassignment (the operator says so in its log and status; the Kafka suite covers that layout).
 #
-# Where: KOO_DRILL_TARGET=node (default) runs it on the bed's real node: the example StatefulSets
-# in namespace kafka-k8s (e2e/testbed/kafka-k8s.sh), the operator installed by its Helm chart,
-# and a lost zone is koo-node cordoned, the leader's JVM killed with SIGKILL in its container and
-# its pod deleted (the replacement stays Pending until the zone comes back: uncordon).
-# KOO_DRILL_TARGET=standin runs it on the stand-in's local Kafka processes (namespace kafka) with
-# the operator as a local process. The target files (target-<name>.sh) hold what differs.
+# Where: the bed's real node: the example StatefulSets in namespace kafka (e2e/testbed/kafka.sh),
+# the ObserverSet examples/kafka/observerset/, the operator installed by its Helm chart
+# (e2e/testbed/operator-chart.sh, two replicas). A lost zone: koo-node cordoned, the leader's JVM
+# killed with SIGKILL in its container and its pod deleted (`kafka.sh stop`); the replacement
+# stays Pending until the zone comes back (`kafka.sh start`: uncordon).
 #
 # Environment: KOO_DRILL_RESUME_TIMEOUT (120 s), KOO_DRILL_DEMOTE_TIMEOUT (300 s).
 set -euo pipefail
@@ -33,13 +32,20 @@ tb="${KOO_TESTBED:-$root/.testbed}"
 [[ -f "$tb/kubeconfig" ]] || { echo "promotion-drill: no test bed at $tb: run make testbed-up"; exit 1; }
 resume_timeout="${KOO_DRILL_RESUME_TIMEOUT:-120}"
 demote_timeout="${KOO_DRILL_DEMOTE_TIMEOUT:-300}"
-target="${KOO_DRILL_TARGET:-node}"
-[[ -f "$here/target-$target.sh" ]] || { echo "promotion-drill: unknown KOO_DRILL_TARGET '$target' (node or standin)"; exit 2; }
-# Defines ns, bootstrap, setup_operator, operator_log, lose_broker, return_broker, broker_back.
-source "$here/target-$target.sh"
+ns=kafka
+kafka_sh() { bash "$root/e2e/testbed/kafka.sh" "$@"; }
+bootstrap="$(kafka_sh bootstrap)"
 topic="drill-promotion-$(date +%s)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/koo-drill.XXXXXX")"
 k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+operator_log() {
+  k -n kafka-observer-system logs -l app.kubernetes.io/name=kafka-observer-operator --tail=2000 \
+    --prefix 2>/dev/null
+}
+# Whether broker ID's pod runs again (someone uncordoned the node).
+broker_back() {
+  [[ "$(k -n "$ns" get pod "kafka-broker-$(($1 - 1))" -o jsonpath='{.status.phase}' 2>/dev/null)" == Running ]]
+}
 
 say() { printf '%s promotion-drill: %s\n' "$(date -u +%T)" "$*"; }
 fail() { say "FAIL: $*"; dump; exit 1; }
@@ -51,7 +57,7 @@ killed=""
 cleanup() {
   local p
   for p in "${bg_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done
-  if [[ -n "$killed" ]]; then return_broker "$killed" >/dev/null 2>&1 || true; fi
+  if [[ -n "$killed" ]]; then kafka_sh start "$killed" >/dev/null 2>&1 || true; fi
   "$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --delete --topic "$topic" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -135,7 +141,8 @@ socket.connection.setup.timeout.max.ms=2000
 EOF
 
 say "== setup"
-setup_operator
+bash "$root/e2e/testbed/operator-chart.sh" up
+kafka_sh observerset
 # Manual promotions left by someone else (tests, a human) would hide what the drill looks for.
 k -n "$ns" patch obs kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
 k -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null \
@@ -177,7 +184,7 @@ say "precondition ok: replicas 1,2,4, ISR {1,2}, observer 4 outside the ISR, lea
 say "== lose a zone: kill -9 broker $leader (the leader)"
 t_kill="$(now)"
 killed="$leader"
-lose_broker "$leader" >/dev/null
+kafka_sh stop "$leader" >/dev/null
 # The first sample without the killed leader in the ISR. With one replica left the partition is
 # under min ISR; the sampler (one kafka-topics call per sample, about a second each on a busy
 # machine) can miss that state when the promotion is faster, and then sees the observer already in.
@@ -200,7 +207,7 @@ echo "DRILL kill_to_writes_resumed_s=$(since "$t_kill" "$t_resume") kill_to_isr_
 
 say "== the zone comes back: restart broker $leader"
 t_restart="$(now)"
-return_broker "$leader" >/dev/null
+KAFKA_START_WAIT=0 kafka_sh start "$leader" >/dev/null
 killed=""
 t_back="$(wait_sample "$work/isr.log" "$t_restart" "\$3 ~ /[=,]$leader(,|\$)/" "$demote_timeout" "broker $leader back in the ISR")"
 say "broker $leader back in the ISR +$(since "$t_restart" "$t_back")s"
