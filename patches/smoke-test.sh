@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Throwaway smoke test of the observer patch: 1 KRaft controller (id 100) + 3 brokers (1, 2, 3)
-# on 127.0.2.x (the shared test bed uses 127.0.1.x), broker 3 the observer. Checks the start-up
+# on 127.0.2.x (SMOKE_NET), broker 3 the observer. Checks the start-up
 # proof, the initial ISR filter, ISR admission, promotion, demotion, election and the audit line.
 # Usage: patches/smoke-test.sh [kafka-version]   (state in $SMOKE_DIR, default /tmp/koo-observer-smoke)
 set -euo pipefail

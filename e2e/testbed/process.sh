@@ -1,4 +1,4 @@
-# Shared by the bed's process scripts (control-plane.sh, node.sh, standin.sh, operator.sh):
+# Shared by the bed's process scripts (control-plane.sh, node.sh, operator.sh, operator-chart.sh):
 # starting, waiting for, finding and stopping a process the bed started from its pid file.
 # Sourced; the caller defines `log MSG`, `die MSG` and, for wait_healthy, `alive NAME` and $tb.
 

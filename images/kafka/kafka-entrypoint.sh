@@ -34,7 +34,7 @@ CLASSPATH_KAFKA="$KAFKA_HOME/patch/observer-patch.jar:$KAFKA_HOME/libs/*"
 DATA_DIR="${KAFKA_DATA_DIR:-/var/lib/kafka/data}"
 export KAFKA_OBSERVER_IDS_FILE="${KAFKA_OBSERVER_IDS_FILE:-/etc/kafka/observer/observer.ids}"
 HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx256m -XX:+UseSerialGC}"
-# As the local test bed's nodes (e2e/testbed/kafka/lib.sh): C1 only, for many JVMs on few cores.
+# C1 only, for many JVMs on few cores (the test bed runs seven Kafka pods on two).
 # No hsperfdata file, so /tmp need not be writable.
 JVM_OPTS="${KAFKA_JVM_OPTS:--XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true}"
 JVM_OPTS="$JVM_OPTS ${KAFKA_EXTRA_JVM_OPTS:-}"

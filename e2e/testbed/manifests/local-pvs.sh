@@ -54,7 +54,7 @@ dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
 [[ "$DATA_UID" =~ ^[0-9]+$ && "$DATA_GID" =~ ^[0-9]+$ ]] || die "KOO_DATA_UID/KOO_DATA_GID must be numeric"
 
 # claim name -> PV name. PVs are cluster-scoped: the namespace is part of the name, so clusters
-# in two namespaces (e.g. kafka and kafka-k8s) never share a volume.
+# in two namespaces (e.g. kafka and kafka-test) never share a volume.
 claims=()
 for i in 0 1 2; do claims+=("data-kafka-controller-$i"); done
 for i in 0 1 2 3; do claims+=("data-kafka-broker-$i"); done
