@@ -8,8 +8,7 @@
 # Usage: e2e/build/kafka-versions.sh [version...]   (default: every patches/kafka-<v>/, and 4.4.0 always)
 #
 # Smoke runs go one at a time (flock) on their own loopback range, $KAFKA_VERSIONS_NET
-# (default 127.0.3, so they never meet the test bed on 127.0.1.x nor a manual
-# patches/smoke-test.sh on 127.0.2.x). Logs: $KOO_CACHE/kafka-versions/<v>/{build,smoke}.log.
+# (default 127.0.3, so they never meet a manual patches/smoke-test.sh on 127.0.2.x). Logs: $KOO_CACHE/kafka-versions/<v>/{build,smoke}.log.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
