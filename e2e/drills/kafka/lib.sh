@@ -1,30 +1,68 @@
+# shellcheck shell=bash source-path=SCRIPTDIR
 # Shared pieces of the Kafka failure suite (e2e/drills/kafka/run.sh) and the Kafka bench
 # (e2e/bench/kafka.sh): the drill client, node control, observer-list changes and the restore to
 # the bed's default state (broker 4 observer everywhere, every node running). Sourced, never run.
 #
-# How observer lists change: when the bed's control plane is up (.testbed/kubeconfig and /readyz
-# ok), exactly as in a cluster: patch the ConfigMap kafka-observers-<role>, annotate the role's
-# pods so the kubelet stand-in syncs at once, then wait until every node's projected file shows the
-# new content. Without a control plane (developing the Kafka side alone with `kafka.sh up`), the
-# same files are written here in the kubelet's atomic-writer layout. Scenarios that simulate a
-# broken file (S7: chmod 000, garbage, deletion) edit a node's projected file directly, because
-# that is the failure they simulate.
+# The cluster is the bed's example StatefulSets (e2e/testbed/kafka.sh: examples/kafka/ on the
+# real node koo-node) in namespace $KOO_KAFKA_NAMESPACE (default kafka): controllers 101-103 =
+# pods kafka-controller-0..2, brokers 1-4 = pods kafka-broker-0..3. Every node operation goes
+# through kafka.sh (stop/start/restart/running/log/observer-dir), which knows the pods.
+#
+# How observer lists change, exactly as in a cluster: patch the ConfigMap kafka-observers-<role>
+# (or, when an ObserverSet owns the ConfigMaps, its spec.promotion.promoted), annotate the role's
+# pods so the real kubelet re-projects their ConfigMap volume at once (~1-2 s instead of its
+# 60-90 s sync), then wait until every scheduled node's projected file shows the new content.
+# Scenarios that simulate a broken file (S7: chmod 000, garbage, deletion) edit a node's
+# projected file on the host directly, because that is the failure they simulate; the kubelet
+# undoes such an edit at its next sync of the pod, and restore_default repairs and nudges.
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+# shellcheck source=../../versions.env
 source "$root/e2e/versions.env"
 tb="$root/.testbed"
-kdir="$tb/kafka"
 KAFKA_SH="$root/e2e/testbed/kafka.sh"
+# The namespace of the Kafka cluster; kafka.sh reads the same variable.
+KAFKA_NS="${KOO_KAFKA_NAMESPACE:-kafka}"
+export KOO_KAFKA_NAMESPACE="$KAFKA_NS"
+# kafka.sh's state directory for that namespace (bootstrap, stopped nodes).
+if [[ "$KAFKA_NS" == kafka ]]; then kstate="$tb/kafka"; else kstate="$tb/kafka.$KAFKA_NS"; fi
 CONTROLLERS=(101 102 103)
 BROKERS=(1 2 3 4)
 OBSERVER=4
 DEFAULT_OBSERVERS=$'4\n'
-drill_work="${DRILL_WORK:-$tb/drills/kafka}"
+if [[ "$KAFKA_NS" == kafka ]]; then drill_work="${DRILL_WORK:-$tb/drills/kafka}"; else drill_work="${DRILL_WORK:-$tb/drills/kafka.$KAFKA_NS}"; fi
 mkdir -p "$drill_work"
 
 note() { echo "[$(date -u +%T)] $*" >&2; }
 now_ms() { date +%s%3N; }
-bootstrap() { cat "$kdir/bootstrap"; }
+kubectl() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+
+# The kafka-bootstrap Service's ClusterIP:9092 (reachable from the host through kube-proxy),
+# resolved once by resolve_bootstrap (run.sh, the bench) and exported for every subshell.
+resolve_bootstrap() {
+  local b
+  b="$(bash "$KAFKA_SH" bootstrap 2>/dev/null)" || true
+  [[ "$b" =~ ^[0-9.]+:[0-9]+$ ]] || return 1
+  export KAFKA_BOOTSTRAP="$b"
+}
+bootstrap() {
+  [[ -n "${KAFKA_BOOTSTRAP:-}" ]] || resolve_bootstrap || { note "no kafka-bootstrap Service in namespace $KAFKA_NS"; return 1; }
+  echo "$KAFKA_BOOTSTRAP"
+}
+# Whether the nodes run the observer patch: every start of a patched node logs "observer patch
+# active" (the image kafka-observer/kafka always has it; a vanilla image would ignore the lists).
+# Looked for in the container logs of one running node per role.
+nodes_patched() {
+  local role id dir seen
+  for role in controller broker; do
+    seen=""
+    for id in $(role_nodes "$role"); do
+      dir="$(dirname "$(node_log "$id")")"
+      [[ "$dir" != . ]] && grep -qs "observer patch active" "$dir"/*.log* && { seen=$id; break; }
+    done
+    [[ -n "$seen" ]] || return 1
+  done
+}
 
 # ---- the drill client: compiled once per source and Kafka version ----------------------------
 kafka_lib() { echo "$KOO_CACHE/kafka/$KAFKA_VERSION/lib"; }
@@ -43,137 +81,227 @@ dc_build() {
 }
 # dc <command> [args]: see the header of DrillClient.java.
 dc() {
-  local out
+  local out b
   out="$(dc_classes)"
+  b="$(bootstrap)" || return 1
   java -Xmx160m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Djava.net.preferIPv4Stack=true \
     -Dlog4j2.configurationFile="$root/e2e/testbed/kafka/tools-log4j2.properties" \
-    -cp "$out:$(kafka_lib)/*" DrillClient "$(bootstrap)" "$@"
+    -cp "$out:$(kafka_lib)/*" DrillClient "$b" "$@"
 }
 
 # ---- nodes --------------------------------------------------------------------------------------
-node_up() { bash "$KAFKA_SH" start "$1" >&2; }
-node_kill() { bash "$KAFKA_SH" kill "$1" >&2; }
-node_stop() { bash "$KAFKA_SH" stop "$1" >&2; }
-node_running() { [[ -f "$tb/pids/kafka-$1.pid" ]] && kill -0 "$(cat "$tb/pids/kafka-$1.pid")" 2>/dev/null; }
-node_log() { echo "$tb/logs/kafka-$1.log"; }
-log_mark() { stat -c %s "$(node_log "$1")"; }
-# log_since <node> <mark> <extended regex>: the matching lines written after the mark.
-log_since() { tail -c +"$(($2 + 1))" "$(node_log "$1")" | grep -E -- "$3"; }
+# node_stop <id>: kill -9 the node's JVM and keep it down until node_up (kafka.sh stop: koo-node
+# cordoned, the JVM SIGKILLed in its container, the pod force-deleted; its replacement stays
+# Pending). A plain `kafka.sh kill` would let the kubelet restart the container within seconds,
+# while every scenario decides itself when the node comes back.
+# kafka.sh stop dies (set -e) on its first `cat` of a missing stopped-nodes file, after cordoning
+# and before the kill: the file is made to exist first.
+node_stop() {
+  mkdir -p "$kstate" && touch "$kstate/stopped"
+  bash "$KAFKA_SH" stop "$1" >&2 || fail "kafka.sh stop $1 failed"
+  local _
+  for _ in $(seq 50); do node_running "$1" || return 0; sleep 0.2; done
+  fail "node $1 still runs 10 s after kafka.sh stop"
+}
+# The nodes stopped with `kafka.sh stop` and not started since (kafka.sh's own record).
+stopped_nodes() { cat "$kstate/stopped" 2>/dev/null || true; }
+# node_up <id>...: start stopped nodes and wait until their pods are Ready (KAFKA_START_WAIT=0:
+# do not wait). Uncordoning the node lets every stopped pod start, so kafka.sh wants all of them
+# named at once: the other stopped nodes are added here (they would start anyway).
+node_up() {
+  local ids
+  ids="$( { printf '%s\n' "$@"; stopped_nodes; } | sort -nu | paste -sd' ' -)"
+  # shellcheck disable=SC2086 # one word per id
+  bash "$KAFKA_SH" start $ids >&2
+}
+node_running() { bash "$KAFKA_SH" running "$1" 2>/dev/null; }
 node_pod() { if (($1 >= 101)); then echo "kafka-controller-$(($1 - 101))"; else echo "kafka-broker-$(($1 - 1))"; fi; }
-obs_dir() { echo "$tb/pods/kafka/$(node_pod "$1")/volumes/observer-ids"; }
-obs_file() { echo "$(obs_dir "$1")/observer.ids"; }
 role_nodes() { if [[ $1 == controller ]]; then echo "${CONTROLLERS[@]}"; else echo "${BROKERS[@]}"; fi; }
+# node_scheduled <id>: the node's pod exists and is bound to the node (not a Pending replacement
+# of a stopped node, which has no volume yet and mounts the ConfigMap as it is when it starts).
+node_scheduled() {
+  [[ -n "$(kubectl -n "$KAFKA_NS" get pod "$(node_pod "$1")" -o jsonpath='{.spec.nodeName}' 2>/dev/null)" ]]
+}
+# The node's data directory on the host: its local PersistentVolume (claim data-<pod>).
+node_data() {
+  local pv
+  pv="$(kubectl -n "$KAFKA_NS" get pvc "data-$(node_pod "$1")" -o jsonpath='{.spec.volumeName}' 2>/dev/null)"
+  [[ -n "$pv" ]] && kubectl get pv "$pv" -o jsonpath='{.spec.local.path}' 2>/dev/null
+}
+
+# ---- node logs ------------------------------------------------------------------------------------
+# The node's current kafka container log on the host (CRI format: every line starts with
+# "<RFC 3339 time> stdout F "; grep works on it as on a plain log). Its path changes when the
+# container restarts (N.log) or the pod is replaced (a new pod directory), and the kubelet
+# rotates it at 10 MiB (renamed, same inode).
+node_log() { bash "$KAFKA_SH" log "$1" 2>/dev/null; }
+# log_mark <node>: "<path> <inode> <size>" of the node's current log.
+log_mark() {
+  local p
+  p="$(node_log "$1")"
+  if [[ -n "$p" && -f "$p" ]]; then echo "$p $(stat -c '%i %s' "$p")"; else echo "- 0 0"; fi
+}
+# log_since <node> <mark> <extended regex>: the matching lines written after the mark. When the log
+# changed file since (rotation, container restart, replaced pod), the rest of the marked file
+# (found by its inode) and the whole current file.
+log_since() {
+  local path ino off cur old
+  read -r path ino off <<< "$2"
+  cur="$(node_log "$1")"
+  {
+    if [[ -n "$cur" && "$cur" == "$path" && "$(stat -c %i "$cur" 2>/dev/null)" == "$ino" ]]; then
+      tail -c +"$((off + 1))" "$cur"
+    else
+      old=""
+      [[ "$path" != - && -d "$(dirname "$path")" ]] &&
+        old="$(find "$(dirname "$path")" -maxdepth 1 -type f -inum "$ino" 2>/dev/null | head -n1)"
+      [[ -n "$old" ]] && tail -c +"$((off + 1))" "$old"
+      [[ -n "$cur" && -f "$cur" ]] && cat "$cur"
+    fi
+  } | grep -E -- "$3"
+}
+# Strips the CRI prefix ("<time> stdout F ", after an optional "[<node>] ") from log lines, for notes.
+cri_strip() { sed -E 's/^(\[[0-9]+\] )?[^ ]+ (stdout|stderr) [FP] /\1/'; }
+
 # Short timeouts: right after the active controller dies, the survivors still name it for ~2 s and
-# a tool with default timeouts would keep retrying the dead node for up to a minute.
+# a tool with default timeouts would keep retrying the dead node for up to a minute. The
+# controllers' pod IPs are read at call time: a replaced controller pod has a new one.
 active_controller() {
+  local cb
+  cb="$(bash "$KAFKA_SH" controller-bootstrap 2>/dev/null)"
+  [[ -n "$cb" ]] || return 0
   printf 'request.timeout.ms=2000\ndefault.api.timeout.ms=4000\n' > "$drill_work/quorum-tool.properties"
-  "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$(cat "$kdir/controller-bootstrap")" \
+  "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$cb" \
     --command-config "$drill_work/quorum-tool.properties" describe --status 2>/dev/null |
     sed -n 's/^LeaderId: *\([0-9]*\).*/\1/p'
 }
 
 # ---- observer lists -----------------------------------------------------------------------------
-kubectl() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
-control_plane_up() {
-  [[ -f "$tb/kubeconfig" && -x "$tb/bin/kubectl" ]] && [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]
-}
-standin_up() { [[ -f "$tb/pids/kubelet-standin.pid" ]] && kill -0 "$(cat "$tb/pids/kubelet-standin.pid")" 2>/dev/null; }
-# configmap (the real path) when the control plane answers and the kubelet stand-in runs; local
-# otherwise. DRILL_OBSERVERS_VIA=configmap|local forces one (configmap on a half bed then fails).
-observers_via() {
-  case "${DRILL_OBSERVERS_VIA:-auto}" in
-    configmap | local) echo "$DRILL_OBSERVERS_VIA" ;;
-    *) if control_plane_up && standin_up; then echo configmap; else echo local; fi ;;
-  esac
-}
-
-# The kubelet's atomic-writer layout, for benches/drills run without the control plane:
-# ..<timestamp>/observer.ids, ..data -> ..<timestamp> swapped by rename, observer.ids -> ..data/observer.ids.
-project_locally() { # project_locally <node> <content>
-  local dir ts old
-  dir="$(obs_dir "$1")" ts="..$(date -u +%Y_%m_%d_%H_%M_%S.%N)"
-  mkdir -p "$dir/$ts"
-  printf '%s' "$2" > "$dir/$ts/observer.ids"
-  chmod 644 "$dir/$ts/observer.ids"
-  old="$(readlink "$dir/..data" 2>/dev/null || true)"
-  ln -sfn "$ts" "$dir/..data_tmp" && mv -T "$dir/..data_tmp" "$dir/..data"
-  [[ -L "$dir/observer.ids" ]] || { rm -f "$dir/observer.ids"; ln -s ..data/observer.ids "$dir/observer.ids"; }
-  [[ -n "$old" && "$old" != "$ts" ]] && rm -rf "${dir:?}/$old"
-  return 0
-}
+# obs_dir <node>: the host path of the node's projected observer-ids volume (the kubelet's
+# atomic-writer layout: ..<timestamp>/observer.ids, ..data -> ..<timestamp>, observer.ids ->
+# ..data/observer.ids). Its pod's uid is in the path: a replaced pod has another one.
+obs_dir() { bash "$KAFKA_SH" observer-dir "$1" 2>/dev/null; }
+obs_file() { echo "$(obs_dir "$1")/observer.ids"; }
 
 # The ids an observer.ids text stands for, per the file contract (comment lines, separators,
-# non-integer tokens ignored): "4" or "" or "3,4". Compared instead of bytes, since the operator
-# renders its own header comments.
-ids_of() { grep -v '^[[:space:]]*#' | tr ', \t' '\n\n\n' | grep -E '^[0-9]+$' | sort -nu | paste -sd, - || true; }
-file_shows() { [[ "$(ids_of < "$(obs_file "$1")" 2>/dev/null)" == "$(printf '%s' "$2" | ids_of)" && -r "$(obs_file "$1")" ]]; }
+# non-integer tokens ignored): "4" or "" or "3,4". Compared instead of bytes, since the seed and
+# the operator render header comments.
+ids_of() { grep -v '^[[:space:]]*#' | tr ', \t' '\n' | grep -E '^[0-9]+$' | sort -nu | paste -sd, - || true; }
+# dir_shows <volume dir> <content>: the projected file has those ids and Kafka's user can read it
+# (the test runs as root, which reads a chmod 000 file: the mode is checked instead).
+dir_shows() {
+  local f="$1/observer.ids" mode
+  mode="$(stat -L -c %a "$f" 2>/dev/null)" || return 1
+  (((8#$mode & 8#044) == 8#044)) || return 1
+  [[ "$(ids_of < "$f" 2>/dev/null)" == "$(printf '%s' "$2" | ids_of)" ]]
+}
+file_shows() { dir_shows "$(obs_dir "$1")" "$2"; }
+# The ids the role's ConfigMap holds.
+configmap_ids() {
+  kubectl -n "$KAFKA_NS" get configmap "kafka-observers-$1" -o jsonpath='{.data.observer\.ids}' 2>/dev/null | ids_of
+}
 
-# The ConfigMaps belong to an ObserverSet (the operator runs on the bed and reverts any direct
-# edit): observer lists then change through its API, spec.promotion.promoted, and the operator
-# rolls them out (controllers first). Prints the ObserverSet's name, or nothing.
-# Only while the operator runs (e2e/testbed/operator.sh's pid file) and the ObserverSet exists: a
-# label left behind by a stopped operator leaves the ConfigMaps to the drills.
+# nudge <role>: a new annotation on each of the role's pods; the kubelet then syncs the pod and
+# re-projects its ConfigMap volume within ~1-2 s (unnudged: its next sync, up to 60-90 s).
+nudge() {
+  local id n
+  n="$(date +%s%N)"
+  for id in $(role_nodes "$1"); do
+    # A stopped node's pod may be between deletion and re-creation: nothing to nudge then.
+    kubectl -n "$KAFKA_NS" annotate pod "$(node_pod "$id")" "kafkaobserver.io/nudge=$n" --overwrite >/dev/null 2>&1 || true
+  done
+}
+
+# Whether an operator runs: the Helm chart's pods (namespace kafka-observer-system) or the local
+# process of e2e/testbed/operator.sh. Only for messages: ownership is the ConfigMaps' business.
+operator_running() {
+  [[ -f "$tb/pids/operator.pid" ]] && kill -0 "$(cat "$tb/pids/operator.pid")" 2>/dev/null && return 0
+  kubectl -n kafka-observer-system get pods -l app.kubernetes.io/name=kafka-observer-operator \
+    -o jsonpath='{.items[*].status.phase}' 2>/dev/null | grep -qw Running
+}
+
+# The ConfigMaps belong to an ObserverSet (the operator, as a pod of the Helm chart or a local
+# process, reverts any direct edit): observer lists then change through its API,
+# spec.promotion.promoted, and the operator rolls them out (controllers first). Prints the
+# ObserverSet's name, or nothing. Owned = the ConfigMap carries the operator's labels AND that
+# ObserverSet exists and is not being deleted: labels left behind by a deleted ObserverSet
+# (deletionPolicy Retain) leave the ConfigMaps to the drills.
 owning_observerset() {
   local name
-  [[ -f "$tb/pids/operator.pid" ]] && kill -0 "$(cat "$tb/pids/operator.pid")" 2>/dev/null || return 0
-  name="$(kubectl -n kafka get configmap kafka-observers-controller \
+  name="$(kubectl -n "$KAFKA_NS" get configmap kafka-observers-controller \
     -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.labels.kafkaobserver\.io/observerset}' 2>/dev/null |
     awk '$1 == "kafka-observer-operator" && $2 != "" {print $2}')"
-  [[ -n "$name" ]] && kubectl -n kafka get observerset "$name" >/dev/null 2>&1 && echo "$name"
+  [[ -n "$name" ]] || return 0
+  [[ "$(kubectl -n "$KAFKA_NS" get observerset "$name" -o jsonpath='{.metadata.name}|{.metadata.deletionTimestamp}' 2>/dev/null)" == "$name|" ]] &&
+    echo "$name"
   return 0
 }
 
-# set_observers <controller|broker> <content>: through the ConfigMap when the control plane is up,
-# then waits until every node of the role shows the content. Sets LAST_FILE_CHANGE_MS to the moment
-# the last node's file changed (the mtime of its ..data symlink, renamed in by the atomic writer).
+# wait_role_shows <role> <content> <timeout s>: until every node of the role whose pod is
+# scheduled shows the content (a stopped node's Pending pod mounts the ConfigMap as it is when it
+# starts). Sets LAST_FILE_CHANGE_MS to the moment the last node's file changed (the mtime of its
+# ..data symlink, renamed in by the kubelet's atomic writer) and ROLE_PENDING to the nodes that
+# did not show it in time (then returns non-zero).
+wait_role_shows() {
+  local role="$1" content="$2" id deadline still m=0 f
+  local -A dir=()
+  for id in $(role_nodes "$role"); do
+    if node_scheduled "$id"; then dir[$id]="$(obs_dir "$id")"; else note "node $id is stopped: its pod mounts the list when it starts"; fi
+  done
+  deadline=$(($(date +%s) + $3))
+  while :; do
+    still=""
+    for id in "${!dir[@]}"; do
+      [[ -n "${dir[$id]}" && -d "${dir[$id]}" ]] || dir[$id]="$(obs_dir "$id")"
+      dir_shows "${dir[$id]}" "$content" || still="$still $id"
+    done
+    ROLE_PENDING="$still"
+    [[ -z "$still" ]] && break
+    (($(date +%s) < deadline)) || return 1
+    sleep 0.05
+  done
+  for id in "${!dir[@]}"; do
+    f="$(stat -c %.3Y "${dir[$id]}/..data" 2>/dev/null | tr -d .)"
+    [[ -n "$f" ]] && ((f > m)) && m=$f
+  done
+  # shellcheck disable=SC2034 # read by e2e/bench/kafka.sh
+  LAST_FILE_CHANGE_MS="$m"
+}
+
+# set_observers <controller|broker> <content>: through the ConfigMap (or the owning ObserverSet)
+# and a nudge of the role's pods, then waits until every scheduled node of the role shows the
+# content (wait_role_shows, which sets LAST_FILE_CHANGE_MS).
 set_observers() {
-  local role="$1" content="$2" id pending deadline json n
-  local owner=""
-  [[ "${OBSERVERS_VIA:=$(observers_via)}" == configmap ]] && owner="$(owning_observerset)"
+  local role="$1" content="$2" json owner timeout="${OBSERVER_SYNC_TIMEOUT_S:-40}" why=""
+  owner="$(owning_observerset)"
   if [[ -n "$owner" ]]; then
     # promoted = the bed's observer unless the wanted list still holds it (both roles at once).
     local promoted="[]"
     [[ ",$(printf '%s' "$content" | ids_of)," == *",$OBSERVER,"* ]] || promoted="[$OBSERVER]"
-    kubectl -n kafka patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"promoted\":$promoted}}}" >/dev/null ||
+    kubectl -n "$KAFKA_NS" patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"promoted\":$promoted}}}" >/dev/null ||
       fail "kubectl patch observerset $owner failed"
-  elif [[ "$OBSERVERS_VIA" == configmap ]]; then
-    json="$(printf '%s' "$content" | python3 -c 'import json,sys; print(json.dumps({"data": {"observer.ids": sys.stdin.read()}}))')"
-    kubectl -n kafka patch configmap "kafka-observers-$role" --type merge -p "$json" >/dev/null ||
-      fail "kubectl patch configmap kafka-observers-$role failed"
-    n="$(date +%s%N)"
-    for id in $(role_nodes "$role"); do
-      kubectl -n kafka annotate pod "$(node_pod "$id")" "kafkaobserver.io/nudge=$n" --overwrite >/dev/null ||
-        fail "kubectl annotate pod $(node_pod "$id") failed"
-    done
+    # The operator nudges the pods itself once it has written the ConfigMaps.
   else
-    for id in $(role_nodes "$role"); do project_locally "$id" "$content"; done
+    json="$(printf '%s' "$content" | python3 -c 'import json,sys; print(json.dumps({"data": {"observer.ids": sys.stdin.read()}}))')"
+    kubectl -n "$KAFKA_NS" patch configmap "kafka-observers-$role" --type merge -p "$json" >/dev/null ||
+      fail "kubectl patch configmap $KAFKA_NS/kafka-observers-$role failed"
+    nudge "$role"
   fi
-  pending="$(role_nodes "$role")" deadline=$(($(date +%s) + ${OBSERVER_SYNC_TIMEOUT_S:-40}))
-  while [[ -n "${pending// /}" ]]; do
-    local still=""
-    for id in $pending; do file_shows "$id" "$content" || still="$still $id"; done
-    pending="$still"
-    [[ -z "${pending// /}" ]] && break
-    (($(date +%s) < deadline)) || fail "observer.ids of $role node(s)$pending did not show the new list within ${OBSERVER_SYNC_TIMEOUT_S:-40}s${owner:+ (through ObserverSet kafka/$owner)}"
-    sleep 0.02
-  done
-  # When the files changed: the newest ..data symlink of the role (the atomic writer's rename).
-  local m=0 f
-  for id in $(role_nodes "$role"); do
-    f="$(stat -c %.3Y "$(obs_dir "$id")/..data" 2>/dev/null | tr -d .)"
-    [[ -n "$f" ]] && ((f > m)) && m=$f
-  done
-  LAST_FILE_CHANGE_MS="$m"
-  note "observers($role) = [$(printf '%s' "$content" | ids_of)] on every $role${owner:+ (through ObserverSet kafka/$owner)}"
+  if ! wait_role_shows "$role" "$content" "$timeout"; then
+    [[ -n "$owner" ]] && why=" (through ObserverSet $KAFKA_NS/$owner$(operator_running || echo '; no operator seems to run'))"
+    fail "observer.ids of $role node(s)$ROLE_PENDING did not show the new list within ${timeout}s$why"
+  fi
+  note "observers($role) = [$(printf '%s' "$content" | ids_of)] on every running $role${owner:+ (through ObserverSet $KAFKA_NS/$owner)}"
 }
 
 # Both roles, in the order the operator uses: controllers first (promotion and demotion).
 set_observers_all() { set_observers controller "$1" && set_observers broker "$1"; }
 
 # ---- scenario plumbing --------------------------------------------------------------------------
-# fail <reason>: ends the scenario (run in a subshell by run.sh) with that one-line reason.
+# fail <reason>: ends the scenario (run in a subshell by run.sh) with that one-line reason. The
+# first reason stays: a failing restore after a failed scenario does not hide why it failed.
 fail() {
-  echo "$*" > "$SCENARIO_DIR/reason"
+  [[ -s "$SCENARIO_DIR/reason" ]] || echo "$*" > "$SCENARIO_DIR/reason"
   note "FAIL: $*"
   exit 1
 }
@@ -203,8 +331,8 @@ start_watch() { # start_watch <topic> [broker ids whose partition size to sample
   wait_watch_samples 1
 }
 wait_watch_samples() { # wait_watch_samples <n>: until the watch has written n samples (30 s)
-  local i
-  for i in $(seq 300); do
+  local _
+  for _ in $(seq 300); do
     [[ -f "$WATCH_OUT" && $(wc -l < "$WATCH_OUT") -ge $1 ]] && return 0
     sleep 0.1
   done
@@ -222,41 +350,48 @@ stop_watch() {
 # suite and the bench therefore set it to Manual for their run, wait until it holds no automatic
 # promotion, and give the policy back at the end (give_back_policy).
 take_manual_policy() {
-  local owner policy auto i
-  [[ "$(observers_via)" == configmap ]] || return 0
+  local owner policy auto
   owner="$(owning_observerset)"
   [[ -n "$owner" ]] || return 0
-  policy="$(kubectl -n kafka get observerset "$owner" -o jsonpath='{.spec.promotion.policy}')"
+  policy="$(kubectl -n "$KAFKA_NS" get observerset "$owner" -o jsonpath='{.spec.promotion.policy}')"
   if [[ -n "$policy" && "$policy" != Manual ]]; then
-    note "ObserverSet kafka/$owner has policy $policy: set to Manual while the Kafka drills run"
+    note "ObserverSet $KAFKA_NS/$owner has policy $policy: set to Manual while the Kafka drills run"
     echo "$owner $policy" > "$drill_work/policy-taken"
-    kubectl -n kafka patch observerset "$owner" --type merge -p '{"spec":{"promotion":{"policy":"Manual"}}}' >/dev/null ||
-      { note "cannot set ObserverSet kafka/$owner to Manual"; return 1; }
+    kubectl -n "$KAFKA_NS" patch observerset "$owner" --type merge -p '{"spec":{"promotion":{"policy":"Manual"}}}' >/dev/null ||
+      { note "cannot set ObserverSet $KAFKA_NS/$owner to Manual"; return 1; }
   fi
-  for i in $(seq 90); do
-    auto="$(kubectl -n kafka get observerset "$owner" -o jsonpath='{.status.autoPromotions}')"
+  for _ in $(seq 90); do
+    auto="$(kubectl -n "$KAFKA_NS" get observerset "$owner" -o jsonpath='{.status.autoPromotions}')"
     [[ -z "$auto" || "$auto" == "[]" ]] && return 0
     sleep 1
   done
-  note "ObserverSet kafka/$owner still holds automatic promotions after 90 s: $auto"
+  note "ObserverSet $KAFKA_NS/$owner still holds automatic promotions after 90 s: $auto"
   return 1
 }
 give_back_policy() {
   local owner policy
   [[ -s "$drill_work/policy-taken" ]] || return 0
   read -r owner policy < "$drill_work/policy-taken"
-  kubectl -n kafka patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"policy\":\"$policy\"}}}" >/dev/null &&
-    note "ObserverSet kafka/$owner policy back to $policy"
+  kubectl -n "$KAFKA_NS" patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"policy\":\"$policy\"}}}" >/dev/null &&
+    note "ObserverSet $KAFKA_NS/$owner policy back to $policy"
   rm -f "$drill_work/policy-taken"
+}
+
+# start_down_nodes: every node whose JVM does not run (or that kafka.sh records as stopped),
+# started in one call; returns non-zero if that fails.
+start_down_nodes() {
+  local id down=()
+  for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do node_running "$id" || down+=("$id"); done
+  while read -r id; do [[ -n "$id" ]] && down+=("$id"); done < <(stopped_nodes)
+  ((${#down[@]} == 0)) && return 0
+  note "nodes down: ${down[*]}: starting them"
+  node_up "${down[@]}"
 }
 
 # Before a scenario: every node running and every broker registered and unfenced (the bed is
 # shared; someone may have stopped a node since the last restore).
 precondition() {
-  local id
-  for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do
-    node_running "$id" || { note "precondition: node $id was down: starting it"; node_up "$id"; }
-  done
+  start_down_nodes || fail "precondition: the stopped nodes do not start"
   dc brokers 4 90000 >&2 || fail "precondition: not every broker is registered and unfenced"
 }
 
@@ -265,25 +400,34 @@ precondition() {
 restore_default() {
   local id role bad=0 dir
   stop_watch
-  # Undo direct edits of a projected file (S7): mode, content, the visible symlink.
+  start_down_nodes || { note "restore: the stopped nodes do not start"; bad=1; }
+  # Undo direct edits of a projected file (S7): the mode and the visible symlink here; the
+  # content (and a ..data the kubelet no longer knows) through a nudge below: the kubelet
+  # re-projects whenever a file differs from its ConfigMap.
   for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do
     dir="$(obs_dir "$id")"
+    [[ -n "$dir" && -d "$dir" ]] || continue
     [[ -e "$dir/..data/observer.ids" ]] && chmod 644 "$dir/..data/observer.ids"
     [[ -L "$dir/observer.ids" || ! -e "$dir/..data" ]] || { rm -f "$dir/observer.ids"; ln -s ..data/observer.ids "$dir/observer.ids"; }
   done
-  for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do
-    node_running "$id" || node_up "$id" || { note "restore: node $id does not start"; bad=1; }
-  done
+  # The lists: through set_observers when a ConfigMap (or the owning ObserverSet) does not hold
+  # the default; else a nudge, so the kubelet re-projects any file that differs from it.
+  local default owner promoted=""
+  default="$(printf '%s' "$DEFAULT_OBSERVERS" | ids_of)" owner="$(owning_observerset)"
+  [[ -n "$owner" ]] && promoted="$(kubectl -n "$KAFKA_NS" get observerset "$owner" -o jsonpath='{.spec.promotion.promoted}')"
   for role in controller broker; do
-    for id in $(role_nodes "$role"); do
-      if ! file_shows "$id" "$DEFAULT_OBSERVERS"; then
-        (set_observers "$role" "$DEFAULT_OBSERVERS") || bad=1
-        break
-      fi
-    done
+    if [[ "$(configmap_ids "$role")" != "$default" || ( -n "$promoted" && "$promoted" != "[]" ) ]]; then
+      (set_observers "$role" "$DEFAULT_OBSERVERS") || bad=1
+    else
+      nudge "$role"
+      wait_role_shows "$role" "$DEFAULT_OBSERVERS" 30 ||
+        { note "restore: node(s)$ROLE_PENDING do not show the default list 30 s after a nudge"; bad=1; }
+    fi
   done
   # Every topic the scenario created (drill_topic records them; it runs in a subshell).
-  for id in $(cat "$SCENARIO_DIR/topics" 2>/dev/null); do dc delete "$id" >&2 || { note "restore: cannot delete $id"; bad=1; }; done
+  if [[ -f "$SCENARIO_DIR/topics" ]]; then
+    while read -r id; do dc delete "$id" >&2 < /dev/null || { note "restore: cannot delete $id"; bad=1; }; done < "$SCENARIO_DIR/topics"
+  fi
   dc brokers 4 90000 >&2 || bad=1
   if ! dc observer-free "$OBSERVER" 30000 >&2; then
     # A demoted broker that still leads keeps its leadership until the next partition change:

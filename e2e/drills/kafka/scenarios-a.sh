@@ -1,6 +1,8 @@
+# shellcheck shell=bash
 # S1-S5 of the Kafka failure suite (sourced by run.sh; each runs in its own subshell with set -e,
 # restore_default runs afterwards). Topic layout: replicas 4:1:2:3, broker 4 the observer, so the
-# initial ISR is 1,2,3 and the leader 1.
+# initial ISR is 1,2,3 and the leader 1. A killed node is `kafka.sh stop`ped (its JVM SIGKILLed,
+# its pod kept from coming back) and comes back only at node_up.
 
 # A fresh topic in the default layout: the observer is listed first yet neither leads nor joins.
 drill_topic() {
@@ -18,16 +20,17 @@ never_in_watch() { # never_in_watch <regex> <what>: fails if any watch sample ma
   [[ -z "$hit" ]] || fail "$2: $hit"
 }
 
-# S1: kill -9 the leader: a primary becomes leader, never the observer; no acknowledged write lost.
+# S1: kill -9 the leader (and keep it down): a primary becomes leader, never the observer; no
+# acknowledged write lost.
 scenario_s1() {
   local t t0 line
   t="$(drill_topic s1)"
   start_watch "$t"
   produce "$t" 1000 all pre >/dev/null
   t0="$(now_ms)"
-  node_kill 1
+  node_stop 1
   line="$(await "$t" 30000 leader-in=2,3)"
-  note "S1: leader moved to a primary $(( ${line%% *} - t0 )) ms after kill -9: ${line#* }"
+  note "S1: leader moved to a primary $(( ${line%% *} - t0 )) ms after the stop began (cordon, kill -9): ${line#* }"
   produce "$t" 1000 all post >/dev/null
   sleep 1
   stop_watch
@@ -43,7 +46,7 @@ scenario_s2() {
   local t
   t="$(drill_topic s2)"
   produce "$t" 500 all pre >/dev/null
-  node_kill 3
+  node_stop 3
   produce "$t" 1000 all during >/dev/null
   await "$t" 30000 leader=1 isr=1,2 >&2
   node_up 3
@@ -52,7 +55,8 @@ scenario_s2() {
 }
 
 segments_md5() { # segments_md5 <node> <topic>: "<file> <md5>" of every log segment of partition 0
-  local d="$kdir/nodes/$1/data/$2-0"
+  local d
+  d="$(node_data "$1")/$2-0"   # the node's local PersistentVolume on the host
   [[ -d "$d" ]] || return 0
   (cd "$d" && md5sum -- *.log 2>/dev/null | awk '{print $2, $1}')
 }
@@ -63,7 +67,7 @@ scenario_s3() {
   t="$(drill_topic s3)"
   start_watch "$t"
   before="$(produce "$t" 2000 all pre)"
-  node_kill "$OBSERVER"
+  node_stop "$OBSERVER"
   during="$(produce "$t" 2000 all during)"
   note "S3: 2000 acks=all records took ${before##*ms=} before, ${during##*ms=} with the observer dead"
   node_up "$OBSERVER"
@@ -90,13 +94,15 @@ scenario_s4() {
     (($(date +%s) < deadline)) || fail "the observer did not catch up before the kill"
     sleep 0.5
   done
-  node_kill 1 && node_kill 2 && node_kill 3
+  node_stop 1 && node_stop 2 && node_stop 3
   await "$t" 30000 leader=none >&2
   out="$(dc elect "$t" unclean || true)"
   note "S4: unclean election with the observer not promoted: $out"
   [[ "$out" == error=* ]] || fail "an unclean election succeeded while broker 4 was an observer: $out"
   sleep 2
   await "$t" 1000 leader=none >&2
+  # Brokers 1-3 are stopped: only the controllers' and broker 4's files change now; their new
+  # pods mount the promoted lists when they start.
   set_observers_all ""
   out="$(dc elect "$t" unclean)" || fail "the unclean election did not elect the promoted observer: $out"
   await "$t" 10000 leader=4 >&2
@@ -108,7 +114,7 @@ scenario_s4() {
   produce "$t" 200 all after >/dev/null
   n="$(consume_count "$t" read_uncommitted)"
   [[ "$n" == 1200 ]] || fail "the promoted observer served $n records, expected 1200"
-  node_up 1 && node_up 2 && node_up 3
+  node_up 1 2 3
   await "$t" 60000 leader=4 isr=1,2,3,4 >&2
 }
 
@@ -122,15 +128,15 @@ scenario_s5() {
   wait_watch_samples 2
   set_observers_all ""
   size_at_promotion="$(tail -n1 "$WATCH_OUT" | sed -n 's/.* size\.1=\([0-9]*\).*/\1/p')"
-  # Stopped before the backlog was written: its own segments on disk are what it has.
-  lag_at_promotion="$(cat "$kdir/nodes/$OBSERVER/data/$t-0/"*.log 2>/dev/null | wc -c)"
+  # Stopped before the backlog was written: its own segments on its volume are what it has.
+  lag_at_promotion="$(cat "$(node_data "$OBSERVER")/$t-0/"*.log 2>/dev/null | wc -c)"
   local t_start line
   t_start="$(now_ms)"
   KAFKA_START_WAIT=0 node_up "$OBSERVER"
   produce "$t" 5000 all trickle >/dev/null &
   local producer=$!
   line="$(await "$t" 90000 isr=1,2,3,4)"
-  note "S5: the promoted observer joined the ISR $(( ${line%% *} - t_start )) ms after its process was started (JVM start-up included)"
+  note "S5: the promoted observer joined the ISR $(( ${line%% *} - t_start )) ms after its pod was let start (scheduling, container and JVM start-up included)"
   wait "$producer" || fail "acks=all writes failed while the observer caught up"
   sleep 1
   stop_watch

@@ -1,10 +1,23 @@
+# shellcheck shell=bash
 # S6-S9 of the Kafka failure suite (sourced by run.sh after scenarios-a.sh, which defines
 # drill_topic and never_in_watch).
 
+# Log marks are "<path> <inode> <size>" of a node's container log (lib.sh log_mark).
 controller_marks() { local id; for id in "${CONTROLLERS[@]}"; do echo "$id $(log_mark "$id")"; done; }
 controllers_log_since() { # controllers_log_since <marks> <regex>
   local id mark
   while read -r id mark; do log_since "$id" "$mark" "$2" | sed "s/^/[$id] /" || true; done <<< "$1"
+}
+
+# write_projected <node> <content>: replaces the content of the node's projected observer.ids in
+# place (a rename inside the kubelet's current ..<timestamp> directory, atomic for the reader).
+write_projected() {
+  local dir
+  dir="$(obs_dir "$1")"
+  [[ -d "$dir/..data/" ]] || fail "node $1 has no projected observer-ids volume"
+  printf '%s' "$2" > "$dir/..data/.observer.ids.drill"
+  chmod 644 "$dir/..data/.observer.ids.drill"
+  mv -f "$dir/..data/.observer.ids.drill" "$dir/..data/observer.ids"
 }
 
 # S6: the lists disagree (brokers promoted, controllers not): the leader proposes the observer,
@@ -15,15 +28,16 @@ scenario_s6() {
   produce "$t" 500 all pre >/dev/null
   marks="$(controller_marks)" leader_mark="$(log_mark 1)"
   start_watch "$t"
-  if [[ "$OBSERVERS_VIA" == configmap && -z "$(owning_observerset)" ]]; then
+  if [[ -z "$(owning_observerset)" ]]; then
     # Through the broker ConfigMap only: a half-applied promotion.
     set_observers broker ""
   else
-    # The operator (when it owns the ConfigMaps) never writes brokers before controllers, and
-    # without a control plane there are only files: the disagreement is made on the brokers'
-    # projected files, the failure this scenario simulates.
+    # The operator owning the ConfigMaps never writes brokers before controllers: the
+    # disagreement is made on the brokers' projected files, the failure this scenario simulates
+    # (the kubelet puts the ConfigMap's content back at its next sync of the pod, the heal below
+    # through the ObserverSet promotes both roles anyway).
     local id
-    for id in "${BROKERS[@]}"; do project_locally "$id" ""; done
+    for id in "${BROKERS[@]}"; do write_projected "$id" ""; done
   fi
   produce "$t" 500 all during >/dev/null
   sleep 6
@@ -31,8 +45,8 @@ scenario_s6() {
   never_in_watch ' isr=[0-9,]*4' "the ISR took the observer while the controllers still list it"
   rejected="$(controllers_log_since "$marks" "Rejecting AlterPartition request from node 1 for $t-0 .*ineligible replicas \[4 \(observer\)\]" | head -n1)"
   [[ -n "$rejected" ]] || fail "no controller logged the INELIGIBLE_REPLICA rejection of observer 4 for $t-0"
-  note "S6: controller: $rejected"
-  note "S6: leader: $(log_since 1 "$leader_mark" "INELIGIBLE_REPLICA" | head -n1 || true)"
+  note "S6: controller: $(cri_strip <<< "$rejected")"
+  note "S6: leader: $(log_since 1 "$leader_mark" "INELIGIBLE_REPLICA" | head -n1 | cri_strip || true)"
   log_since 1 "$leader_mark" "$t-0.*INELIGIBLE_REPLICA|INELIGIBLE_REPLICA.*$t" >/dev/null ||
     fail "the leader (broker 1) did not log the controller's INELIGIBLE_REPLICA answer for $t-0"
   set_observers controller ""
@@ -40,9 +54,12 @@ scenario_s6() {
 }
 
 # S7: the file of the nodes that decide (the leader broker and the active controller) made
-# unreadable (chmod 000), garbage, then deleted. These are edits of the projected file itself:
-# the failure simulated is a broken volume, which no ConfigMap change can produce. The nodes run
-# without CAP_DAC_OVERRIDE (kafka.sh), so chmod 000 is unreadable even though the bed runs as root.
+# unreadable (chmod 000), garbage, then deleted. These are edits of the projected file itself on
+# the host: the failure simulated is a broken volume, which no ConfigMap change can produce. The
+# pods run Kafka as uid 1000 with every capability dropped (examples/kafka/), so chmod 000 is
+# unreadable to it. The kubelet re-projects a file whose content differs from the ConfigMap at its
+# next sync of the pod (garbage, deletion; not a mode change): when that undoes a break before the
+# node has read it (the node's ..data link moved), the break is made once more.
 s7_restore() {
   local id dir target
   for id in "$@"; do
@@ -53,78 +70,100 @@ s7_restore() {
     [[ -L "$dir/observer.ids" ]] || { rm -f "$dir/observer.ids"; ln -s ..data/observer.ids "$dir/observer.ids"; }
   done
 }
-s7_check() { # s7_check <what> <topic> <regex expected in each node's log> <prefix> <nodes...>
-  local what="$1" t="$2" re="$3" prefix="$4" id i
-  shift 4
+s7_chmod() { chmod 000 "$(obs_dir "$1")/..data/observer.ids"; }
+s7_garbage() { write_projected "$1" $'garbage\nnot-an-id\n'; }
+s7_delete() { rm "$(obs_file "$1")"; }
+# s7_break <break function> <nodes...>: marks each node's log, remembers its ..data target, breaks.
+s7_break() {
+  local how="$1" id dir
+  shift
   for id in "$@"; do
-    for i in $(seq 30); do log_since "$id" "${MARK[$id]}" "$re" >/dev/null && break; sleep 0.2; done
-    log_since "$id" "${MARK[$id]}" "$re" >/dev/null || fail "$what: node $id did not log /$re/"
-    note "S7 $what: node $id: $(log_since "$id" "${MARK[$id]}" "$re" | tail -n1)"
+    dir="$(obs_dir "$id")"
+    MARK[$id]="$(log_mark "$id")" DATA[$id]="$(readlink "$dir/..data")"
+    "$how" "$id"
+  done
+}
+# s7_seen <node> <regex> <tries>: the node logged it after its MARK (polled every 0.2 s).
+s7_seen() {
+  local i
+  for ((i = 0; i < $3; i++)); do
+    log_since "$1" "${MARK[$1]}" "$2" >/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+# s7_check <what> <break function or :> <topic> <regex expected in each node's log> <prefix> <nodes...>
+s7_check() {
+  local what="$1" how="$2" t="$3" re="$4" prefix="$5" id
+  shift 5
+  for id in "$@"; do
+    if ! s7_seen "$id" "$re" 30; then
+      [[ "$how" != : && "$(readlink "$(obs_dir "$id")/..data")" != "${DATA[$id]}" ]] ||
+        fail "$what: node $id did not log /$re/"
+      note "S7 $what: the kubelet re-projected node $id's volume before the node read the broken file: breaking it again"
+      s7_break "$how" "$id"
+      s7_seen "$id" "$re" 30 || fail "$what: node $id did not log /$re/ (broken twice)"
+    fi
+    note "S7 $what: node $id: $(log_since "$id" "${MARK[$id]}" "$re" | tail -n1 | cri_strip)"
     node_running "$id" || fail "$what: node $id died"
   done
   produce "$t" 300 all "$prefix" >/dev/null
   sleep 1
   await "$t" 1000 leader=1 isr=1,2,3 >&2
 }
-s7_wait_log() { # s7_wait_log <what> <regex> <nodes...>: each node logs it after its MARK
-  local what="$1" re="$2" id i
+s7_wait_log() { # s7_wait_log <what> <regex> <nodes...>: each node logs it after its MARK (8 s)
+  local what="$1" re="$2" id
   shift 2
   for id in "$@"; do
-    for i in $(seq 40); do log_since "$id" "${MARK[$id]}" "$re" >/dev/null && break; sleep 0.2; done
-    log_since "$id" "${MARK[$id]}" "$re" >/dev/null || fail "$what: node $id did not log /$re/ within 8 s"
+    s7_seen "$id" "$re" 40 || fail "$what: node $id did not log /$re/ within 8 s"
   done
 }
-s7_mark() { local id; for id in "$@"; do MARK[$id]="$(log_mark "$id")"; done; }
 scenario_s7() {
-  local t ctl nodes id
-  declare -gA MARK
+  local t ctl nodes
+  declare -gA MARK DATA
   t="$(drill_topic s7)"
   ctl="$(active_controller)"
   [[ -n "$ctl" ]] || fail "no active controller"
   nodes=(1 "$ctl")
   note "S7: breaking the files of broker 1 (leader) and controller $ctl (active)"
-  s7_mark "${nodes[@]}"
-  for id in "${nodes[@]}"; do chmod 000 "$(obs_dir "$id")/..data/observer.ids"; done
-  s7_check "chmod 000" "$t" "cannot use .*AccessDenied.*keeping the last value \[4\]" unreadable "${nodes[@]}"
-  s7_mark "${nodes[@]}"
+  # Each recovery is looked for after the break's mark: if the kubelet repaired the file before
+  # s7_restore did, the node logged its recovery then.
+  s7_break s7_chmod "${nodes[@]}"
+  s7_check "chmod 000" s7_chmod "$t" "cannot use .*AccessDenied.*keeping the last value \[4\]" unreadable "${nodes[@]}"
   s7_restore "${nodes[@]}"
   s7_wait_log "readable again" "observer ids: .* is usable again" "${nodes[@]}"
-  s7_mark "${nodes[@]}"
-  for id in "${nodes[@]}"; do printf 'garbage\nnot-an-id\n' > "$(obs_dir "$id")/..data/observer.ids"; done
-  s7_check "garbage" "$t" "cannot use .*has tokens but not one integer.*keeping the last value \[4\]" garbage "${nodes[@]}"
-  s7_mark "${nodes[@]}"
+  s7_break s7_garbage "${nodes[@]}"
+  s7_check "garbage" s7_garbage "$t" "cannot use .*has tokens but not one integer.*keeping the last value \[4\]" garbage "${nodes[@]}"
   s7_restore "${nodes[@]}"
   s7_wait_log "valid again" "observer ids: .* is usable again" "${nodes[@]}"
-  s7_mark "${nodes[@]}"
-  for id in "${nodes[@]}"; do rm "$(obs_file "$id")"; done
-  # Missing file: the contract falls back to $KAFKA_OBSERVER_BROKER_IDS (the bed's pods set 4).
-  s7_check "deleted" "$t" "observer ids changed: before=\[4\] after=\[4\] .*source=env:KAFKA_OBSERVER_BROKER_IDS" deleted "${nodes[@]}"
-  s7_mark "${nodes[@]}"
+  s7_break s7_delete "${nodes[@]}"
+  # Missing file: the contract falls back to $KAFKA_OBSERVER_BROKER_IDS (the pods set 4).
+  s7_check "deleted" s7_delete "$t" "observer ids changed: before=\[4\] after=\[4\] .*source=env:KAFKA_OBSERVER_BROKER_IDS" deleted "${nodes[@]}"
   s7_restore "${nodes[@]}"
-  s7_check "restored" "$t" "observer ids changed: before=\[4\] after=\[4\] .*source=file:" restored "${nodes[@]}"
+  s7_check "restored" : "$t" "observer ids changed: before=\[4\] after=\[4\] .*source=file:" restored "${nodes[@]}"
 }
 
-# S8: kill -9 the active controller: the quorum fails over and the new active controller still
-# excludes the observer (initial ISR of a new topic, election after the leader's death).
+# S8: kill -9 the active controller (kept down): the quorum fails over and the new active
+# controller still excludes the observer (initial ISR of a new topic, election after the leader's
+# death).
 scenario_s8() {
   local t t2 old new t0 deadline
   t="$(drill_topic s8)"
   old="$(active_controller)"
   [[ -n "$old" ]] || fail "no active controller"
   t0="$(now_ms)"
-  node_kill "$old"
+  node_stop "$old"
   deadline=$(($(date +%s) + 60))
   while new="$(active_controller)"; [[ -z "$new" || "$new" == "$old" ]]; do
     (($(date +%s) < deadline)) || fail "no new active controller 60 s after killing $old"
     sleep 0.2
   done
-  note "S8: active controller $old -> $new seen $(($(now_ms) - t0)) ms after the kill (tool start-ups included); new leader's log: $(grep -h 'Completed transition to Leader' "$(node_log "$new")" | tail -n1 | cut -c1-25)"
+  note "S8: active controller $old -> $new seen $(($(now_ms) - t0)) ms after the kill (tool start-ups included); new leader's log: $(grep -h 'Completed transition to Leader' "$(node_log "$new")" | tail -n1 | cri_strip | cut -c1-25)"
   t2="$(drill_topic s8b)"
-  node_kill 1
+  node_stop 1
   await "$t" 30000 leader-in=2,3 isr-lacks=4 >&2
   await "$t2" 30000 leader-in=2,3 isr-lacks=4 >&2
-  node_up 1
-  node_up "$old"
+  node_up 1 "$old"
   await "$t" 60000 isr=1,2,3 >&2
 }
 

@@ -1,8 +1,9 @@
 /*
  * The Kafka failure suite's client (e2e/drills/kafka): one short JVM per call, every wait done
  * inside the JVM (polling every 100 ms) so a drill measures the cluster, not JVM start-ups.
- * Talks only to the bed's brokers on 127.0.1.x. Compiled by e2e/drills/kafka/lib.sh against the
- * bed's Kafka jars (javac --release 17).
+ * Talks to the bed's brokers through the kafka-bootstrap Service's ClusterIP (kube-proxy) and
+ * then their pod IPs, both reachable from the host. Compiled by e2e/drills/kafka/lib.sh against
+ * the bed's Kafka jars (javac --release 17).
  *
  *   DrillClient <bootstrap> create <topic> <replicas e.g. 4:1:2:3>      (min.insync.replicas=2)
  *   DrillClient <bootstrap> delete <topic>
@@ -91,8 +92,20 @@ public final class DrillClient {
         Runtime.getRuntime().halt(2);
     }
 
+    /*
+     * A stopped node's pod IP is gone (kafka.sh stop deletes the pod): a connection attempt to it
+     * is not refused, its SYN goes unanswered. With the clients' default connection setup timeout
+     * (10 s, growing to 30 s) a client that picks a dead broker (the admin's least loaded node,
+     * a producer's old leader) would stall for that long; fail such an attempt fast instead.
+     */
+    static Properties withFastConnectionSetup(Properties p) {
+        p.put("socket.connection.setup.timeout.ms", "1500");
+        p.put("socket.connection.setup.timeout.max.ms", "3000");
+        return p;
+    }
+
     static Admin admin() {
-        Properties p = new Properties();
+        Properties p = withFastConnectionSetup(new Properties());
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "4000");
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "8000");
@@ -141,22 +154,60 @@ public final class DrillClient {
         return new State(leader == null || leader.isEmpty() ? -1 : leader.id(), ids(p.isr()), ids(p.replicas()));
     }
 
+    /*
+     * Topic creation and deletion go through a broker, which forwards them to the active
+     * controller. Right after the active controller's pod is lost its IP answers nothing (no
+     * connection refused as from a dead local process): a broker's forwarding channel then waits
+     * out its socket connection setup timeout (10 s, growing to 30 s) before it moves to the new
+     * controller, longer than one admin call's deadline. Both therefore retry timed-out calls
+     * for up to ADMIN_RETRY_MS; a creation that timed out may have happened after all, so an
+     * "already exists" after a timeout counts when the topic has the requested replicas.
+     */
+    static final long ADMIN_RETRY_MS = 60_000;
+
+    static boolean timedOut(ExecutionException e) {
+        return e.getCause() instanceof org.apache.kafka.common.errors.TimeoutException
+            || e.getCause() instanceof org.apache.kafka.common.errors.RetriableException;
+    }
+
     static int create(String topic, String assignment) throws Exception {
         List<Integer> replicas = Arrays.stream(assignment.split(":")).map(Integer::parseInt).collect(Collectors.toList());
+        long deadline = System.currentTimeMillis() + ADMIN_RETRY_MS;
+        boolean retried = false;
         try (Admin admin = admin()) {
-            NewTopic t = new NewTopic(topic, Map.of(0, replicas)).configs(Map.of("min.insync.replicas", "2"));
-            admin.createTopics(List.of(t)).all().get();
+            while (true) {
+                NewTopic t = new NewTopic(topic, Map.of(0, replicas)).configs(Map.of("min.insync.replicas", "2"));
+                try {
+                    admin.createTopics(List.of(t)).all().get();
+                    return 0;
+                } catch (ExecutionException e) {
+                    if (retried && e.getCause() instanceof org.apache.kafka.common.errors.TopicExistsException
+                        && state(admin, topic).replicas.equals(replicas)) {
+                        System.err.println("DrillClient: " + topic + " was created by the timed-out attempt");
+                        return 0;
+                    }
+                    if (!timedOut(e) || System.currentTimeMillis() > deadline) throw e;
+                    System.err.println("DrillClient: create " + topic + ": " + e.getCause() + "; retrying");
+                    retried = true;
+                }
+            }
         }
-        return 0;
     }
 
     static int delete(String topic) throws Exception {
+        long deadline = System.currentTimeMillis() + ADMIN_RETRY_MS;
         try (Admin admin = admin()) {
-            admin.deleteTopics(List.of(topic)).all().get();
-        } catch (ExecutionException e) {
-            if (!String.valueOf(e.getCause()).contains("UnknownTopicOrPartition")) throw e;
+            while (true) {
+                try {
+                    admin.deleteTopics(List.of(topic)).all().get();
+                    return 0;
+                } catch (ExecutionException e) {
+                    if (String.valueOf(e.getCause()).contains("UnknownTopicOrPartition")) return 0;
+                    if (!timedOut(e) || System.currentTimeMillis() > deadline) throw e;
+                    System.err.println("DrillClient: delete " + topic + ": " + e.getCause() + "; retrying");
+                }
+            }
         }
-        return 0;
     }
 
     static boolean holds(State s, String cond) {
@@ -202,7 +253,7 @@ public final class DrillClient {
     }
 
     static Properties producerProps(String acks) {
-        Properties p = new Properties();
+        Properties p = withFastConnectionSetup(new Properties());
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.ACKS_CONFIG, acks);
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, acks.equals("all") ? "true" : "false");
@@ -242,7 +293,7 @@ public final class DrillClient {
     }
 
     static int consume(String topic, String isolation, String dumpFile) throws Exception {
-        Properties p = new Properties();
+        Properties p = withFastConnectionSetup(new Properties());
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
