@@ -31,6 +31,11 @@ struct Args {
     /// The bed's admin kubeconfig.
     #[arg(long)]
     kubeconfig: PathBuf,
+    /// The ObserverSets' `spec.kafka.bootstrapServers`: the bed's Kafka bootstrap address
+    /// (`.testbed/kafka/bootstrap`, the kafka-bootstrap Service's ClusterIP:9092), reachable by
+    /// the operator running on the machine.
+    #[arg(long)]
+    bootstrap: String,
     #[arg(long, default_value = "koo-bench")]
     namespace: String,
     /// How many ObserverSets to create.
@@ -55,12 +60,12 @@ fn ids_of(cm: &ConfigMap) -> Option<Vec<i32>> {
     Some(observer_ids::parse_ids(text).into_iter().collect())
 }
 
-fn observer_set(name: &str, observers: &[i32]) -> anyhow::Result<ObserverSet> {
+fn observer_set(name: &str, observers: &[i32], bootstrap: &str) -> anyhow::Result<ObserverSet> {
     let v = json!({
         "apiVersion": "kafkaobserver.io/v1alpha1", "kind": "ObserverSet",
         "metadata": {"name": name},
         "spec": {
-            "kafka": {"bootstrapServers": "127.0.1.1:9092"},
+            "kafka": {"bootstrapServers": bootstrap},
             "nodes": {
                 "controllers": {"selector": {"matchLabels": {"koo-bench/set": name, "koo-bench/role": "controller"}}, "nodeId": {"ordinalOffset": 101}},
                 "brokers": {"selector": {"matchLabels": {"koo-bench/set": name, "koo-bench/role": "broker"}}, "nodeId": {"ordinalOffset": 1}}
@@ -156,7 +161,10 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     for name in &names {
         sets_api
-            .create(&PostParams::default(), &observer_set(name, &[4])?)
+            .create(
+                &PostParams::default(),
+                &observer_set(name, &[4], &args.bootstrap)?,
+            )
             .await?;
     }
     let created = start.elapsed();

@@ -1,12 +1,14 @@
-//! The watcher against the test bed's real Kafka: scan cost (metadata, configs, every broker's
-//! offsets) with the bed's topics plus ~1k and then ~5k partitions, and the latency from a
-//! metadata change (broker 2 leaving: controlled shutdown, then kill -9) to the engine's detection
-//! and to its promotion decision, scanning every second with 2 confirmations.
+//! The watcher against the test bed's real Kafka (the example StatefulSets of examples/kafka/ on
+//! the bed's node, reached through the kafka-bootstrap Service and the brokers' pod IPs): scan
+//! cost (metadata, configs, every broker's offsets) with the bed's topics plus ~1k and then ~5k
+//! partitions, and the latency from a metadata change (broker 2 leaving: a controlled shutdown,
+//! `kafka.sh restart` deleting its pod gracefully; then lost, `kafka.sh stop`: SIGKILL and the pod
+//! down until started) to the engine's detection and to its promotion decision, scanning every
+//! second with 2 confirmations.
 //! Needs KOO_TESTBED=<abs .testbed>; creates `policy-bench-*` topics and deletes them at the end;
-//! restarts broker 2. `POLICY_BENCH_PARTITIONS=1000,4000` sets the topic sizes added in turn.
+//! brings broker 2 back. `POLICY_BENCH_PARTITIONS=1000,4000` sets the topic sizes added in turn.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -17,17 +19,6 @@ use kafka_observer_operator::policy::{
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::ClientConfig;
-
-fn kafka_sh(args: &[&str]) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/testbed/kafka.sh");
-    let ok = Command::new("bash")
-        .arg(script)
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "kafka.sh {args:?} failed");
-}
 
 async fn timed_scans(w: &mut KafkaWatcher, runs: usize) -> (usize, Duration, Duration) {
     let mut times = Vec::new();
@@ -188,10 +179,8 @@ async fn main() {
             return;
         }
     };
-    let bootstrap = std::fs::read_to_string(format!("{bed}/kafka/bootstrap"))
-        .expect("kafka/bootstrap of the bed")
-        .trim()
-        .to_string();
+    let testbed = koo_testbed::TestBed::at(bed.into()).expect("the bed named by KOO_TESTBED");
+    let bootstrap = testbed.kafka_bootstrap();
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .create()
@@ -253,15 +242,30 @@ async fn main() {
     let topic = "policy-bench-latency";
     create(&admin, topic, 1, Some(&[1, 2, 4])).await;
     healthy(&mut w, topic).await;
+    // Graceful: the pod deleted (SIGTERM, controlled shutdown) and replaced; `restart` returns
+    // once the replacement is Ready, long after the decision.
     let t0 = Instant::now();
-    let stopper = std::thread::spawn(|| kafka_sh(&["stop", "2"]));
-    latency(&mut w, topic, "broker 2 stopped (controlled shutdown)", t0).await;
-    stopper.join().unwrap();
-    kafka_sh(&["start", "2"]);
+    let restarter = std::thread::spawn({
+        let testbed = testbed.clone();
+        move || testbed.restart_node(2)
+    });
+    latency(
+        &mut w,
+        topic,
+        "broker 2 controlled shutdown (pod deleted)",
+        t0,
+    )
+    .await;
+    restarter
+        .join()
+        .unwrap()
+        .expect("kafka.sh restart 2: replacement Ready");
     healthy(&mut w, topic).await;
+    // Lost: SIGKILL, and the pod stays down until started (a `kill` alone would have the kubelet
+    // restart the container within seconds). The guard starts it again, also on a panic.
     let t0 = Instant::now();
-    kafka_sh(&["kill", "2"]);
-    latency(&mut w, topic, "broker 2 killed (kill -9)", t0).await;
-    kafka_sh(&["start", "2"]);
+    let stopped = testbed.stop_node(2).expect("kafka.sh stop 2");
+    latency(&mut w, topic, "broker 2 lost (SIGKILL, pod down)", t0).await;
+    stopped.start().expect("kafka.sh start 2");
     let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
 }

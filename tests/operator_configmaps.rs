@@ -24,7 +24,7 @@ async fn configmaps_written_restored_and_retained() {
     let ns = bed.namespace("cm").await;
     let sets = bed.observer_sets(&ns);
     let cms = bed.config_maps(&ns);
-    create_observer_set(&sets, podless_observer_set("alpha", &[4, 5], &[])).await;
+    create_observer_set(&sets, bed.podless_observer_set("alpha", &[4, 5], &[])).await;
 
     // Written: both roles, ids one per line, a header naming the ObserverSet, labels, revision.
     for role in ["controller", "broker"] {
@@ -185,7 +185,7 @@ async fn deletion_policy_delete_removes_the_configmaps() {
     let ns = bed.namespace("del").await;
     let sets = bed.observer_sets(&ns);
     let cms = bed.config_maps(&ns);
-    let mut body = podless_observer_set("beta", &[3], &[]);
+    let mut body = bed.podless_observer_set("beta", &[3], &[]);
     body["spec"]["deletionPolicy"] = json!("Delete");
     create_observer_set(&sets, body).await;
     wait_for(T, "beta's ConfigMaps", || async {

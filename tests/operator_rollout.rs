@@ -1,8 +1,9 @@
-//! Rollouts on the bed's real pods (ObserverSet kafka/kafka, the kubelet stand-in projecting
-//! the ConfigMaps, an observer agent per pod): a promotion and a demotion reach the controllers
-//! first, and every controller's agent has acknowledged the new revision before the brokers'
-//! ConfigMap changes; an operator killed mid-rollout resumes it without repeating or skipping a
-//! step. These tests share the bed's pods: run them with --test-threads=1 (integration.sh does).
+//! Rollouts on the bed's real pods (the example cluster of examples/kafka/ on the bed's real node,
+//! ObserverSet kafka/kafka, the real kubelet projecting the ConfigMaps, an observer agent per pod
+//! on its pod IP): a promotion and a demotion reach the controllers first, and every controller's
+//! agent has acknowledged the new revision before the brokers' ConfigMap changes; an operator
+//! killed mid-rollout resumes it without repeating or skipping a step. These tests share the
+//! bed's pods: run them with --test-threads=1 (integration.sh does).
 
 mod operator_support;
 
@@ -94,8 +95,9 @@ async fn settled(bed: &Bed, ids: &[i32]) -> u64 {
     .await
 }
 
-/// Every agent in `pods` reports `revision` and `ids`; returns the latest `seenAt`.
-async fn agents_report(pods: &[(&str, &str)], revision: u64, ids: &[i32]) -> DateTime<Utc> {
+/// Every agent in `pods` (pod name, agent address) reports `revision` and `ids`; returns the
+/// latest `seenAt`.
+async fn agents_report(pods: &[(String, String)], revision: u64, ids: &[i32]) -> DateTime<Utc> {
     let mut latest = DateTime::<Utc>::MIN_UTC;
     for (pod, addr) in pods {
         let snap: Value = wait_for(
@@ -122,7 +124,12 @@ async fn agents_report(pods: &[(&str, &str)], revision: u64, ids: &[i32]) -> Dat
 }
 
 /// The ordering contract for one rollout to `revision`.
-async fn assert_controllers_first(log: &Arc<Mutex<Vec<Seen>>>, revision: u64, ids: &[i32]) {
+async fn assert_controllers_first(
+    bed: &Bed,
+    log: &Arc<Mutex<Vec<Seen>>>,
+    revision: u64,
+    ids: &[i32],
+) {
     let ctrl =
         first(log, "controller", revision).expect("controllers' ConfigMap write not observed");
     let brk = first(log, "broker", revision).expect("brokers' ConfigMap write not observed");
@@ -134,9 +141,9 @@ async fn assert_controllers_first(log: &Arc<Mutex<Vec<Seen>>>, revision: u64, id
     );
     // Sound on one clock: an agent's seenAt precedes the operator learning of the ack, which
     // precedes the brokers' write, which precedes this test seeing that write.
-    let acked = agents_report(&CONTROLLER_PODS, revision, ids).await;
+    let acked = agents_report(&bed.controller_pods().await, revision, ids).await;
     assert!(acked <= brk.at, "brokers' ConfigMap written at or before {} but the last controller acknowledged at {acked}", brk.at);
-    agents_report(&BROKER_PODS, revision, ids).await;
+    agents_report(&bed.broker_pods().await, revision, ids).await;
     println!(
         "revision {revision}: controllers' ConfigMap {}, last controller ack +{} ms, brokers' ConfigMap +{} ms",
         ctrl.at,
@@ -145,13 +152,12 @@ async fn assert_controllers_first(log: &Arc<Mutex<Vec<Seen>>>, revision: u64, id
     );
 }
 
-/// Back to the example ObserverSet as the demo and the drill expect it.
+/// Back to the example ObserverSet as the demo and the drill expect it (with the bed's
+/// bootstrap address), nothing promoted.
 async fn restore(bed: &Bed) {
     bed.operator("up");
-    let mut body = bed_observer_set(&[]);
-    let text = std::fs::read_to_string(repo_root().join("examples/observerset.yaml")).unwrap();
-    let example: Value = serde_yaml::from_str(&text).unwrap();
-    body["spec"]["promotion"]["policy"] = example["spec"]["promotion"]["policy"].clone();
+    let mut body = bed.example_observer_set();
+    body["spec"]["promotion"]["promoted"] = serde_json::json!([]);
     apply_observer_set(&bed.observer_sets("kafka"), &body).await;
 }
 
@@ -162,15 +168,15 @@ async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() 
     };
     bed.operator("up");
     let sets = bed.observer_sets("kafka");
-    apply_observer_set(&sets, &bed_observer_set(&[])).await;
+    apply_observer_set(&sets, &bed.bed_observer_set(&[])).await;
     let r0 = settled(&bed, &[4]).await;
     let (log, watch) = record_configmaps(&bed);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    apply_observer_set(&sets, &bed_observer_set(&[4])).await;
+    apply_observer_set(&sets, &bed.bed_observer_set(&[4])).await;
     let r1 = settled(&bed, &[]).await;
     assert!(r1 > r0, "promotion did not move the revision past {r0}");
-    assert_controllers_first(&log, r1, &[]).await;
+    assert_controllers_first(&bed, &log, r1, &[]).await;
     let status = status_of(&sets, "kafka").await;
     let acked = status["roles"]["controller"]["acknowledged"]
         .as_array()
@@ -181,10 +187,10 @@ async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() 
         "status.roles.controller should list the 3 controllers: {status}"
     );
 
-    apply_observer_set(&sets, &bed_observer_set(&[])).await;
+    apply_observer_set(&sets, &bed.bed_observer_set(&[])).await;
     let r2 = settled(&bed, &[4]).await;
     assert!(r2 > r1);
-    assert_controllers_first(&log, r2, &[4]).await;
+    assert_controllers_first(&bed, &log, r2, &[4]).await;
     watch.abort();
     restore(&bed).await;
 }
@@ -197,7 +203,7 @@ async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
     bed.operator("up");
     let sets = bed.observer_sets("kafka");
     let cms = bed.config_maps("kafka");
-    apply_observer_set(&sets, &bed_observer_set(&[])).await;
+    apply_observer_set(&sets, &bed.bed_observer_set(&[])).await;
     let mut current: Vec<i32> = vec![4];
     let mut rev = settled(&bed, &current).await;
     let (log, watch) = record_configmaps(&bed);
@@ -209,7 +215,7 @@ async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
         } else {
             (vec![4], vec![])
         };
-        apply_observer_set(&sets, &bed_observer_set(&promoted)).await;
+        apply_observer_set(&sets, &bed.bed_observer_set(&promoted)).await;
         let next = rev + 1;
         wait_for(T, "controllers' ConfigMap write", || async {
             first(&log, "controller", next)
@@ -244,7 +250,7 @@ async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
             status.get("rollout").is_none_or(Value::is_null),
             "rollout still in status after Ready: {status}"
         );
-        assert_controllers_first(&log, next, &target).await;
+        assert_controllers_first(&bed, &log, next, &target).await;
         current = target;
         rev = next;
         if caught {

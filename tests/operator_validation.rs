@@ -9,7 +9,7 @@ use kube::Api;
 use serde_json::Value;
 
 use kafka_observer_operator::crd::ObserverSet;
-use operator_support::{bed, podless_observer_set};
+use operator_support::bed;
 
 /// Dry-run create of `body` in namespace kafka: `Ok(())` or the apiserver's message.
 async fn dry_run(bed: &operator_support::Bed, body: Value) -> Result<(), String> {
@@ -39,7 +39,7 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
         return;
     };
     bed.operator("crd");
-    let good = podless_observer_set("validation", &[4, 5], &[4]);
+    let good = bed.podless_observer_set("validation", &[4, 5], &[4]);
     dry_run(&bed, good.clone())
         .await
         .expect("a valid ObserverSet must be accepted");

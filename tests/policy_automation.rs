@@ -1,7 +1,8 @@
 //! The promotion automation end to end on the test bed: a real apiserver holding an ObserverSet,
-//! the bed's real Kafka losing a broker (`kill -9`), the automation writing `status.plan` in dry
-//! run, then `status.autoPromotions` once live, events and metrics, and the demotion after the
-//! broker is back. The test runs its own automation; it checks the automation's side of the
+//! the bed's real Kafka (the example StatefulSets on the bed's node) losing a broker (`kafka.sh
+//! stop`: its JVM killed with SIGKILL, its pod down until started again), the automation writing
+//! `status.plan` in dry run, then `status.autoPromotions` once live, events and metrics, and the
+//! demotion after the broker is back. The test runs its own automation; it checks the automation's side of the
 //! contract (status fields only), the rollout is the reconciler's. When the bed's operator runs
 //! too (`operator.sh`), it automates this ObserverSet as well: both write the same fields with the
 //! same field manager and reach the same decisions, so the assertions hold either way.
@@ -102,13 +103,12 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     let Some(bed) = support::bed().await else {
         return;
     };
-    let testbed = koo_testbed::TestBed::require().expect("bed");
-    let bootstrap = testbed.kafka_bootstrap();
+    let bootstrap = bed.bootstrap.clone();
     let admin = create_topic(&bootstrap).await;
     let ns = bed.namespace("policy-auto").await;
     let api = bed.observer_sets(&ns);
-    let mut body = support::podless_observer_set("auto", &[4], &[]);
-    body["spec"]["kafka"]["bootstrapServers"] = json!(bootstrap);
+    // The bed's bootstrap, which the automation's scans reach.
+    let mut body = bed.podless_observer_set("auto", &[4], &[]);
     body["spec"]["promotion"] = json!({
         "policy": "UnderMinIsr", "promoted": [], "confirmations": 2, "scanInterval": "1s",
         "cooldown": "0s", "maxLagMessages": 1000,
@@ -129,7 +129,8 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     })
     .await;
 
-    let killed = testbed.kill_node(2).expect("kill -9 broker 2");
+    // Down until started again: a `kill` alone would have the kubelet restart it within seconds.
+    let killed = bed.testbed.stop_node(2).expect("stop broker 2");
     let dry = wait_status(
         &api,
         Duration::from_secs(90),
@@ -195,7 +196,7 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     );
 
     // Recovery: broker 2 back in the ISR, the automation demotes 4 (window and cooldown 0).
-    killed.start().expect("restart broker 2");
+    killed.start().expect("start broker 2");
     wait_status(&api, Duration::from_secs(120), "the demotion of 4", |s| {
         auto_ids(s).is_empty()
     })

@@ -26,8 +26,8 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
     let Some(bed) = support::bed().await else {
         return;
     };
-    let testbed = koo_testbed::TestBed::require().expect("bed");
-    let bootstrap = testbed.kafka_bootstrap();
+    let testbed = &bed.testbed;
+    let bootstrap = bed.bootstrap.clone();
     testbed
         .run_tool(
             "kafka-topics",
@@ -47,8 +47,8 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
         .expect("create topic");
     let ns = bed.namespace("policy-cli").await;
     let api = bed.observer_sets(&ns);
-    let mut body = support::podless_observer_set("cli", &[4], &[]);
-    body["spec"]["kafka"]["bootstrapServers"] = json!(bootstrap);
+    // The bed's bootstrap, which the plugin's table reads.
+    let body = bed.podless_observer_set("cli", &[4], &[]);
     support::create_observer_set(&api, body).await;
     let kubeconfig = testbed.kubeconfig();
 

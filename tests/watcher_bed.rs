@@ -1,7 +1,9 @@
-//! The Kafka watcher and the promotion engine against the test bed's real Kafka (KRaft, brokers
-//! 1-4 on 127.0.1.<id>:9092, broker 4 the observer), reached through `koo_testbed::TestBed`
-//! (`KOO_TESTBED=<abs .testbed>`, or `off` to skip). Kills brokers through the bed's kafka.sh and
-//! always restarts them (also on panic); topics are named `policy-test-*` and deleted at the end.
+//! The Kafka watcher and the promotion engine against the test bed's real Kafka (KRaft, the
+//! example StatefulSets of examples/kafka/ on the bed's node: brokers 1-4 listening on their pod
+//! IPs :9092, bootstrap through the `kafka-bootstrap` Service, broker 4 the observer), reached
+//! through `koo_testbed::TestBed` (`KOO_TESTBED=<abs .testbed>`, or `off` to skip). Takes brokers
+//! down through the bed's kafka.sh and always brings them back (also on panic); topics are named
+//! `policy-test-*` and deleted at the end.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -14,7 +16,7 @@ use kafka_observer_operator::policy::{
     decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind,
     SourceHealth, TopicFilter,
 };
-use koo_testbed::TestBed;
+use koo_testbed::{KafkaNode, TestBed};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -148,18 +150,20 @@ async fn follower_log_end_offsets_come_from_each_replica() {
     .await;
     let p = part(seen.last().unwrap(), topic).unwrap();
     assert_eq!(p.leader, Some(3));
+    // Broker 4's own listener: its pod IP as the API has it now.
+    let client = bed.client().await.expect("a client for the bed");
+    let broker4 = KafkaNode::get(4)
+        .unwrap()
+        .endpoint(&client)
+        .await
+        .expect("broker 4's pod IP");
     assert_eq!(p.min_isr, Some(2));
     assert_eq!(p.lag_against(4, p.high_watermark), Some(0));
 
     // The probe itself: a follower answers for its own replica; a closed port is an error.
     let probe = OffsetProbe::new("policy-test", Duration::from_secs(5));
     let answer = probe
-        .query(
-            4,
-            "127.0.1.4:9092",
-            OffsetKind::LocalLogEnd,
-            &[(topic, vec![0, 7])],
-        )
+        .query(4, &broker4, OffsetKind::LocalLogEnd, &[(topic, vec![0, 7])])
         .await
         .unwrap();
     assert_eq!(
@@ -176,12 +180,7 @@ async fn follower_log_end_offsets_come_from_each_replica() {
         "{answer:?}"
     );
     let hw_from_follower = probe
-        .query(
-            4,
-            "127.0.1.4:9092",
-            OffsetKind::HighWatermark,
-            &[(topic, vec![0])],
-        )
+        .query(4, &broker4, OffsetKind::HighWatermark, &[(topic, vec![0])])
         .await
         .unwrap();
     assert!(
@@ -230,13 +229,15 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
     dry.dry_run = true;
     let (mut h_live, mut h_dry) = (PolicyHistory::default(), PolicyHistory::default());
     let killed_at = Instant::now();
-    let killed = bed.kill_node(2).expect("kill -9 broker 2");
+    // Broker 2 lost (SIGKILL) and down until started again: a `kill` alone would have the kubelet
+    // restart it within seconds, before the engine's confirmations.
+    let killed = bed.stop_node(2).expect("stop broker 2");
     // Feed every real scan to the live and the dry-run engine until the live one promotes.
     let mut promoted_after = None;
     while promoted_after.is_none() {
         assert!(
             killed_at.elapsed() < Duration::from_secs(90),
-            "no promotion within 90 s of kill -9; last reasons in h_live: {h_live:?}"
+            "no promotion within 90 s of stopping broker 2; last reasons in h_live: {h_live:?}"
         );
         let snap = only(w.scan().await, topic);
         let now = Utc::now();
@@ -263,13 +264,13 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     eprintln!(
-        "kill -9 of broker 2 to the promotion decision: {:?}",
+        "stop (SIGKILL) of broker 2 to the promotion decision: {:?}",
         promoted_after.unwrap()
     );
     assert!(h_live.is_auto_promoted(4));
     assert!(!h_dry.is_auto_promoted(4), "a dry run records nothing");
 
-    killed.start().expect("restart broker 2");
+    killed.start().expect("start broker 2");
     // Recovery: broker 2 back in the ISR; with the window and cooldown at 0 the engine demotes 4
     // (or first moves leadership off it, if it leads).
     let restarted = Instant::now();
@@ -306,7 +307,8 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
 }
 
 /// The ElectLeaders FFI wrapper against the real controller: after a controlled shutdown moved
-/// leadership off broker 1, a preferred election gives it back; a second one is "not needed".
+/// leadership off broker 1 (its pod deleted gracefully and replaced), a preferred election gives
+/// it back; a second one is "not needed".
 #[tokio::test(flavor = "multi_thread")]
 async fn preferred_election_moves_leadership_back() {
     use kafka_observer_operator::kafka::{elect_leaders, ElectionKind};
@@ -327,10 +329,8 @@ async fn preferred_election_moves_leadership_back() {
         part(s, topic).is_some_and(|p| p.leader == Some(1) && p.isr.len() == 3)
     })
     .await;
-    bed.stop_node(1)
-        .expect("controlled shutdown of broker 1")
-        .start()
-        .expect("start broker 1");
+    bed.restart_node(1)
+        .expect("controlled shutdown of broker 1, its pod replaced and Ready");
     // auto.leader.rebalance.enable=false on the bed: broker 1 is back in the ISR but not leader.
     scan_until(&mut w, topic, Duration::from_secs(120), |s| {
         part(s, topic)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Operator benchmark against the real bed (make bench-operator):
-#   - operator RSS (VmRSS from /proc/<pid>/status) idle, i.e. with only the bed's ObserverSet;
+#   - operator RSS (VmRSS from /proc/<pid>/status) idle, i.e. with only the ObserverSets the bed
+#     already holds (their number is printed);
 #   - reconcile latency with 200 ObserverSets: spec change -> both ConfigMaps written, p50/p99
 #     (examples/bench_operator.rs), plus first-write time for all 200 and a 200-change burst;
 #   - operator RSS at 200 ObserverSets (peak during the run and settled afterwards).
@@ -16,6 +17,7 @@ source "$root/e2e/versions.env"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
 tb="${KOO_TESTBED:-$root/.testbed}"
 [[ -f "$tb/kubeconfig" ]] || { echo "bench-operator: no test bed at $tb: run make testbed-up"; exit 1; }
+[[ -s "$tb/kafka/bootstrap" ]] || { echo "bench-operator: no Kafka bootstrap at $tb/kafka/bootstrap: run make testbed-up"; exit 1; }
 sets="${KOO_BENCH_SETS:-200}"
 samples="${KOO_BENCH_SAMPLES:-100}"
 ns="koo-bench"
@@ -32,15 +34,19 @@ if k get namespace "$ns" >/dev/null 2>&1; then
 fi
 sleep 5
 idle=$(rss_kib)
-echo "BENCH operator RSS idle (bed ObserverSet only): $(mib "$idle")"
+existing="$(k get observersets -A --no-headers 2>/dev/null | wc -l)"
+echo "BENCH operator RSS idle (ObserverSets on the bed before the bench's: $existing): $(mib "$idle")"
 
 peak_file="$(mktemp)"
 ( peak=0; while :; do r=$(rss_kib 2>/dev/null || echo 0); (( r > peak )) && { peak=$r; echo "$peak" > "$peak_file"; }; sleep 0.5; done ) &
 sampler=$!
 trap 'kill "$sampler" 2>/dev/null || true; rm -f "$peak_file"' EXIT
 
+# The sets name the bed's Kafka by its bootstrap Service's ClusterIP (the operator runs on the
+# machine, which does not resolve cluster DNS names).
+bootstrap="$(cat "$tb/kafka/bootstrap")"
 "$CARGO_TARGET_DIR/release/examples/bench_operator" --kubeconfig "$tb/kubeconfig" --namespace "$ns" \
-  --sets "$sets" --samples "$samples" --keep
+  --bootstrap "$bootstrap" --sets "$sets" --samples "$samples" --keep
 sleep 10
 settled=$(rss_kib)
 echo "BENCH operator RSS at $sets ObserverSets: settled $(mib "$settled"), peak during the run $(mib "$(cat "$peak_file")")"

@@ -182,7 +182,7 @@ stop_node() {
   pod="$(pod_of "$1")"
   mkdir -p "$state"
   k cordon "$node" >/dev/null
-  { cat "$(stopped_file)" 2>/dev/null; echo "$1"; } | sort -nu > "$(stopped_file).tmp"
+  { cat "$(stopped_file)" 2>/dev/null || true; echo "$1"; } | sort -nu > "$(stopped_file).tmp"
   mv "$(stopped_file).tmp" "$(stopped_file)"
   if pid="$(jvm_pid "$1")"; then kill -KILL "$pid"; fi
   k -n "$ns" delete pod "$pod" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true

@@ -26,7 +26,8 @@ impl ConnectionSettings {
         }
     }
 
-    /// Parses a comma-separated bootstrap string such as `.testbed/kafka/bootstrap`.
+    /// Parses a comma-separated bootstrap string (`host:port[,host:port...]`), such as the test
+    /// bed's `.testbed/kafka/bootstrap` (one entry: its kafka-bootstrap Service's ClusterIP:9092).
     pub fn from_bootstrap(bootstrap: &str) -> Self {
         Self::plaintext(
             bootstrap

@@ -3,6 +3,12 @@
 //!
 //! Every test starts with [`bed`]: `KOO_TESTBED=off` prints a skip line and the test passes;
 //! unset fails with a message saying how to bring the bed up.
+//!
+//! The bed's Kafka is the example cluster of examples/kafka/ in namespace `kafka` on the bed's
+//! real node: its agents are reached on the pods' IPs (looked up when needed, a replaced pod has
+//! a new one), and every ObserverSet a test creates names the bed's bootstrap address (the
+//! `kafka-bootstrap` Service's ClusterIP:9092): the operator runs as a local process on the
+//! machine, which does not resolve cluster DNS names such as `kafka-bootstrap.kafka.svc`.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -17,11 +23,18 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use kafka_observer_operator::crd::ObserverSet;
+use koo_testbed::{KafkaNode, Role, TestBed};
 
-/// A running bed: its `.testbed/` directory and an admin client.
+/// The example ObserverSet of the example cluster, which the bed runs.
+pub const EXAMPLE_OBSERVERSET: &str = "examples/kafka/observerset/observerset.yaml";
+
+/// A running bed: its `.testbed/` directory, an admin client and the Kafka bootstrap address.
 pub struct Bed {
     pub dir: PathBuf,
     pub client: Client,
+    pub testbed: TestBed,
+    /// `.testbed/kafka/bootstrap`: the `kafka-bootstrap` Service's ClusterIP:9092.
+    pub bootstrap: String,
 }
 
 pub fn repo_root() -> PathBuf {
@@ -39,6 +52,8 @@ pub async fn bed() -> Option<Bed> {
     Some(Bed {
         dir: testbed.dir().to_path_buf(),
         client,
+        bootstrap: testbed.kafka_bootstrap(),
+        testbed,
     })
 }
 
@@ -91,26 +106,75 @@ impl Bed {
     pub fn config_maps(&self, ns: &str) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), ns)
     }
-}
 
-/// An ObserverSet for a namespace without Kafka pods: the selectors match nothing, Time
-/// acknowledgement with no settle time, so a rollout has no pod to wait for.
-pub fn podless_observer_set(name: &str, observers: &[i32], promoted: &[i32]) -> Value {
-    serde_json::json!({
-        "apiVersion": "kafkaobserver.io/v1alpha1",
-        "kind": "ObserverSet",
-        "metadata": {"name": name},
-        "spec": {
-            "kafka": {"bootstrapServers": "127.0.1.1:9092"},
-            "nodes": {
-                "controllers": {"selector": {"matchLabels": {"koo-it/role": "controller", "koo-it/set": name}}, "nodeId": {"label": "kafkaobserver.io/node-id"}},
-                "brokers": {"selector": {"matchLabels": {"koo-it/role": "broker", "koo-it/set": name}}, "nodeId": {"ordinalOffset": 1}}
-            },
-            "observers": observers,
-            "promotion": {"policy": "Manual", "promoted": promoted},
-            "rollout": {"acknowledgement": "Time", "settleTime": "0s", "timeout": "30s"}
+    /// The bed's controller pods: (pod name, agent address `podIP:9180`) as they are now.
+    pub async fn controller_pods(&self) -> Vec<(String, String)> {
+        self.pods_of(Role::Controller).await
+    }
+
+    /// The bed's broker pods: (pod name, agent address `podIP:9180`) as they are now.
+    pub async fn broker_pods(&self) -> Vec<(String, String)> {
+        self.pods_of(Role::Broker).await
+    }
+
+    async fn pods_of(&self, role: Role) -> Vec<(String, String)> {
+        let mut pods = Vec::new();
+        for node in KafkaNode::of_role(role) {
+            let addr = node
+                .agent_address(&self.client)
+                .await
+                .unwrap_or_else(|e| panic!("agent address of {}: {e}", node.pod));
+            pods.push((node.pod, addr));
         }
-    })
+        pods
+    }
+
+    /// An ObserverSet for a namespace without Kafka pods: the selectors match nothing, Time
+    /// acknowledgement with no settle time, so a rollout has no pod to wait for. Its bootstrap
+    /// is the bed's, so an automation scanning it reaches the bed's Kafka.
+    pub fn podless_observer_set(&self, name: &str, observers: &[i32], promoted: &[i32]) -> Value {
+        serde_json::json!({
+            "apiVersion": "kafkaobserver.io/v1alpha1",
+            "kind": "ObserverSet",
+            "metadata": {"name": name},
+            "spec": {
+                "kafka": {"bootstrapServers": self.bootstrap},
+                "nodes": {
+                    "controllers": {"selector": {"matchLabels": {"koo-it/role": "controller", "koo-it/set": name}}, "nodeId": {"label": "kafkaobserver.io/node-id"}},
+                    "brokers": {"selector": {"matchLabels": {"koo-it/role": "broker", "koo-it/set": name}}, "nodeId": {"ordinalOffset": 1}}
+                },
+                "observers": observers,
+                "promotion": {"policy": "Manual", "promoted": promoted},
+                "rollout": {"acknowledgement": "Time", "settleTime": "0s", "timeout": "30s"}
+            }
+        })
+    }
+
+    /// The example ObserverSet kafka/kafka ([`EXAMPLE_OBSERVERSET`]) for the bed: the bed's
+    /// bootstrap address instead of the cluster DNS name, and a Manual policy so the promotion
+    /// engine cannot act during the test; `promoted` as given.
+    pub fn bed_observer_set(&self, promoted: &[i32]) -> Value {
+        let mut v = self.example_observer_set();
+        v["spec"]["promotion"]["policy"] = serde_json::json!("Manual");
+        v["spec"]["promotion"]["promoted"] = serde_json::json!(promoted);
+        v
+    }
+
+    /// The example ObserverSet as the demo and the drill expect it, for namespace `kafka` of the
+    /// bed: only its bootstrap replaced by the bed's.
+    pub fn example_observer_set(&self) -> Value {
+        let text = std::fs::read_to_string(repo_root().join(EXAMPLE_OBSERVERSET))
+            .unwrap_or_else(|e| panic!("read {EXAMPLE_OBSERVERSET}: {e}"));
+        let mut v: Value = serde_yaml::from_str(&text)
+            .unwrap_or_else(|e| panic!("{EXAMPLE_OBSERVERSET} is not YAML: {e}"));
+        assert_eq!(
+            v["spec"]["kafka"]["bootstrapServers"], "kafka-bootstrap.kafka.svc:9092",
+            "{EXAMPLE_OBSERVERSET}: the bootstrap this helper replaces"
+        );
+        v["metadata"]["namespace"] = serde_json::json!(koo_testbed::KAFKA_NAMESPACE);
+        v["spec"]["kafka"]["bootstrapServers"] = serde_json::json!(self.bootstrap);
+        v
+    }
 }
 
 pub async fn create_observer_set(api: &Api<ObserverSet>, body: Value) -> ObserverSet {
@@ -197,30 +261,6 @@ pub async fn agent_snapshot(addr: &str) -> Option<Value> {
         .await
         .ok()
         .flatten()
-}
-
-/// The bed's pods: (pod name, agent address) per role.
-pub const CONTROLLER_PODS: [(&str, &str); 3] = [
-    ("kafka-controller-0", "127.0.1.101:9180"),
-    ("kafka-controller-1", "127.0.1.102:9180"),
-    ("kafka-controller-2", "127.0.1.103:9180"),
-];
-pub const BROKER_PODS: [(&str, &str); 4] = [
-    ("kafka-broker-0", "127.0.1.1:9180"),
-    ("kafka-broker-1", "127.0.1.2:9180"),
-    ("kafka-broker-2", "127.0.1.3:9180"),
-    ("kafka-broker-3", "127.0.1.4:9180"),
-];
-
-/// The example ObserverSet kafka/kafka (examples/observerset.yaml) with a Manual policy, so the
-/// promotion engine cannot act during the test; `promoted` as given.
-pub fn bed_observer_set(promoted: &[i32]) -> Value {
-    let text = std::fs::read_to_string(repo_root().join("examples/observerset.yaml"))
-        .expect("read examples/observerset.yaml");
-    let mut v: Value = serde_yaml::from_str(&text).expect("examples/observerset.yaml is YAML");
-    v["spec"]["promotion"]["policy"] = serde_json::json!("Manual");
-    v["spec"]["promotion"]["promoted"] = serde_json::json!(promoted);
-    v
 }
 
 /// Server-side apply of an ObserverSet as the tests' field manager.

@@ -2,11 +2,58 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::error::Error;
-use crate::kafka::{KafkaNode, NodeAction, RestartOnDrop};
+use crate::kafka::{Down, KafkaNode, NodeAction, RestartOnDrop, KAFKA_NAMESPACE};
+use crate::wait::wait_until;
+
+/// What a test needs of a Kafka pod's state (from `kubectl get pod -o json`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodState {
+    pub uid: String,
+    /// `status.phase` (`Pending`, `Running`, ...).
+    pub phase: String,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `restartCount` of the `kafka` container (-1 before it has a status).
+    pub restarts: i32,
+    pub pod_ip: Option<String>,
+}
+
+impl PodState {
+    fn parse(json: &str) -> Result<Self, String> {
+        let pod: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let status = &pod["status"];
+        let ready = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let restarts = status["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["name"] == "kafka")
+            .and_then(|c| c["restartCount"].as_i64())
+            .map_or(-1, |n| n as i32);
+        Ok(Self {
+            uid: pod["metadata"]["uid"]
+                .as_str()
+                .ok_or("no metadata.uid")?
+                .to_string(),
+            phase: status["phase"].as_str().unwrap_or("").to_string(),
+            ready,
+            restarts,
+            pod_ip: status["podIP"]
+                .as_str()
+                .filter(|ip| !ip.is_empty())
+                .map(str::to_string),
+        })
+    }
+}
 
 /// The environment variable naming the bed.
 pub const ENV_VAR: &str = "KOO_TESTBED";
@@ -85,16 +132,26 @@ impl TestBed {
         kube::Client::try_from(config).map_err(Error::Client)
     }
 
-    /// Broker bootstrap string (`.testbed/kafka/bootstrap`), e.g. `127.0.1.1:9092,...`.
+    /// Broker bootstrap (`.testbed/kafka/bootstrap`, written by `kafka.sh up`): the
+    /// `kafka-bootstrap` Service's `ClusterIP:9092`, reached from the machine through kube-proxy.
+    /// Stable while the Service exists; clients then talk to the brokers' pod IPs they advertise.
     pub fn kafka_bootstrap(&self) -> String {
         self.read_trimmed("kafka/bootstrap")
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Controller quorum bootstrap (`.testbed/kafka/controller-bootstrap`).
+    /// Controller quorum bootstrap, `podIP:9093,...` of the controllers' pods as they are now
+    /// (`kafka.sh controller-bootstrap`): a replaced pod has a new IP, so never cached.
     pub fn controller_bootstrap(&self) -> String {
-        self.read_trimmed("kafka/controller-bootstrap")
-            .unwrap_or_else(|e| panic!("{e}"))
+        let out = self
+            .kafka_sh(&["controller-bootstrap"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bootstrap = out.trim().to_string();
+        assert!(
+            !bootstrap.is_empty(),
+            "kafka.sh controller-bootstrap: no controller pod has an IP"
+        );
+        bootstrap
     }
 
     /// `.testbed/bin` (kubectl, helm, kafka-topics, kafka-node, ...).
@@ -105,17 +162,6 @@ impl TestBed {
     /// `.testbed/logs/<name>.log`.
     pub fn log_file(&self, name: &str) -> PathBuf {
         self.dir.join("logs").join(format!("{name}.log"))
-    }
-
-    /// Where the kubelet stand-in projects a pod's volume:
-    /// `.testbed/pods/<namespace>/<pod>/volumes/<volume>/`.
-    pub fn pod_volume_dir(&self, namespace: &str, pod: &str, volume: &str) -> PathBuf {
-        self.dir
-            .join("pods")
-            .join(namespace)
-            .join(pod)
-            .join("volumes")
-            .join(volume)
     }
 
     /// Where the real kubelet of node `koo-node` (e2e/testbed/node.sh, `--root-dir
@@ -129,12 +175,13 @@ impl TestBed {
             .join(volume)
     }
 
-    /// The projected `observer.ids` file a Kafka node reads (its `KAFKA_OBSERVER_IDS_FILE`).
+    /// The projected `observer.ids` a Kafka node reads (its `KAFKA_OBSERVER_IDS_FILE`), on the
+    /// host: in the ConfigMap volume `observer-ids` of the node's current pod
+    /// (`kafka.sh observer-dir`; a replaced pod has a new directory).
     pub fn observer_ids_file(&self, node_id: i32) -> Result<PathBuf, Error> {
-        let node = KafkaNode::get(node_id)?;
-        Ok(self
-            .pod_volume_dir(crate::kafka::KAFKA_NAMESPACE, &node.pod, "observer-ids")
-            .join("observer.ids"))
+        KafkaNode::get(node_id)?;
+        let out = self.kafka_sh(&["observer-dir", &node_id.to_string()])?;
+        Ok(PathBuf::from(out.trim()).join("observer.ids"))
     }
 
     /// Runs `.testbed/bin/<tool> args...`; its stdout on success, [`Error::Failed`] otherwise.
@@ -172,46 +219,121 @@ impl TestBed {
         finish(output, &label)
     }
 
-    /// `e2e/testbed/kafka.sh <action> <id>` of this bed's work tree.
-    pub fn kafka_node_action(&self, action: NodeAction, id: i32) -> Result<(), Error> {
-        KafkaNode::get(id)?;
+    /// `e2e/testbed/kafka.sh args...` of this bed's work tree, for namespace [`KAFKA_NAMESPACE`];
+    /// its stdout.
+    fn kafka_sh(&self, args: &[&str]) -> Result<String, Error> {
         let script = self.repo_root().join("e2e/testbed/kafka.sh");
         let mut command = Command::new("bash");
         command
             .arg(&script)
-            .arg(action.as_str())
-            .arg(id.to_string());
-        run(command, &format!("kafka.sh {} {id}", action.as_str())).map(|_| ())
+            .args(args)
+            .env("KOO_KAFKA_NAMESPACE", KAFKA_NAMESPACE);
+        run(command, &format!("kafka.sh {}", args.join(" ")))
     }
 
-    /// `kill -9` of a Kafka node; it is started again when the guard drops.
+    /// `e2e/testbed/kafka.sh <action> <id>` of this bed's work tree.
+    pub fn kafka_node_action(&self, action: NodeAction, id: i32) -> Result<(), Error> {
+        KafkaNode::get(id)?;
+        self.kafka_sh(&[action.as_str(), &id.to_string()])
+            .map(|_| ())
+    }
+
+    /// A crash: SIGKILL of the node's JVM (`kafka.sh kill`). The kubelet restarts the container
+    /// within seconds, in the same pod (same IP); the guard waits for that (restart counted, pod
+    /// Ready). For a node that must stay down, use [`TestBed::stop_node`].
     pub fn kill_node(&self, id: i32) -> Result<RestartOnDrop<'_>, Error> {
+        let node = KafkaNode::get(id)?;
+        let restarts_before = self.kafka_pod_state(&node)?.restarts;
         self.kafka_node_action(NodeAction::Kill, id)?;
-        Ok(RestartOnDrop::new(self, id))
+        Ok(RestartOnDrop::new(
+            self,
+            id,
+            Down::Killed { restarts_before },
+        ))
     }
 
-    /// Controlled shutdown of a Kafka node; it is started again when the guard drops.
+    /// A lost zone (`kafka.sh stop`): `koo-node` cordoned, the JVM killed with SIGKILL (no
+    /// controlled shutdown), the pod force-deleted; its replacement stays Pending until the
+    /// guard drops or [`RestartOnDrop::start`] (`kafka.sh start`: uncordon, wait Ready). The
+    /// replacement pod has a new IP.
     pub fn stop_node(&self, id: i32) -> Result<RestartOnDrop<'_>, Error> {
+        KafkaNode::get(id)?;
+        // kafka.sh stop appends the id to .testbed/kafka/stopped with
+        // `{ cat stopped 2>/dev/null; echo ID; } | sort -nu` under `set -euo pipefail`: without
+        // the file, `cat` fails, errexit ends the group before the `echo`, and `stop` exits 1
+        // silently after cordoning the node but before killing anything. An empty file is what
+        // "nothing stopped" means to kafka.sh (`start` removes it).
+        let stopped = self.dir.join("kafka/stopped");
+        if !stopped.exists() {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&stopped)
+                .map_err(|source| Error::Read {
+                    path: stopped.clone(),
+                    source,
+                })?;
+        }
+        // A `stop` that failed half way (the node cordoned, the JVM perhaps killed) is undone
+        // before the error is returned: no guard exists yet to do it.
+        let guard = RestartOnDrop::new(self, id, Down::Stopped);
         self.kafka_node_action(NodeAction::Stop, id)?;
-        Ok(RestartOnDrop::new(self, id))
+        Ok(guard)
     }
 
-    /// Starts a Kafka node (no-op when running) and waits until it is started.
+    /// Starts a node stopped by [`TestBed::stop_node`] (`kafka.sh start`: uncordons `koo-node`)
+    /// and waits until its pod is Ready.
     pub fn start_node(&self, id: i32) -> Result<(), Error> {
         self.kafka_node_action(NodeAction::Start, id)
     }
 
-    /// Stops and starts a Kafka node.
+    /// Graceful restart (`kafka.sh restart`): the pod is deleted (SIGTERM: a controlled
+    /// shutdown), waits until its replacement (new IP) is Ready.
     pub fn restart_node(&self, id: i32) -> Result<(), Error> {
         self.kafka_node_action(NodeAction::Restart, id)
     }
 
-    /// The pid of a running Kafka node (from `.testbed/pids/kafka-<id>.pid`), if alive.
+    /// The host pid of the node's running JVM (`kafka.sh jvm-pid`), if its container runs.
     pub fn kafka_pid(&self, id: i32) -> Option<u32> {
-        let text =
-            std::fs::read_to_string(self.dir.join("pids").join(format!("kafka-{id}.pid"))).ok()?;
-        let pid: u32 = text.trim().parse().ok()?;
-        Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+        KafkaNode::get(id).ok()?;
+        self.kafka_sh(&["jvm-pid", &id.to_string()])
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The node's pod as the API has it now.
+    pub fn kafka_pod_state(&self, node: &KafkaNode) -> Result<PodState, Error> {
+        let args = ["-n", KAFKA_NAMESPACE, "get", "pod", &node.pod, "-o", "json"];
+        let out = self.run_tool("kubectl", &args)?;
+        PodState::parse(&out).map_err(|detail| Error::Output {
+            command: format!("kubectl {}", args.join(" ")),
+            detail,
+        })
+    }
+
+    /// Waits until the kubelet has restarted node `id`'s kafka container (restart count above
+    /// `restarts_before`, same pod) and the pod is Ready again; `KAFKA_START_TIMEOUT_S` (180).
+    pub(crate) fn wait_restarted(&self, id: i32, restarts_before: i32) -> Result<PodState, Error> {
+        let node = KafkaNode::get(id)?;
+        let timeout = std::env::var("KAFKA_START_TIMEOUT_S")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(180);
+        wait_until(
+            &format!(
+                "pod {} Ready after the kubelet restarted its kafka container",
+                node.pod
+            ),
+            Duration::from_secs(timeout),
+            Duration::from_millis(500),
+            || {
+                self.kafka_pod_state(&node)
+                    .ok()
+                    .filter(|s| s.restarts > restarts_before && s.ready)
+            },
+        )
     }
 
     fn read_trimmed(&self, rel: &str) -> Result<String, Error> {
@@ -262,15 +384,43 @@ mod tests {
         std::fs::write(tmp.path().join("kubeconfig"), "").unwrap();
         let bed = TestBed::at(tmp.path().into()).unwrap();
         assert_eq!(
-            bed.pod_volume_dir("kafka", "kafka-broker-3", "observer-ids"),
+            bed.node_configmap_volume_dir("uid-1", "observer-ids"),
             tmp.path()
-                .join("pods/kafka/kafka-broker-3/volumes/observer-ids")
+                .join("node/kubelet/pods/uid-1/volumes/kubernetes.io~configmap/observer-ids")
         );
-        assert_eq!(
-            bed.observer_ids_file(4).unwrap(),
-            tmp.path()
-                .join("pods/kafka/kafka-broker-3/volumes/observer-ids/observer.ids")
-        );
+        assert!(matches!(
+            bed.observer_ids_file(5),
+            Err(Error::UnknownNode(5))
+        ));
         assert_eq!(bed.repo_root(), tmp.path().parent().unwrap());
+    }
+
+    #[test]
+    fn pod_state_reads_readiness_restarts_and_ip() {
+        let json = r#"{"metadata": {"uid": "u1"}, "status": {"phase": "Running",
+            "podIP": "10.214.0.12",
+            "conditions": [{"type": "Initialized", "status": "True"},
+                           {"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "kafka", "restartCount": 2}],
+            "initContainerStatuses": [{"name": "observer-agent", "restartCount": 5}]}}"#;
+        let state = PodState::parse(json).unwrap();
+        assert_eq!(
+            state,
+            PodState {
+                uid: "u1".into(),
+                phase: "Running".into(),
+                ready: true,
+                restarts: 2,
+                pod_ip: Some("10.214.0.12".into()),
+            }
+        );
+        let pending = r#"{"metadata": {"uid": "u2"}, "status": {"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False"}]}}"#;
+        let state = PodState::parse(pending).unwrap();
+        assert_eq!(
+            (state.ready, state.restarts, state.pod_ip),
+            (false, -1, None)
+        );
+        assert!(PodState::parse("{}").is_err());
     }
 }

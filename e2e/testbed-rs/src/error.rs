@@ -40,6 +40,12 @@ pub enum Error {
     },
     #[error("unknown Kafka node id {0}: controllers are 101-103, brokers 1-4")]
     UnknownNode(i32),
+    #[error(
+        "no IP for pod kafka/{pod} ({reason}); is it running? (`e2e/testbed/kafka.sh status`)"
+    )]
+    NoPodIp { pod: String, reason: String },
+    #[error("unexpected output of `{command}`: {detail}")]
+    Output { command: String, detail: String },
     #[error("timed out after {timeout:?} waiting for {what}")]
     Timeout { what: String, timeout: Duration },
 }

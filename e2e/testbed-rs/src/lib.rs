@@ -14,17 +14,20 @@
 //! means "explicitly not requested": [`TestBed::require`] prints a skip line and returns `None`.
 //! Unset, it panics with a message saying to run `make testbed-up` (or `make test`).
 //!
-//! The API is deliberately small and stable: paths, a client, the Kafka node table, node
-//! control through `e2e/testbed/kafka.sh`, running the `.testbed/bin` tools, and waiting.
+//! The API is deliberately small and stable: paths, a client, the Kafka node table (pod names;
+//! addresses are the pods' IPs, looked up through the API when needed), node control through
+//! `e2e/testbed/kafka.sh` (`kill`: a crash the kubelet undoes in seconds; `stop`: down until
+//! started again; `restart`: graceful), running the `.testbed/bin` tools, and waiting.
 
 mod bed;
 mod error;
 mod kafka;
 mod wait;
 
-pub use bed::{TestBed, ENV_VAR};
+pub use bed::{PodState, TestBed, ENV_VAR};
 pub use error::Error;
 pub use kafka::{
-    KafkaNode, NodeAction, RestartOnDrop, Role, BROKER_IDS, CONTROLLER_IDS, KAFKA_NAMESPACE,
+    KafkaNode, NodeAction, RestartOnDrop, Role, AGENT_PORT, BROKER_IDS, CONTROLLER_IDS,
+    KAFKA_NAMESPACE,
 };
 pub use wait::{wait_until, wait_until_async};

@@ -1,13 +1,15 @@
-//! Acceptance of the bed's Kafka KRaft cluster (issue 2) through the `.testbed/bin` tool
-//! wrappers: 3 voters, a topic with an explicit assignment and min ISR 2, acks=all produce and
-//! consume, ISR shrink after `kill -9` of a replica, rejoin after restart. Needs `KOO_TESTBED`
-//! (`off` skips). The topic is deleted at the end; the killed broker is always restarted.
+//! Acceptance of the bed's Kafka KRaft cluster (the StatefulSets of examples/kafka/ on the real
+//! node, e2e/testbed/kafka.sh) through the `.testbed/bin` tool wrappers: 3 voters (asked at the
+//! controllers' pod IPs), a topic with an explicit assignment and min ISR 2, acks=all produce and
+//! consume through the bootstrap Service, ISR shrink after a replica's broker is lost (`kafka.sh
+//! stop`: SIGKILL, the pod stays down), rejoin after it is started again. Needs `KOO_TESTBED`
+//! (`off` skips). The topic is deleted at the end; the stopped broker is always started again.
 
 use std::time::{Duration, Instant};
 
 use koo_testbed::{wait_until, TestBed};
 
-/// `broker.session.timeout.ms` of e2e/testbed/kafka/common.properties.
+/// `broker.session.timeout.ms` (KAFKA_CFG_BROKER_SESSION_TIMEOUT_MS of examples/kafka/*.yaml).
 const SESSION_TIMEOUT: Duration = Duration::from_millis(6000);
 
 /// (leader, replicas, isr) of partition 0 from `kafka-topics --describe`.
@@ -159,10 +161,14 @@ fn kraft_quorum_topic_acks_all_isr_shrink_and_rejoin() {
     produce(&bed, &topic, &first);
     assert_eq!(consume(&bed, &topic, 5), first);
 
-    // kill -9 of a follower: the controller fences it after the session timeout and drops it.
+    // A follower's broker lost (SIGKILL, no controlled shutdown, and it stays down: `kill` alone
+    // would have the kubelet restart it within seconds): the controller fences it after the
+    // session timeout and drops it.
     let victim = *replicas.iter().find(|id| **id != leader).unwrap();
+    let stop_started = Instant::now();
+    let guard = bed.stop_node(victim).unwrap();
+    // `kafka.sh stop` returns right after the SIGKILL (and the pod's force-deletion).
     let killed_at = Instant::now();
-    let guard = bed.kill_node(victim).unwrap();
     let bound = SESSION_TIMEOUT + Duration::from_secs(8);
     wait_until(
         &format!("ISR without broker {victim}"),
@@ -172,11 +178,16 @@ fn kraft_quorum_topic_acks_all_isr_shrink_and_rejoin() {
     )
     .unwrap();
     println!(
-        "ISR shrank {:?} after kill -9 of broker {victim}",
-        killed_at.elapsed()
+        "ISR shrank {:?} after broker {victim} was stopped (SIGKILL; kafka.sh stop took {:?})",
+        killed_at.elapsed(),
+        killed_at - stop_started
     );
 
-    // Two in-sync replicas still satisfy min ISR 2 with acks=all.
+    // Two in-sync replicas still satisfy min ISR 2 with acks=all (the victim is still down).
+    assert!(
+        bed.kafka_pid(victim).is_none(),
+        "broker {victim} runs again before it was started"
+    );
     let second: Vec<String> = (0..5).map(|i| format!("during-{i}")).collect();
     produce(&bed, &topic, &second);
 
