@@ -94,10 +94,7 @@ dc() {
 # cordoned, the JVM SIGKILLed in its container, the pod force-deleted; its replacement stays
 # Pending). A plain `kafka.sh kill` would let the kubelet restart the container within seconds,
 # while every scenario decides itself when the node comes back.
-# kafka.sh stop dies (set -e) on its first `cat` of a missing stopped-nodes file, after cordoning
-# and before the kill: the file is made to exist first.
 node_stop() {
-  mkdir -p "$kstate" && touch "$kstate/stopped"
   bash "$KAFKA_SH" stop "$1" >&2 || fail "kafka.sh stop $1 failed"
   local _
   for _ in $(seq 50); do node_running "$1" || return 0; sleep 0.2; done
