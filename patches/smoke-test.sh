@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Throwaway smoke test of the observer patch: 1 KRaft controller (id 100) + 3 brokers (1, 2, 3)
 # on 127.0.2.x (SMOKE_NET), broker 3 the observer. Checks the start-up
-# proof, the initial ISR filter, ISR admission, promotion, demotion, election and the audit line.
+# proof, the initial ISR filter, ISR admission, promotion, demotion, election and the audit line,
+# and the loaded report ($KAFKA_OBSERVER_IDS_LOADED_FILE: what each JVM has loaded, byte for byte;
+# broker 2's report path is unusable on purpose: a WARN, never a failure). First runs
+# patches/test/LoadedReportCheck.java (the report without Kafka, on a fake clock).
 # Usage: patches/smoke-test.sh [kafka-version]   (state in $SMOKE_DIR, default /tmp/koo-observer-smoke)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -55,6 +58,9 @@ wait_for() { # wait_for <seconds> <command...>
 isr_is() { [[ "$(isr_of "$1")" == "$2" ]]; }
 leader_is() { [[ "$(leader_of "$1")" == "$2" ]]; }
 log_has() { grep -q -- "$2" "$dir/$1.log"; }
+loaded() { echo "$dir/$1/loaded/observer.ids"; } # node <id>'s report of what its JVM loaded
+reports() { cmp -s "$(loaded "$1")" "$2"; }      # reports <id> <file>: byte for byte
+reports_text() { [[ "$(cat "$(loaded "$1")" 2>/dev/null)" == "$2" ]]; }
 
 render() { # render <id> <role>
   local id="$1" role="$2" addr="$net.$1" conf="$dir/$1/server.properties"
@@ -83,8 +89,12 @@ render() { # render <id> <role>
   } > "$conf"
 }
 start() { # start <id> <observer-ids file>
-  local id="$1"
-  KAFKA_OBSERVER_IDS_FILE="$2" KAFKA_OBSERVER_IDS_TTL_MS=500 \
+  local id="$1" report
+  report="$(loaded "$id")"
+  mkdir -p "$(dirname "$report")"
+  # Broker 2 reports into a path whose parent is a regular file: every write fails.
+  [[ "$id" == 2 ]] && report="$dir/2/server.properties/observer.ids"
+  KAFKA_OBSERVER_IDS_FILE="$2" KAFKA_OBSERVER_IDS_TTL_MS=500 KAFKA_OBSERVER_IDS_LOADED_FILE="$report" \
     nohup java -Xmx256m -XX:+UseSerialGC \
     -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/log4j2.properties" -Dkafka.logs.dir="$dir/$id" \
     -cp "$cp_all" kafka.Kafka "$dir/$id/server.properties" > "$dir/$id.log" 2>&1 &
@@ -92,9 +102,21 @@ start() { # start <id> <observer-ids file>
   disown
 }
 
+# The loaded report without Kafka (compiled into the state directory, run against the jar).
+rm -rf "$dir/unit" && mkdir -p "$dir/unit"
+javac --release 17 -nowarn -cp "$jar:$lib/*" -d "$dir/unit" "$here/test/LoadedReportCheck.java"
+if java -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/tools-log4j2.properties" \
+  -cp "$dir/unit:$cp_all" io.kafkaobserver.patch.LoadedReportCheck > "$dir/unit.out" 2>&1; then
+  say "PASS LoadedReportCheck ($(grep -c '^PASS' "$dir/unit.out") checks)"
+else
+  sed 's/^/  /' "$dir/unit.out"; say "FAIL LoadedReportCheck"; failures=$((failures + 1))
+fi
+unit_out="$(cat "$dir/unit.out")"
+
 stop_all
 rm -rf "$dir"
 mkdir -p "$dir"
+echo "$unit_out" > "$dir/unit.out"
 echo 3 > "$dir/observers-controller.ids"
 printf '# observers\n3\n' > "$dir/observers-broker.ids"
 cluster_id="$(tool kafka.tools.StorageTool random-uuid)"
@@ -113,6 +135,10 @@ for id in "$controller" "${brokers[@]}"; do
   check "node $id logs the start-up proof" log_has "$id" "observer patch active: $version"
 done
 grep -h "observer patch active\|observer ids loaded" "$dir"/*.log | sed 's/^/  /'
+check "the controller reports what it loaded, byte for byte" reports "$controller" "$dir/observers-controller.ids"
+check "brokers 1 and 3 report what they loaded" eval 'reports 1 "$dir/observers-broker.ids" && reports 3 "$dir/observers-broker.ids"'
+check "broker 2's report cannot be written: a WARN, and it runs on" \
+  eval 'log_has 2 "cannot write what this JVM loaded" && log_has 2 "observer patch active: $version"'
 
 # Initial ISR filter: broker 3 is a replica of every partition but never starts in the ISR.
 tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --create --topic smoke \
@@ -132,7 +158,11 @@ sleep 6
 check "controller rejects the expansion while it still sees an observer" isr_is smoke "1,2"
 check "the rejection names the observer" log_has "$controller" "Rejecting AlterPartition.*ineligible replicas \[3 (observer)\]"
 check "the broker logs an audit line for the edit" log_has 1 "observer ids changed: before=\[3\] after=\[\] added=\[\] removed=\[3\]"
-echo "" > "$dir/observers-controller.ids"
+check "broker 1 reports the edited content within a TTL" wait_for 5 reports 1 "$dir/observers-broker.ids"
+# The operator's header: the report carries the revision the JVM uses.
+printf '# Managed by kafka-observer-operator: ObserverSet smoke/smoke, revision 2\n# One observer node id per line. Do not edit: changes are reverted.\n' \
+  > "$dir/observers-controller.ids"
+check "the controller reports revision 2 once it loaded it" wait_for 5 reports "$controller" "$dir/observers-controller.ids"
 check "promoted broker 3 joins the ISR once the controller agrees" wait_for 30 isr_is smoke "1,2,3"
 
 # Demotion: brokers' isr-expiration shrinks it out; the controller then refuses to elect it.
@@ -167,6 +197,7 @@ fi
 printf 'garbage\n' > "$dir/observers-broker.ids"
 sleep 2
 check "garbage keeps the last value with a WARN" log_has 3 "cannot use .*keeping the last value \[3\]"
+check "garbage keeps the last report" reports_text 3 "3"
 
 # Positive control for the election gate: promote 3 on the controller, then the same unclean
 # election must elect it (S4), so the refusal above came from the observer gate.
@@ -175,6 +206,11 @@ sleep 2
 tool org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$bootstrap" --election-type unclean \
   --topic smoke --partition 0 >/dev/null 2>&1 || true
 check "once promoted on the controller, the unclean election elects 3" wait_for 15 leader_is smoke 3
+
+# No file and no $KAFKA_OBSERVER_BROKER_IDS: the JVM runs on the empty set and says so.
+rm -f "$dir/observers-broker.ids"
+check "a missing file is reported as the empty fallback" \
+  wait_for 5 reports_text 3 "# kafka-observer-patch loaded: source=empty"
 
 say "logs in $dir; $failures failure(s)"
 [[ $failures -eq 0 ]]

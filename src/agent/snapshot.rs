@@ -1,9 +1,12 @@
-//! What the agent reports: the observer file as the Kafka node in the same pod reads it.
+//! What the agent reports: the observer file as the Kafka node in the same pod reads it, and
+//! (with `--loaded-file`) what the Kafka JVM reports it has loaded from it.
 //!
-//! Pure: the shell reads the file and hands the outcome here; this module decides whether the
+//! Pure: the shell reads the files and hands the outcome here; this module decides whether a
 //! report changes. The ids are parsed with the broker patch's rules (see `crate::observer_ids`), so
 //! the agent acknowledges exactly what Kafka will act on, and the header tells which
-//! ObserverSet revision the content came from.
+//! ObserverSet revision the content came from. The JVM's report (the patch's
+//! `KAFKA_OBSERVER_IDS_LOADED_FILE`) holds the very bytes the JVM loaded, so it is parsed the same
+//! way; when the JVM runs on a fallback (no observer.ids file) its first line says which.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -14,15 +17,25 @@ use crate::observer_ids;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
-    /// The file was read.
+    /// The file was read (for the JVM's report: the JVM loaded an observer.ids file).
     File,
     /// No file: the broker patch would fall back to `KAFKA_OBSERVER_BROKER_IDS`, then to no
-    /// observers at all. The operator must treat this as "not acknowledged".
+    /// observers at all. The operator must treat this as "not acknowledged". For the JVM's
+    /// report: the JVM has not written one (yet, or never: a Kafka without our patch).
     Missing,
     /// The file exists but could not be read before any successful read (permissions, I/O).
     /// After a successful read an unreadable file keeps the last report, as the broker does.
     Unreadable,
+    /// JVM report only: no observer.ids file, the JVM uses `KAFKA_OBSERVER_BROKER_IDS`.
+    Env,
+    /// JVM report only: no observer.ids file and no fallback (or its first read failed), the
+    /// JVM uses the empty set.
+    Empty,
 }
+
+/// First line of the JVM's report when it runs on a fallback (`LoadedReport.FALLBACK_MARKER` in
+/// patches/src/io/kafkaobserver/patch/LoadedReport.java).
+pub const FALLBACK_MARKER: &str = "# kafka-observer-patch loaded: source=";
 
 /// The JSON body of `GET /observer-ids`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -50,7 +63,54 @@ pub enum Observation {
     Unreadable(String),
 }
 
+/// Reads an observation into a report (the observer file's or the JVM's).
+pub type Reader = fn(&Observation, DateTime<Utc>) -> Snapshot;
+
+/// The JSON body of `GET /observer-ids`: the file, the JVM's report and the agent's clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    #[serde(flatten)]
+    pub file: Snapshot,
+    /// What the Kafka JVM reports it has loaded; `null` when the agent runs without
+    /// `--loaded-file` (the operator then falls back to the file plus the JVM's cache TTL).
+    pub jvm: Option<Snapshot>,
+    /// The agent's clock when it answered. `reportedAt - seenAt` is how long the content has
+    /// been seen, without comparing the clocks of two machines.
+    #[serde(serialize_with = "rfc3339")]
+    pub reported_at: DateTime<Utc>,
+}
+
+impl Report {
+    pub fn new(file: &Snapshot, jvm: Option<&Snapshot>, now: DateTime<Utc>) -> Self {
+        Self {
+            file: file.clone(),
+            jvm: jvm.cloned(),
+            reported_at: now,
+        }
+    }
+}
+
 impl Snapshot {
+    /// The JVM's report for `observation` of the loaded file, seen at `now`: like the observer
+    /// file (header, ids, digest of the bytes), the source from the fallback marker if present.
+    pub fn from_loaded(observation: &Observation, now: DateTime<Utc>) -> Self {
+        let mut snap = Self::from_observation(observation, now);
+        if let Observation::Content(bytes) = observation {
+            let text = String::from_utf8_lossy(bytes);
+            let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+            if let Some(source) = first.and_then(|l| l.strip_prefix(FALLBACK_MARKER)) {
+                let token = source.split_whitespace().next().unwrap_or_default();
+                snap.source = if token == "empty" {
+                    Source::Empty
+                } else {
+                    Source::Env
+                };
+            }
+        }
+        snap
+    }
+
     /// The report for `observation` seen at `now`, without regard to any previous report.
     pub fn from_observation(observation: &Observation, now: DateTime<Utc>) -> Self {
         match observation {
@@ -89,18 +149,20 @@ impl Snapshot {
 }
 
 /// The next report after `previous`, or `None` when the report stays as it is (content
-/// unchanged, or the file became unreadable after a good read: keep the last value).
+/// unchanged, or the file became unreadable after a good read: keep the last value). `read`
+/// is [`Snapshot::from_observation`] or [`Snapshot::from_loaded`].
 pub fn next(
+    read: Reader,
     previous: Option<&Snapshot>,
     observation: &Observation,
     now: DateTime<Utc>,
 ) -> Option<Snapshot> {
     if let (Some(prev), Observation::Unreadable(_)) = (previous, observation) {
-        if prev.source == Source::File {
+        if matches!(prev.source, Source::File | Source::Env | Source::Empty) {
             return None;
         }
     }
-    let candidate = Snapshot::from_observation(observation, now);
+    let candidate = read(observation, now);
     match previous {
         Some(prev) if prev.same_as(&candidate) => None,
         _ => Some(candidate),
@@ -176,29 +238,134 @@ mod tests {
 
     #[test]
     fn unchanged_content_keeps_the_first_seen_time() {
-        let first = next(None, &content(FILE), at(0)).unwrap();
-        assert_eq!(next(Some(&first), &content(FILE), at(5)), None);
+        let first = next(Snapshot::from_observation, None, &content(FILE), at(0)).unwrap();
+        assert_eq!(
+            next(
+                Snapshot::from_observation,
+                Some(&first),
+                &content(FILE),
+                at(5)
+            ),
+            None
+        );
         let changed = FILE.replace("revision 7", "revision 8");
-        let second = next(Some(&first), &content(&changed), at(9)).unwrap();
+        let second = next(
+            Snapshot::from_observation,
+            Some(&first),
+            &content(&changed),
+            at(9),
+        )
+        .unwrap();
         assert_eq!((second.revision, second.seen_at), (Some(8), at(9)));
     }
 
     #[test]
     fn an_unreadable_file_keeps_the_last_good_report() {
-        let first = next(None, &content(FILE), at(0)).unwrap();
+        let first = next(Snapshot::from_observation, None, &content(FILE), at(0)).unwrap();
         let denied = Observation::Unreadable("permission denied".into());
-        assert_eq!(next(Some(&first), &denied, at(1)), None);
-        let initial = next(None, &denied, at(1)).unwrap();
+        assert_eq!(
+            next(Snapshot::from_observation, Some(&first), &denied, at(1)),
+            None
+        );
+        let initial = next(Snapshot::from_observation, None, &denied, at(1)).unwrap();
         assert_eq!((initial.source, initial.ids), (Source::Unreadable, None));
     }
 
     #[test]
+    fn the_jvm_report_of_a_file_is_read_like_the_file() {
+        let file = Snapshot::from_observation(&content(FILE), at(0));
+        let jvm = Snapshot::from_loaded(&content(FILE), at(1));
+        assert_eq!(
+            (jvm.revision, &jvm.observer_set, &jvm.ids, jvm.source),
+            (Some(7), &file.observer_set, &file.ids, Source::File)
+        );
+        // Same bytes, same digest: the JVM loaded exactly what the volume holds.
+        assert_eq!(jvm.sha256, file.sha256);
+    }
+
+    #[test]
+    fn the_jvm_report_names_its_fallback() {
+        let env = Snapshot::from_loaded(
+            &content("# kafka-observer-patch loaded: source=env:KAFKA_OBSERVER_BROKER_IDS\n4\n5\n"),
+            at(0),
+        );
+        assert_eq!(
+            (env.source, env.revision, env.ids),
+            (Source::Env, None, Some(vec![4, 5]))
+        );
+        let empty = Snapshot::from_loaded(
+            &content("# kafka-observer-patch loaded: source=empty\n"),
+            at(0),
+        );
+        assert_eq!(
+            (empty.source, empty.ids.clone()),
+            (Source::Empty, Some(vec![]))
+        );
+        let json = serde_json::to_value(&empty).unwrap();
+        assert_eq!(json["source"], "empty");
+        let missing = Snapshot::from_loaded(&Observation::Missing, at(0));
+        assert_eq!((missing.source, missing.ids), (Source::Missing, None));
+    }
+
+    #[test]
+    fn an_unreadable_jvm_report_keeps_the_last_one() {
+        let first = next(Snapshot::from_loaded, None, &content(FILE), at(0)).unwrap();
+        let denied = Observation::Unreadable("permission denied".into());
+        assert_eq!(
+            next(Snapshot::from_loaded, Some(&first), &denied, at(1)),
+            None
+        );
+        let fallback = content("# kafka-observer-patch loaded: source=empty\n");
+        let empty = next(Snapshot::from_loaded, Some(&first), &fallback, at(2)).unwrap();
+        assert_eq!(
+            next(Snapshot::from_loaded, Some(&empty), &denied, at(3)),
+            None
+        );
+    }
+
+    #[test]
+    fn the_report_carries_both_parts_and_the_agent_clock() {
+        let file = Snapshot::from_observation(&content(FILE), at(0));
+        let jvm = Snapshot::from_loaded(&content(FILE), at(2));
+        let json = serde_json::to_value(Report::new(&file, Some(&jvm), at(5))).unwrap();
+        assert_eq!(json["revision"], 7);
+        assert_eq!(json["seenAt"], "2027-01-15T08:00:00.000Z");
+        assert_eq!(json["jvm"]["revision"], 7);
+        assert_eq!(json["jvm"]["observerSet"], "kafka/kafka");
+        assert_eq!(json["jvm"]["source"], "file");
+        assert_eq!(json["jvm"]["seenAt"], "2027-01-15T08:00:02.000Z");
+        assert_eq!(json["reportedAt"], "2027-01-15T08:00:05.000Z");
+        let without = serde_json::to_value(Report::new(&file, None, at(5))).unwrap();
+        assert!(without["jvm"].is_null() && without.as_object().unwrap().contains_key("jvm"));
+    }
+
+    #[test]
     fn deletion_and_recreation_are_changes() {
-        let first = next(None, &content(FILE), at(0)).unwrap();
-        let gone = next(Some(&first), &Observation::Missing, at(1)).unwrap();
+        let first = next(Snapshot::from_observation, None, &content(FILE), at(0)).unwrap();
+        let gone = next(
+            Snapshot::from_observation,
+            Some(&first),
+            &Observation::Missing,
+            at(1),
+        )
+        .unwrap();
         assert_eq!(gone.source, Source::Missing);
-        assert_eq!(next(Some(&gone), &Observation::Missing, at(2)), None);
-        let back = next(Some(&gone), &content(FILE), at(3)).unwrap();
+        assert_eq!(
+            next(
+                Snapshot::from_observation,
+                Some(&gone),
+                &Observation::Missing,
+                at(2)
+            ),
+            None
+        );
+        let back = next(
+            Snapshot::from_observation,
+            Some(&gone),
+            &content(FILE),
+            at(3),
+        )
+        .unwrap();
         assert_eq!(back.revision, Some(7));
     }
 }

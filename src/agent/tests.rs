@@ -57,6 +57,10 @@ struct Running {
 }
 
 async fn start(dir: &Path, resync: Duration) -> Running {
+    start_with(dir, resync, None).await
+}
+
+async fn start_with(dir: &Path, resync: Duration, loaded_file: Option<PathBuf>) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = Shutdown::new();
@@ -65,6 +69,7 @@ async fn start(dir: &Path, resync: Duration) -> Running {
         key: "observer.ids".into(),
         listen: addr,
         resync,
+        loaded_file,
     };
     let task = tokio::spawn(serve(args, listener, shutdown.clone()));
     Running {
@@ -110,6 +115,7 @@ async fn a_swapped_data_link_is_reported_through_inotify() {
     let agent = start(tmp.path(), Duration::from_secs(600)).await;
 
     let first = report(agent.addr).await;
+    assert!(first["jvm"].is_null(), "no --loaded-file: {first}");
     assert_eq!(first["revision"], 7);
     assert_eq!(first["observerSet"], "kafka/kafka");
     assert_eq!(first["ids"], serde_json::json!([4]));
@@ -122,7 +128,10 @@ async fn a_swapped_data_link_is_reported_through_inotify() {
     assert_ne!(second["sha256"], first["sha256"]);
     // Millisecond stamps: the second may equal the first on a fast machine, never precede it.
     let stamp = |r: &serde_json::Value| r["seenAt"].as_str().unwrap_or_default().to_string();
-    assert!(stamp(&second) >= stamp(&first), "seenAt went back: {first} -> {second}");
+    assert!(
+        stamp(&second) >= stamp(&first),
+        "seenAt went back: {first} -> {second}"
+    );
     eprintln!("revision 8 reported {took:?} after the ..data swap");
 
     std::fs::remove_file(tmp.path().join("observer.ids")).unwrap();
@@ -164,4 +173,76 @@ fn keys_must_be_plain_file_names() {
         let err = parse_key(bad).unwrap_err();
         assert!(err.contains("plain file name"), "{err}");
     }
+}
+
+/// Writes the JVM's report the way the patch does: a temporary file renamed over the report.
+fn jvm_writes(path: &Path, content: &str) {
+    let tmp = path.with_file_name(".observer.ids.tmp");
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[tokio::test]
+async fn the_jvm_report_is_served_as_jvm_through_inotify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut volume = AtomicDir::new(&tmp.path().join("observer"));
+    volume.publish(&managed(7, "4\n"));
+    let loaded_dir = tmp.path().join("observer-loaded");
+    std::fs::create_dir(&loaded_dir).unwrap();
+    let loaded = loaded_dir.join("observer.ids");
+    // 600 s resync: only inotify can report within the limits below.
+    let agent = start_with(
+        &tmp.path().join("observer"),
+        Duration::from_secs(600),
+        Some(loaded.clone()),
+    )
+    .await;
+
+    // The JVM has not written its report yet.
+    let first = report(agent.addr).await;
+    assert_eq!(first["revision"], 7);
+    assert_eq!(first["jvm"]["source"], "missing", "{first}");
+    assert!(first["jvm"]["revision"].is_null());
+    assert!(first["reportedAt"].is_string());
+
+    jvm_writes(&loaded, &managed(7, "4\n"));
+    wait_for(agent.addr, Duration::from_secs(30), |r| {
+        r["jvm"]["revision"] == 7
+    })
+    .await;
+    let loaded7 = report(agent.addr).await;
+    assert_eq!(loaded7["jvm"]["ids"], serde_json::json!([4]));
+    assert_eq!(loaded7["jvm"]["observerSet"], "kafka/kafka");
+    assert_eq!(loaded7["jvm"]["source"], "file");
+    assert_eq!(loaded7["jvm"]["sha256"], loaded7["sha256"]);
+
+    // The volume moves on first; the JVM's report follows one cache TTL later.
+    volume.publish(&managed(8, ""));
+    wait_for(agent.addr, Duration::from_secs(30), |r| r["revision"] == 8).await;
+    assert_eq!(report(agent.addr).await["jvm"]["revision"], 7);
+    jvm_writes(&loaded, &managed(8, ""));
+    let took = wait_for(agent.addr, Duration::from_secs(30), |r| {
+        r["jvm"]["revision"] == 8
+    })
+    .await;
+    eprintln!("the JVM's revision 8 reported {took:?} after its rename");
+
+    jvm_writes(&loaded, "# kafka-observer-patch loaded: source=empty\n");
+    wait_for(agent.addr, Duration::from_secs(30), |r| {
+        r["jvm"]["source"] == "empty"
+    })
+    .await;
+    let empty = report(agent.addr).await;
+    assert!(empty["jvm"]["revision"].is_null(), "{empty}");
+    assert_eq!(empty["jvm"]["ids"], serde_json::json!([]));
+
+    agent.shutdown.trigger();
+    agent.task.await.unwrap().unwrap();
+}
+
+#[test]
+fn a_loaded_file_must_name_a_file() {
+    assert!(parse_loaded_file("/var/run/observer-loaded/observer.ids").is_ok());
+    let err = parse_loaded_file("/").unwrap_err();
+    assert!(err.contains("KAFKA_OBSERVER_IDS_LOADED_FILE"), "{err}");
 }

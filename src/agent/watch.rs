@@ -1,8 +1,10 @@
-//! Follows the mounted ConfigMap directory and publishes a new [`Snapshot`] on every change.
+//! Follows the mounted ConfigMap directory and publishes a new [`Snapshot`] on every change;
+//! the same for the JVM's loaded report (`--loaded-file`).
 //!
 //! The kubelet updates a ConfigMap volume by writing a new `..<timestamp>` directory and
 //! renaming a `..data` symlink over the old one; the visible file is a symlink through
-//! `..data`. So the agent watches the *directory* with inotify (any event there means "read
+//! `..data`. The patched JVM writes its report to a temporary file and renames it over the
+//! report. So the agent watches the *directory* with inotify (any event there means "read
 //! again") and also re-reads on a slow timer, a safety net for missed events or a directory
 //! that appeared after start-up.
 
@@ -13,8 +15,39 @@ use std::time::Duration;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::{watch, Notify};
 
-use super::snapshot::{self, Observation, Snapshot};
+use super::snapshot::{self, Observation, Reader, Snapshot};
 use crate::shutdown::Shutdown;
+
+/// One followed file: where it is, how it is read and what the log calls it.
+#[derive(Clone, Debug)]
+pub struct Followed {
+    pub dir: PathBuf,
+    pub key: String,
+    pub read: Reader,
+    /// `observer file` or `JVM report`, for the log lines.
+    pub what: &'static str,
+}
+
+impl Followed {
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.key)
+    }
+
+    /// A path split into its directory (watched) and file name; `None` without a file name.
+    pub fn of_path(path: &Path, read: Reader, what: &'static str) -> Option<Self> {
+        let key = path.file_name()?.to_str()?.to_owned();
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        Some(Self {
+            dir,
+            key,
+            read,
+            what,
+        })
+    }
+}
 
 /// Reads the file once.
 pub async fn observe(path: &Path) -> Observation {
@@ -25,20 +58,26 @@ pub async fn observe(path: &Path) -> Observation {
     }
 }
 
-/// Reads `path` and updates `reports` if the report changed; logs the change.
-pub async fn refresh(path: &Path, reports: &watch::Sender<Snapshot>) {
-    let observation = observe(path).await;
+/// Reads the followed file and updates `reports` if the report changed; logs the change.
+pub async fn refresh(followed: &Followed, reports: &watch::Sender<Snapshot>) {
+    let path = followed.path();
+    let observation = observe(&path).await;
     if let Observation::Unreadable(error) = &observation {
-        tracing::warn!(path = %path.display(), %error, "cannot read the observer file; keeping the last report");
+        tracing::warn!(path = %path.display(), %error, what = followed.what, "cannot read the file; keeping the last report");
     }
     let previous = reports.borrow().clone();
-    if let Some(next) = snapshot::next(Some(&previous), &observation, chrono::Utc::now()) {
-        log_change(&previous, &next);
+    if let Some(next) = snapshot::next(
+        followed.read,
+        Some(&previous),
+        &observation,
+        chrono::Utc::now(),
+    ) {
+        log_change(followed.what, &previous, &next);
         reports.send_replace(next);
     }
 }
 
-fn log_change(before: &Snapshot, after: &Snapshot) {
+fn log_change(what: &str, before: &Snapshot, after: &Snapshot) {
     tracing::info!(
         before.source = ?before.source,
         before.revision = ?before.revision,
@@ -48,28 +87,26 @@ fn log_change(before: &Snapshot, after: &Snapshot) {
         after.ids = ?after.ids,
         after.observer_set = ?after.observer_set,
         after.sha256 = ?after.sha256,
-        "observer file changed"
+        "{what} changed"
     );
 }
 
-/// Watches `dir` for changes of `dir/key` until `shutdown`, keeping `reports` current.
+/// Watches the followed file's directory until `shutdown`, keeping `reports` current.
 pub async fn follow(
-    dir: PathBuf,
-    key: String,
+    followed: Followed,
     resync: Duration,
     reports: watch::Sender<Snapshot>,
     shutdown: Shutdown,
 ) {
-    let path = dir.join(&key);
     let wake = Arc::new(Notify::new());
     let mut watcher: Option<RecommendedWatcher> = None;
     let mut ticker = tokio::time::interval(resync);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if watcher.is_none() {
-            watcher = start_watcher(&dir, wake.clone());
+            watcher = start_watcher(&followed.dir, followed.what, wake.clone());
         }
-        refresh(&path, &reports).await;
+        refresh(&followed, &reports).await;
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = wake.notified() => {}
@@ -79,7 +116,7 @@ pub async fn follow(
 }
 
 // A failure here is not fatal: the periodic re-read still works and the next tick retries.
-fn start_watcher(dir: &Path, wake: Arc<Notify>) -> Option<RecommendedWatcher> {
+fn start_watcher(dir: &Path, what: &str, wake: Arc<Notify>) -> Option<RecommendedWatcher> {
     let handler = move |event: notify::Result<notify::Event>| match event {
         // `notify_one` stores a permit when nobody waits, so a burst of events between two
         // reads coalesces into one re-read and none is lost.
@@ -97,11 +134,11 @@ fn start_watcher(dir: &Path, wake: Arc<Notify>) -> Option<RecommendedWatcher> {
     };
     match watcher.watch(dir, RecursiveMode::NonRecursive) {
         Ok(()) => {
-            tracing::info!(dir = %dir.display(), "watching the observer directory");
+            tracing::info!(dir = %dir.display(), what, "watching the directory");
             Some(watcher)
         }
         Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the observer directory yet; will retry");
+            tracing::warn!(dir = %dir.display(), what, error = %e, "cannot watch the directory yet; will retry");
             None
         }
     }

@@ -8,7 +8,7 @@ use kube::api::Api;
 use kube::core::Selector;
 
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
-use crate::kube::acknowledgement::{AgentClient, Expectation as AgentExpectation};
+use crate::kube::acknowledgement::{AgentClient, Basis, Expectation as AgentExpectation, Verdict};
 use crate::kube::config_map::{
     self, config_map_name, DATA_KEY, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_OBSERVER_SET,
     LABEL_ROLE,
@@ -106,14 +106,52 @@ pub async fn roles(
     Ok(observed)
 }
 
-/// Agent mode: asks the running pods of the awaited role whether they read the expected
+/// How the pods of the awaited step were judged in this pass: the pods whose JVM reports
+/// nothing, acknowledged (or waited for) on the file plus `rollout.jvmCacheTtl`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckBasis {
+    pub role: Role,
+    pub revision: i64,
+    pub file_ttl: BTreeSet<String>,
+}
+
+/// The agents' answers for the awaited step: the planner's input and how they were judged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gathered {
+    pub acks: Acknowledgements,
+    pub basis: AckBasis,
+}
+
+/// The planner's acknowledgements and the basis of each verdict (pure).
+pub fn gather(expectation: Expectation, verdicts: &[(String, Verdict)]) -> Gathered {
+    let pods = verdicts
+        .iter()
+        .filter(|(_, v)| v.is_acknowledged())
+        .map(|(pod, _)| pod.clone())
+        .collect();
+    let file_ttl = verdicts
+        .iter()
+        .filter(|(_, v)| v.basis() == Some(Basis::FileAndTtl))
+        .map(|(pod, _)| pod.clone())
+        .collect();
+    Gathered {
+        basis: AckBasis {
+            role: expectation.role,
+            revision: expectation.revision,
+            file_ttl,
+        },
+        acks: Acknowledgements { expectation, pods },
+    }
+}
+
+/// Agent mode: asks the running pods of the awaited role whether they use the expected
 /// revision and ids. Time mode needs no answers.
 pub async fn acknowledgements(
     obs: &ValidatedObserverSet,
     observed: &[ObservedRole],
     awaited: Option<Expectation>,
     agents: &AgentClient,
-) -> Option<Acknowledgements> {
+) -> Option<Gathered> {
     let expectation = awaited?;
     if obs.rollout.acknowledgement != AckMode::Agent {
         return None;
@@ -126,7 +164,12 @@ pub async fn acknowledgements(
         ids: expectation.ids.iter().copied().collect(),
     };
     let verdicts = agents
-        .verdicts(&running, obs.rollout.agent_port, &expected)
+        .verdicts(
+            &running,
+            obs.rollout.agent_port,
+            &expected,
+            obs.rollout.jvm_cache_ttl,
+        )
         .await;
     for (pod, verdict) in verdicts.iter().filter(|(_, v)| !v.is_acknowledged()) {
         tracing::debug!(
@@ -136,12 +179,7 @@ pub async fn acknowledgements(
             "not acknowledged yet"
         );
     }
-    let pods: BTreeSet<String> = verdicts
-        .into_iter()
-        .filter(|(_, v)| v.is_acknowledged())
-        .map(|(pod, _)| pod)
-        .collect();
-    Some(Acknowledgements { expectation, pods })
+    Some(gather(expectation, &verdicts))
 }
 
 #[cfg(test)]
@@ -189,6 +227,40 @@ mod tests {
         let mut released = built();
         released.metadata.owner_references = None;
         assert!(!live_list(&released, "kafka", Role::Broker).managed);
+    }
+
+    #[test]
+    fn gathering_keeps_the_basis_of_every_answered_pod() {
+        let expectation = Expectation {
+            role: Role::Controller,
+            revision: 8,
+            ids: BTreeSet::from([4]),
+        };
+        let verdicts = vec![
+            ("c-0".to_string(), Verdict::Acknowledged(Basis::Jvm)),
+            ("c-1".to_string(), Verdict::Acknowledged(Basis::FileAndTtl)),
+            (
+                "c-2".to_string(),
+                Verdict::Behind {
+                    basis: Basis::FileAndTtl,
+                    why: "waiting".into(),
+                },
+            ),
+            ("c-3".to_string(), Verdict::Unreachable("refused".into())),
+        ];
+        let g = gather(expectation.clone(), &verdicts);
+        assert_eq!(
+            g.acks,
+            Acknowledgements {
+                expectation,
+                pods: BTreeSet::from(["c-0".to_string(), "c-1".to_string()])
+            }
+        );
+        assert_eq!(
+            g.basis.file_ttl,
+            BTreeSet::from(["c-1".to_string(), "c-2".to_string()])
+        );
+        assert_eq!((g.basis.role, g.basis.revision), (Role::Controller, 8));
     }
 
     #[test]

@@ -5,11 +5,17 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{NodeId, ObserverSetStatus, Phase};
+use super::observe::AckBasis;
+use crate::crd::{NodeId, ObserverSetStatus, Phase, RolloutStatus};
+use crate::kube::acknowledgement::FILE_TTL_BASIS;
 use crate::kube::config_map::config_map_name;
 use crate::kube::events::reason;
-use crate::kube::status::{condition_values, merge_conditions};
+use crate::kube::status::{condition_values, merge_conditions, ConditionValue, READY};
+use crate::plan::model::role_of;
 use crate::plan::{Decision, Happening, RolloutState};
+
+/// The Ready message of a set with nothing in flight (`kube::status::condition_values`).
+const READY_MESSAGE: &str = "every pod acknowledged the desired observer set";
 
 /// The planner's persisted state, read back from status.
 pub fn state_of(status: &ObserverSetStatus) -> RolloutState {
@@ -22,17 +28,21 @@ pub fn state_of(status: &ObserverSetStatus) -> RolloutState {
 }
 
 /// The status after `decision`. `autoPromotions` and `plan` are carried over untouched (they
-/// are not even sent: see `kube::status::status_patch`).
+/// are not even sent: see `kube::status::status_patch`). `basis` says which pods of the step
+/// the agents were asked about this pass are judged on the file plus the cache TTL (their JVM
+/// reports nothing): the conditions say so.
 pub fn status_after(
     previous: &ObserverSetStatus,
     generation: Option<i64>,
     desired: &BTreeSet<NodeId>,
     decision: &Decision,
+    basis: Option<&AckBasis>,
     now: Timestamp,
 ) -> ObserverSetStatus {
     let state = &decision.state;
     let phase = state.phase();
-    let values = condition_values(phase, state.rollout.as_ref(), None);
+    let mut values = condition_values(phase, state.rollout.as_ref(), None);
+    say_basis(&mut values, previous, decision, basis);
     ObserverSetStatus {
         observed_generation: generation,
         phase: Some(phase),
@@ -44,6 +54,72 @@ pub fn status_after(
         auto_promotions: previous.auto_promotions.clone(),
         plan: previous.plan.clone(),
         conditions: merge_conditions(&previous.conditions, &values, generation, now),
+    }
+}
+
+/// `"; kafka-broker-0, kafka-broker-1: file + cache TTL (...)"`, or nothing when every pod's
+/// JVM reports what it loaded.
+fn basis_note(basis: &AckBasis) -> String {
+    if basis.file_ttl.is_empty() {
+        return String::new();
+    }
+    let pods: Vec<&str> = basis.file_ttl.iter().map(String::as_str).collect();
+    format!(
+        "; acknowledgement of {} ({}): {FILE_TTL_BASIS}",
+        pods.join(", "),
+        basis.role
+    )
+}
+
+/// Appends how the pods are acknowledged to the condition messages (pure): during a step, the
+/// basis of that step's pods; when a rollout completes, the basis of its last step, kept in the
+/// Ready message until the next rollout.
+fn say_basis(
+    values: &mut [ConditionValue; 3],
+    previous: &ObserverSetStatus,
+    decision: &Decision,
+    basis: Option<&AckBasis>,
+) {
+    let current =
+        |r: &RolloutStatus, b: &AckBasis| role_of(r.step) == b.role && r.revision == b.revision;
+    let completed = decision.happenings.iter().find_map(|h| match h {
+        Happening::RolloutComplete { revision, .. } => Some(*revision),
+        _ => None,
+    });
+    match (&decision.state.rollout, completed) {
+        (Some(r), _) => {
+            let Some(note) = basis.filter(|b| current(r, b)).map(basis_note) else {
+                return;
+            };
+            for v in values.iter_mut().filter(|v| !v.message.is_empty()) {
+                v.message.push_str(&note);
+            }
+        }
+        (None, Some(revision)) => {
+            let note = basis
+                .filter(|b| b.revision == revision)
+                .map(basis_note)
+                .unwrap_or_default();
+            for v in values.iter_mut().filter(|v| v.type_ == READY) {
+                v.message.push_str(&note);
+            }
+        }
+        (None, None) => {
+            // Nothing rolled out this pass: keep the note of the rollout that made it Ready.
+            let kept = previous
+                .conditions
+                .iter()
+                .find(|c| c.type_ == READY && c.status == "True")
+                .filter(|c| c.message.starts_with(READY_MESSAGE));
+            if let Some(kept) = kept {
+                for v in values
+                    .iter_mut()
+                    .filter(|v| v.type_ == READY && v.status && v.message == READY_MESSAGE)
+                {
+                    v.message = kept.message.clone();
+                }
+            }
+        }
     }
 }
 
@@ -72,8 +148,9 @@ pub struct Note {
     pub text: String,
 }
 
-/// An Event for every change of the effective set, step, timeout and restored drift.
-pub fn notes(name: &str, happenings: &[Happening]) -> Vec<Note> {
+/// An Event for every change of the effective set, step, timeout and restored drift. A step
+/// acknowledged in this pass says what the acknowledgement rests on (`basis`).
+pub fn notes(name: &str, happenings: &[Happening], basis: Option<&AckBasis>) -> Vec<Note> {
     happenings
         .iter()
         .map(|h| match h {
@@ -96,7 +173,14 @@ pub fn notes(name: &str, happenings: &[Happening]) -> Vec<Note> {
             Happening::StepAcknowledged { role, revision, took } => Note {
                 warning: false,
                 reason: reason::STEP_ACKNOWLEDGED,
-                text: format!("every running {role} pod acknowledged revision {revision} after {took:?}"),
+                text: format!(
+                    "every running {role} pod acknowledged revision {revision} after {took:?}{}",
+                    match basis.filter(|b| b.role == *role && b.revision == *revision) {
+                        Some(b) if b.file_ttl.is_empty() => " (every JVM reports it loaded it)".to_string(),
+                        Some(b) => basis_note(b),
+                        None => String::new(),
+                    }
+                ),
             },
             Happening::StepTimedOut { role, revision, pending } => Note {
                 warning: true,
@@ -146,7 +230,14 @@ mod tests {
             happenings: vec![],
         };
         let previous = ObserverSetStatus::default();
-        let status = status_after(&previous, Some(3), &BTreeSet::from([4]), &decision, now());
+        let status = status_after(
+            &previous,
+            Some(3),
+            &BTreeSet::from([4]),
+            &decision,
+            None,
+            now(),
+        );
         assert_eq!(status.phase, Some(Phase::Ready));
         assert_eq!(
             (
@@ -160,7 +251,14 @@ mod tests {
         // Same inputs later: identical status, so no write and no event loop.
         let later: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
         assert_eq!(
-            status_after(&status, Some(3), &BTreeSet::from([4]), &decision, later),
+            status_after(
+                &status,
+                Some(3),
+                &BTreeSet::from([4]),
+                &decision,
+                None,
+                later
+            ),
             status
         );
     }
@@ -214,9 +312,148 @@ mod tests {
                     revision: 8,
                 },
             ],
+            None,
         );
         assert!(notes[0].text.contains("[4] -> []") && !notes[0].warning);
         assert!(notes[1].text.contains("kafka-controller-2") && notes[1].warning);
         assert!(notes[2].text.contains("kafka-observers-broker"));
+    }
+
+    fn file_ttl(role: Role, revision: i64, pods: &[&str]) -> AckBasis {
+        AckBasis {
+            role,
+            revision,
+            file_ttl: pods.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    fn rolling(step: crate::crd::RolloutStep, pending: &[&str]) -> Decision {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        Decision {
+            state: RolloutState {
+                revision: 8,
+                rollout: Some(RolloutStatus {
+                    revision: 8,
+                    kind: RolloutKind::Promotion,
+                    step,
+                    started_at: MicroTime(now()),
+                    step_started_at: MicroTime(now()),
+                    target: vec![],
+                    acknowledged: vec![],
+                    pending: pending.iter().map(|p| p.to_string()).collect(),
+                    timed_out: false,
+                }),
+                ..Default::default()
+            },
+            writes: vec![],
+            nudges: vec![],
+            happenings: vec![],
+        }
+    }
+
+    fn message(status: &ObserverSetStatus, type_: &str) -> String {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_conditions_say_which_pods_are_acknowledged_on_file_and_ttl() {
+        use crate::crd::RolloutStep;
+        let previous = ObserverSetStatus::default();
+        let desired = BTreeSet::new();
+        let decision = rolling(RolloutStep::Brokers, &["kafka-broker-1"]);
+        let basis = file_ttl(Role::Broker, 8, &["kafka-broker-0", "kafka-broker-1"]);
+        let status = status_after(&previous, Some(1), &desired, &decision, Some(&basis), now());
+        let progressing = message(&status, "Progressing");
+        assert!(
+            progressing.contains("waiting for kafka-broker-1")
+                && progressing.ends_with(
+                    "acknowledgement of kafka-broker-0, kafka-broker-1 (broker): file + cache TTL (the JVM does not report what it loaded)"
+                ),
+            "{progressing}"
+        );
+        // Every JVM reports, or the basis is of another step: nothing to add.
+        let jvm = file_ttl(Role::Broker, 8, &[]);
+        let status = status_after(&previous, Some(1), &desired, &decision, Some(&jvm), now());
+        assert!(!message(&status, "Progressing").contains("cache TTL"));
+        let other = file_ttl(Role::Controller, 8, &["kafka-controller-0"]);
+        let status = status_after(&previous, Some(1), &desired, &decision, Some(&other), now());
+        assert!(!message(&status, "Progressing").contains("cache TTL"));
+    }
+
+    #[test]
+    fn the_ready_message_keeps_the_basis_of_the_rollout_that_completed() {
+        let desired = BTreeSet::new();
+        let completed = Decision {
+            state: RolloutState {
+                revision: 8,
+                ..Default::default()
+            },
+            writes: vec![],
+            nudges: vec![],
+            happenings: vec![Happening::RolloutComplete {
+                revision: 8,
+                observers: vec![],
+                took: std::time::Duration::from_secs(3),
+            }],
+        };
+        let basis = file_ttl(Role::Broker, 8, &["kafka-broker-0"]);
+        let done = status_after(
+            &ObserverSetStatus::default(),
+            Some(1),
+            &desired,
+            &completed,
+            Some(&basis),
+            now(),
+        );
+        let ready = message(&done, "Ready");
+        assert!(
+            ready.starts_with(READY_MESSAGE)
+                && ready.contains("kafka-broker-0 (broker): file + cache TTL"),
+            "{ready}"
+        );
+        // Later passes with nothing in flight keep it, so the status does not flap.
+        let idle = Decision {
+            happenings: vec![],
+            ..completed.clone()
+        };
+        let later = status_after(&done, Some(1), &desired, &idle, None, now());
+        assert_eq!(later, done);
+        // A rollout whose JVMs all report leaves the plain message.
+        let jvm = file_ttl(Role::Broker, 8, &[]);
+        let plain = status_after(
+            &ObserverSetStatus::default(),
+            Some(1),
+            &desired,
+            &completed,
+            Some(&jvm),
+            now(),
+        );
+        assert_eq!(message(&plain, "Ready"), READY_MESSAGE);
+    }
+
+    #[test]
+    fn a_step_event_says_what_the_acknowledgement_rests_on() {
+        let step = Happening::StepAcknowledged {
+            role: Role::Controller,
+            revision: 8,
+            took: std::time::Duration::from_secs(2),
+        };
+        let jvm = file_ttl(Role::Controller, 8, &[]);
+        let text = &notes("kafka", std::slice::from_ref(&step), Some(&jvm))[0].text;
+        assert!(text.ends_with("(every JVM reports it loaded it)"), "{text}");
+        let file = file_ttl(Role::Controller, 8, &["kafka-controller-2"]);
+        let text = &notes("kafka", std::slice::from_ref(&step), Some(&file))[0].text;
+        assert!(
+            text.contains("kafka-controller-2 (controller): file + cache TTL (the JVM does not report what it loaded)"),
+            "{text}"
+        );
+        // Time mode: no agents, no basis.
+        let text = &notes("kafka", &[step], None)[0].text;
+        assert!(text.ends_with("after 2s"), "{text}");
     }
 }

@@ -96,8 +96,10 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         previous.auto_promotions.iter().map(|a| a.node_id),
     );
     let state = outcome::state_of(&previous);
-    let acks =
+    let gathered =
         observe::acknowledgements(&validated, &observed, plan::awaited(&state), &ctx.agents).await;
+    let acks = gathered.as_ref().map(|g| g.acks.clone());
+    let basis = gathered.as_ref().map(|g| &g.basis);
     let roles: Vec<RoleObservation> = observed.iter().map(ObservedRole::to_plan).collect();
     let decision = plan::advance(&RolloutInput {
         namespace: &namespace,
@@ -118,6 +120,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         fresh.metadata.generation,
         &desired,
         &decision,
+        basis,
         now,
     );
 
@@ -146,7 +149,16 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         nudge::nudge(&pods, &n.pod, n.revision, now).await?;
     }
     // 4. Events and metrics.
-    report(ctx, &fresh, &namespace, &name, &decision.happenings, &next).await;
+    report(
+        ctx,
+        &fresh,
+        &namespace,
+        &name,
+        &decision.happenings,
+        basis,
+        &next,
+    )
+    .await;
     Ok(Action::requeue(
         decision.requeue_after().unwrap_or(ctx.resync),
     ))
@@ -191,6 +203,7 @@ async fn report(
     namespace: &str,
     name: &str,
     happenings: &[Happening],
+    basis: Option<&observe::AckBasis>,
     status: &ObserverSetStatus,
 ) {
     let labels = ObserverSetLabels::new(namespace, name);
@@ -200,7 +213,7 @@ async fn report(
             ctx.metrics.rollout_step_finished(role.as_str(), *took);
         }
     }
-    for note in outcome::notes(name, happenings) {
+    for note in outcome::notes(name, happenings, basis) {
         tracing::info!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
         if note.warning {
             ctx.events.warning(&reference, note.reason, note.text).await;

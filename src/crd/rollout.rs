@@ -23,6 +23,17 @@ pub struct RolloutSpec {
     #[serde(default = "default_timeout")]
     #[schemars(regex(pattern = DURATION_PATTERN))]
     pub timeout: String,
+    /// Agent mode, pods whose Kafka JVM does not report what it has loaded (an agent without
+    /// `--loaded-file`, or a Kafka with the public patch set): the JVM's observer.ids cache TTL.
+    /// Such a pod counts as acknowledged once its agent has seen the revision in the file for
+    /// this long ("file + cache TTL"). Set it to the TTL the JVMs use
+    /// (`KAFKA_OBSERVER_IDS_TTL_MS` of this project's patch, default 1000 ms; the public patch
+    /// set re-reads every 5 s: `5s`). Pods whose JVM reports what it loaded (our patch with
+    /// `KAFKA_OBSERVER_IDS_LOADED_FILE` and the agent's `--loaded-file`) acknowledge when the JVM
+    /// reports the revision, and this setting does not apply to them.
+    #[serde(default = "default_jvm_cache_ttl")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub jvm_cache_ttl: String,
 }
 
 impl Default for RolloutSpec {
@@ -32,6 +43,7 @@ impl Default for RolloutSpec {
             agent_port: default_agent_port(),
             settle_time: default_settle_time(),
             timeout: default_timeout(),
+            jvm_cache_ttl: default_jvm_cache_ttl(),
         }
     }
 }
@@ -48,12 +60,17 @@ fn default_timeout() -> String {
     "120s".into()
 }
 
+fn default_jvm_cache_ttl() -> String {
+    "1s".into()
+}
+
 /// Acknowledgement mode of a rollout step.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
 pub enum AckMode {
-    /// The observer-agent sidecar reports the revision it reads from the mounted file.
+    /// The observer-agent sidecar reports the revision the Kafka JVM has loaded (or, when the
+    /// JVM does not report it, the revision in the mounted file plus `jvmCacheTtl`).
     #[default]
     Agent,
     /// No sidecar: a pod counts as acknowledged `settleTime` after the write and nudge.

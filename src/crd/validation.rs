@@ -137,6 +137,7 @@ pub struct ValidatedRollout {
     pub agent_port: u16,
     pub settle_time: Duration,
     pub timeout: Duration,
+    pub jvm_cache_ttl: Duration,
 }
 
 /// An ObserverSet whose spec passed every rule; the only model later stages read.
@@ -210,6 +211,7 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     );
     let settle_time = duration("rollout.settleTime", &spec.rollout.settle_time);
     let timeout = duration("rollout.timeout", &spec.rollout.timeout);
+    let jvm_cache_ttl = duration("rollout.jvmCacheTtl", &spec.rollout.jvm_cache_ttl);
     let topics_include = compile_all("include", &p.topics.include, &mut errors);
     let topics_exclude = compile_all("exclude", &p.topics.exclude, &mut errors);
 
@@ -256,6 +258,7 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
             agent_port: agent_port.unwrap_or_default(),
             settle_time,
             timeout,
+            jvm_cache_ttl,
         },
         deletion_policy: spec.deletion_policy,
     })

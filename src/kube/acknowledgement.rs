@@ -1,6 +1,12 @@
-//! Acknowledgement: has a pod seen a revision? Agent mode asks the pod's observer-agent sidecar
+//! Acknowledgement: does a pod use a revision? Agent mode asks the pod's observer-agent sidecar
 //! (`GET http://<podIP>:<agentPort>/observer-ids`); Time mode trusts `settleTime` after the write
 //! and nudge. The decisions are pure; only [`AgentClient::report`] does I/O.
+//!
+//! Acknowledged means loaded: when the agent relays what the Kafka JVM reports it has loaded
+//! (`jvm`, the patch's `KAFKA_OBSERVER_IDS_LOADED_FILE`), only that counts: the file on the
+//! volume runs up to one JVM cache TTL ahead of the JVM. When the JVM reports nothing (an agent
+//! without `--loaded-file`, a Kafka with the public patch set) the file counts once the agent
+//! has seen it for `rollout.jvmCacheTtl`: [`FILE_TTL_BASIS`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -14,6 +20,9 @@ use serde::Deserialize;
 
 use super::dereference::KafkaPod;
 use crate::crd::NodeId;
+
+/// How a pod whose JVM reports nothing is acknowledged; status, Events and docs say it so.
+pub const FILE_TTL_BASIS: &str = "file + cache TTL (the JVM does not report what it loaded)";
 
 /// A pod that does not answer within this time counts as not acknowledged this round; the
 /// reconcile loop asks again on its next pass, so a slow agent never stalls the operator.
@@ -36,6 +45,33 @@ pub struct AgentReport {
     /// Where the ids came from (file, environment fallback, empty).
     #[serde(default)]
     pub source: String,
+    /// When the agent first saw the file's current content (RFC 3339, the agent's clock).
+    #[serde(default)]
+    pub seen_at: Option<String>,
+    /// The agent's clock when it answered (RFC 3339); older agents do not send it.
+    #[serde(default)]
+    pub reported_at: Option<String>,
+    /// What the pod's Kafka JVM reports it has loaded; `None` (absent or `null`) when the JVM
+    /// reports nothing.
+    #[serde(default)]
+    pub jvm: Option<JvmReport>,
+}
+
+/// The `jvm` part of an agent's answer: the content the Kafka JVM says it has loaded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JvmReport {
+    /// Revision from the header of the loaded content.
+    #[serde(default)]
+    pub revision: Option<i64>,
+    /// Observer ids the JVM uses; `null` when it has written no report yet.
+    #[serde(default)]
+    pub ids: Option<Vec<NodeId>>,
+    #[serde(default)]
+    pub observer_set: Option<String>,
+    /// `file`, `env`, `empty` (fallbacks), `missing` (no report yet), `unreadable`.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// What a pod must report to acknowledge a step.
@@ -48,44 +84,159 @@ pub struct Expectation {
     pub ids: Vec<NodeId>,
 }
 
+/// What a pod's acknowledgement rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Basis {
+    /// The JVM reports the revision it has loaded.
+    Jvm,
+    /// The JVM reports nothing: the file, seen for at least the JVM's cache TTL.
+    FileAndTtl,
+}
+
 /// The verdict for one pod in one round.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    Acknowledged,
+    Acknowledged(Basis),
     /// The agent answered with something else (usually the previous revision: the kubelet has
-    /// not refreshed the volume yet).
-    Behind(String),
+    /// not refreshed the volume yet, or the JVM has not re-read it yet).
+    Behind {
+        basis: Basis,
+        why: String,
+    },
     /// No answer (no pod IP yet, connection refused, timeout, bad JSON).
     Unreachable(String),
 }
 
 impl Verdict {
     pub fn is_acknowledged(&self) -> bool {
-        matches!(self, Verdict::Acknowledged)
+        matches!(self, Verdict::Acknowledged(_))
+    }
+
+    /// What the pod is judged on; `None` when its agent did not answer.
+    pub fn basis(&self) -> Option<Basis> {
+        match self {
+            Verdict::Acknowledged(basis) | Verdict::Behind { basis, .. } => Some(*basis),
+            Verdict::Unreachable(_) => None,
+        }
     }
 }
 
-/// Does `report` show the pod reading exactly the expected revision and ids? (pure)
-pub fn judge(report: &AgentReport, expected: &Expectation) -> Verdict {
-    let Some(mut ids) = report.ids.clone() else {
-        return Verdict::Behind(format!("sees no observer.ids file ({})", report.source));
+/// Does `report` show the pod using exactly the expected revision and ids? (pure)
+///
+/// With a `jvm` part, only the JVM's report counts. Without one, the file counts once the agent
+/// has seen its content for `jvm_cache_ttl` (`reportedAt - seenAt`, both on the agent's clock;
+/// `now` stands in for `reportedAt` with older agents).
+pub fn judge(
+    report: &AgentReport,
+    expected: &Expectation,
+    jvm_cache_ttl: Duration,
+    now: Timestamp,
+) -> Verdict {
+    if let Some(jvm) = &report.jvm {
+        return judge_jvm(jvm, report, expected);
+    }
+    let behind = |why: String| Verdict::Behind {
+        basis: Basis::FileAndTtl,
+        why,
     };
-    ids.sort_unstable();
-    ids.dedup();
-    let same_set = report.observer_set.as_deref() == Some(expected.observer_set.as_str());
-    if report.revision == Some(expected.revision) && ids == expected.ids && same_set {
-        Verdict::Acknowledged
-    } else {
-        Verdict::Behind(format!(
+    let Some(ids) = report.ids.as_deref() else {
+        return behind(format!("sees no observer.ids file ({})", report.source));
+    };
+    if !matches(
+        report.revision,
+        ids,
+        report.observer_set.as_deref(),
+        expected,
+    ) {
+        return behind(format!(
             "reports revision {} ids {:?} from {} ({})",
-            report
-                .revision
-                .map_or("none".to_string(), |r| r.to_string()),
-            ids,
+            show_revision(report.revision),
+            sorted(ids),
             report.observer_set.as_deref().unwrap_or("no ObserverSet"),
             report.source
-        ))
+        ));
     }
+    if jvm_cache_ttl.is_zero() {
+        return Verdict::Acknowledged(Basis::FileAndTtl);
+    }
+    match file_age(report, now) {
+        Some(age) if age >= jvm_cache_ttl => Verdict::Acknowledged(Basis::FileAndTtl),
+        Some(age) => behind(format!(
+            "its file holds revision {} since {age:?}; waiting out rollout.jvmCacheTtl {jvm_cache_ttl:?}: {FILE_TTL_BASIS}",
+            expected.revision
+        )),
+        None => behind(format!(
+            "its file holds revision {} but the agent reports no usable seenAt ({:?}), so the JVM's cache TTL cannot be waited out: run the agent of this operator version",
+            expected.revision, report.seen_at
+        )),
+    }
+}
+
+fn judge_jvm(jvm: &JvmReport, report: &AgentReport, expected: &Expectation) -> Verdict {
+    let Some(ids) = jvm.ids.as_deref() else {
+        return Verdict::Behind {
+            basis: Basis::Jvm,
+            why: format!(
+                "its JVM has reported nothing yet ({}; file: revision {}): a Kafka without this \
+                 project's observer patch never writes KAFKA_OBSERVER_IDS_LOADED_FILE, so drop \
+                 --loaded-file from its agent to acknowledge on the file and rollout.jvmCacheTtl",
+                jvm.source,
+                show_revision(report.revision)
+            ),
+        };
+    };
+    if matches(jvm.revision, ids, jvm.observer_set.as_deref(), expected) {
+        return Verdict::Acknowledged(Basis::Jvm);
+    }
+    Verdict::Behind {
+        basis: Basis::Jvm,
+        why: format!(
+            "its JVM uses revision {} ids {:?} from {} ({}); its file holds revision {}",
+            show_revision(jvm.revision),
+            sorted(ids),
+            jvm.observer_set.as_deref().unwrap_or("no ObserverSet"),
+            jvm.source,
+            show_revision(report.revision)
+        ),
+    }
+}
+
+fn matches(
+    revision: Option<i64>,
+    ids: &[NodeId],
+    observer_set: Option<&str>,
+    expected: &Expectation,
+) -> bool {
+    revision == Some(expected.revision)
+        && sorted(ids) == expected.ids
+        && observer_set == Some(expected.observer_set.as_str())
+}
+
+fn sorted(ids: &[NodeId]) -> Vec<NodeId> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+fn show_revision(revision: Option<i64>) -> String {
+    revision.map_or("none".to_string(), |r| r.to_string())
+}
+
+/// How long the agent has seen the file's content, on the agent's own clock when it says when
+/// it answered; `None` without a parseable `seenAt`.
+fn file_age(report: &AgentReport, now: Timestamp) -> Option<Duration> {
+    let seen: Timestamp = report.seen_at.as_deref()?.parse().ok()?;
+    let at = match report.reported_at.as_deref() {
+        Some(at) => at.parse().ok()?,
+        None => now,
+    };
+    let span = at.duration_since(seen);
+    Some(if span.is_negative() {
+        Duration::ZERO
+    } else {
+        span.unsigned_abs()
+    })
 }
 
 /// Time mode: a pod counts as acknowledged once `settle` has passed since the step's write+nudge.
@@ -152,12 +303,13 @@ impl AgentClient {
         pods: &[KafkaPod],
         port: u16,
         expected: &Expectation,
+        jvm_cache_ttl: Duration,
     ) -> Vec<(String, Verdict)> {
         let asks = pods.iter().map(|pod| async move {
             let verdict = match &pod.ip {
                 None => Verdict::Unreachable("pod has no IP yet".into()),
                 Some(ip) => match self.report(ip, port).await {
-                    Ok(report) => judge(&report, expected),
+                    Ok(report) => judge(&report, expected, jvm_cache_ttl, Timestamp::now()),
                     Err(e) => Verdict::Unreachable(e),
                 },
             };
@@ -170,6 +322,9 @@ impl AgentClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    const TTL: Duration = Duration::from_secs(1);
 
     fn expected() -> Expectation {
         Expectation {
@@ -179,8 +334,25 @@ mod tests {
         }
     }
 
+    fn now() -> Timestamp {
+        "2026-11-29T09:00:10Z".parse().unwrap()
+    }
+
+    /// A report of an agent without `--loaded-file` that has seen the file for 10 s.
     fn report(revision: Option<i64>, ids: &[NodeId], set: Option<&str>) -> AgentReport {
         AgentReport {
+            revision,
+            ids: Some(ids.to_vec()),
+            observer_set: set.map(Into::into),
+            source: "file".into(),
+            seen_at: Some("2026-11-29T09:00:00Z".into()),
+            reported_at: Some("2026-11-29T09:00:10Z".into()),
+            jvm: None,
+        }
+    }
+
+    fn jvm(revision: Option<i64>, ids: &[NodeId], set: Option<&str>) -> JvmReport {
+        JvmReport {
             revision,
             ids: Some(ids.to_vec()),
             observer_set: set.map(Into::into),
@@ -188,41 +360,125 @@ mod tests {
         }
     }
 
+    fn verdict(r: &AgentReport) -> Verdict {
+        judge(r, &expected(), TTL, now())
+    }
+
     #[test]
     fn acknowledges_only_the_exact_revision_and_ids() {
-        assert!(
-            judge(&report(Some(7), &[4, 3], Some("kafka/kafka")), &expected()).is_acknowledged()
+        assert_eq!(
+            verdict(&report(Some(7), &[4, 3], Some("kafka/kafka"))),
+            Verdict::Acknowledged(Basis::FileAndTtl)
         );
-        assert!(
-            !judge(&report(Some(6), &[3, 4], Some("kafka/kafka")), &expected()).is_acknowledged()
-        );
-        assert!(!judge(&report(Some(7), &[4], Some("kafka/kafka")), &expected()).is_acknowledged());
-        assert!(!judge(&report(None, &[3, 4], None), &expected()).is_acknowledged());
-        assert!(
-            !judge(&report(Some(7), &[3, 4], Some("kafka/other")), &expected()).is_acknowledged()
-        );
+        assert!(!verdict(&report(Some(6), &[3, 4], Some("kafka/kafka"))).is_acknowledged());
+        assert!(!verdict(&report(Some(7), &[4], Some("kafka/kafka"))).is_acknowledged());
+        assert!(!verdict(&report(None, &[3, 4], None)).is_acknowledged());
+        assert!(!verdict(&report(Some(7), &[3, 4], Some("kafka/other"))).is_acknowledged());
     }
 
     #[test]
     fn behind_says_what_the_pod_reads() {
-        let Verdict::Behind(why) = judge(&report(Some(6), &[4], Some("kafka/kafka")), &expected())
+        let Verdict::Behind { basis, why } = verdict(&report(Some(6), &[4], Some("kafka/kafka")))
         else {
             panic!("expected Behind");
         };
+        assert_eq!(basis, Basis::FileAndTtl);
         assert!(why.contains("revision 6") && why.contains("[4]"), "{why}");
     }
 
     #[test]
+    fn a_jvm_report_is_the_only_thing_that_counts() {
+        let mut r = report(Some(7), &[3, 4], Some("kafka/kafka"));
+        // The file holds 7, the JVM still uses 6: not acknowledged, however old the file.
+        r.jvm = Some(jvm(Some(6), &[4], Some("kafka/kafka")));
+        let Verdict::Behind { basis, why } = verdict(&r) else {
+            panic!("expected Behind");
+        };
+        assert_eq!(basis, Basis::Jvm);
+        assert!(
+            why.contains("JVM uses revision 6") && why.contains("file holds revision 7"),
+            "{why}"
+        );
+        r.jvm = Some(jvm(Some(7), &[4, 3], Some("kafka/kafka")));
+        assert_eq!(verdict(&r), Verdict::Acknowledged(Basis::Jvm));
+        // Loaded before the agent saw the file (no TTL wait applies to a JVM report).
+        r.seen_at = r.reported_at.clone();
+        assert_eq!(verdict(&r), Verdict::Acknowledged(Basis::Jvm));
+        r.jvm = Some(jvm(Some(7), &[3, 4], Some("kafka/other")));
+        assert!(!verdict(&r).is_acknowledged());
+    }
+
+    #[test]
+    fn a_jvm_that_reported_nothing_yet_is_behind_and_says_what_to_fix() {
+        let mut r = report(Some(7), &[3, 4], Some("kafka/kafka"));
+        r.jvm = Some(JvmReport {
+            source: "missing".into(),
+            ..Default::default()
+        });
+        let Verdict::Behind { basis, why } = verdict(&r) else {
+            panic!("expected Behind");
+        };
+        assert_eq!(basis, Basis::Jvm);
+        assert!(
+            why.contains("--loaded-file") && why.contains("missing"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn without_a_jvm_report_the_file_waits_out_the_cache_ttl() {
+        let mut r = report(Some(7), &[3, 4], Some("kafka/kafka"));
+        r.seen_at = Some("2026-11-29T09:00:09.500Z".into());
+        let Verdict::Behind { basis, why } = verdict(&r) else {
+            panic!("expected Behind");
+        };
+        assert_eq!(basis, Basis::FileAndTtl);
+        assert!(
+            why.contains(FILE_TTL_BASIS) && why.contains("500ms"),
+            "{why}"
+        );
+        r.seen_at = Some("2026-11-29T09:00:09Z".into());
+        assert_eq!(verdict(&r), Verdict::Acknowledged(Basis::FileAndTtl));
+        // A zero TTL: the file alone, as before the JVM reported anything.
+        r.seen_at = r.reported_at.clone();
+        assert!(judge(&r, &expected(), Duration::ZERO, now()).is_acknowledged());
+    }
+
+    #[test]
+    fn the_age_is_taken_on_the_agents_clock() {
+        // The agent's clock is an hour behind the operator's: only its own stamps are compared.
+        let mut r = report(Some(7), &[3, 4], Some("kafka/kafka"));
+        r.seen_at = Some("2026-11-29T08:00:09.800Z".into());
+        r.reported_at = Some("2026-11-29T08:00:10Z".into());
+        assert!(!verdict(&r).is_acknowledged());
+        // An agent that does not say when it answered: the operator's clock stands in.
+        r.reported_at = None;
+        assert!(verdict(&r).is_acknowledged());
+        r.seen_at = None;
+        let Verdict::Behind { why, .. } = verdict(&r) else {
+            panic!("expected Behind");
+        };
+        assert!(why.contains("seenAt"), "{why}");
+    }
+
+    #[test]
     fn parses_the_agent_json() {
-        let json =
-            r#"{"revision":7,"ids":[4],"observerSet":"kafka/kafka","source":"file","path":"/x"}"#;
+        let json = r#"{"revision":7,"ids":[4],"observerSet":"kafka/kafka","source":"file","path":"/x",
+            "seenAt":"2026-11-29T09:00:00.000Z","sha256":"ab","reportedAt":"2026-11-29T09:00:10.000Z","jvm":null}"#;
         let parsed: AgentReport = serde_json::from_str(json).unwrap();
-        assert_eq!(parsed, report(Some(7), &[4], Some("kafka/kafka")));
+        let mut want = report(Some(7), &[4], Some("kafka/kafka"));
+        want.seen_at = Some("2026-11-29T09:00:00.000Z".into());
+        want.reported_at = Some("2026-11-29T09:00:10.000Z".into());
+        assert_eq!(parsed, want);
         let missing = r#"{"revision":null,"ids":null,"observerSet":null,"source":"missing"}"#;
         let parsed: AgentReport = serde_json::from_str(missing).unwrap();
         assert!(
-            matches!(judge(&parsed, &expected()), Verdict::Behind(why) if why.contains("no observer.ids"))
+            matches!(verdict(&parsed), Verdict::Behind { why, .. } if why.contains("no observer.ids"))
         );
+        let with_jvm = r#"{"revision":7,"ids":[3,4],"observerSet":"kafka/kafka","source":"file",
+            "jvm":{"revision":7,"ids":[3,4],"observerSet":"kafka/kafka","sha256":"ab","seenAt":"2026-11-29T09:00:00.000Z","source":"file"}}"#;
+        let parsed: AgentReport = serde_json::from_str(with_jvm).unwrap();
+        assert_eq!(verdict(&parsed), Verdict::Acknowledged(Basis::Jvm));
     }
 
     #[test]
@@ -233,6 +489,47 @@ mod tests {
         assert!(!settled(start, at("2026-11-29T09:00:14Z"), settle));
         assert!(settled(start, at("2026-11-29T09:00:15Z"), settle));
         assert!(settled(start, start, Duration::ZERO));
+    }
+
+    proptest! {
+        /// Whatever the file says and however long it has been seen, a pod whose JVM reports
+        /// another revision (or ids, or ObserverSet) is never acknowledged.
+        #[test]
+        fn a_jvm_on_another_revision_is_never_acknowledged(
+            file_revision in proptest::option::of(0i64..20),
+            jvm_revision in proptest::option::of(0i64..20),
+            jvm_ids in proptest::collection::vec(0i32..6, 0..4),
+            same_set in any::<bool>(),
+            age_ms in 0u64..120_000,
+            ttl_ms in 0u64..60_000,
+        ) {
+            let mut r = report(file_revision, &[3, 4], Some("kafka/kafka"));
+            let seen = now().checked_sub(k8s_openapi::jiff::SignedDuration::from_millis(age_ms as i64)).unwrap();
+            r.seen_at = Some(seen.to_string());
+            r.reported_at = Some(now().to_string());
+            let set = if same_set { "kafka/kafka" } else { "kafka/other" };
+            r.jvm = Some(jvm(jvm_revision, &jvm_ids, Some(set)));
+            let verdict = judge(&r, &expected(), Duration::from_millis(ttl_ms), now());
+            let loaded = jvm_revision == Some(7) && sorted(&jvm_ids) == vec![3, 4] && same_set;
+            prop_assert_eq!(verdict.is_acknowledged(), loaded);
+            prop_assert_eq!(verdict.basis(), Some(Basis::Jvm));
+        }
+
+        /// Without a JVM report a matching file is acknowledged exactly when it has been seen
+        /// for the cache TTL.
+        #[test]
+        fn without_a_jvm_report_never_before_the_ttl(
+            age_ms in 0u64..120_000,
+            ttl_ms in 0u64..60_000,
+        ) {
+            let mut r = report(Some(7), &[3, 4], Some("kafka/kafka"));
+            let seen = now().checked_sub(k8s_openapi::jiff::SignedDuration::from_millis(age_ms as i64)).unwrap();
+            r.seen_at = Some(seen.to_string());
+            r.reported_at = Some(now().to_string());
+            let verdict = judge(&r, &expected(), Duration::from_millis(ttl_ms), now());
+            prop_assert_eq!(verdict.is_acknowledged(), age_ms >= ttl_ms);
+            prop_assert_eq!(verdict.basis(), Some(Basis::FileAndTtl));
+        }
     }
 
     #[tokio::test]
@@ -250,8 +547,9 @@ mod tests {
             running: true,
         }];
         let got = AgentClient::default()
-            .verdicts(&pods, port, &expected())
+            .verdicts(&pods, port, &expected(), TTL)
             .await;
         assert!(matches!(&got[0].1, Verdict::Unreachable(_)), "{got:?}");
+        assert_eq!(got[0].1.basis(), None);
     }
 }

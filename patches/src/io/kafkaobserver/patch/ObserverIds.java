@@ -13,6 +13,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -33,12 +34,19 @@ import java.util.function.LongSupplier;
  * than the TTL ($KAFKA_OBSERVER_IDS_TTL_MS, default 1000 ms) exactly one caller (a CAS picks it)
  * re-reads the file while every other caller keeps using the previous snapshot. A daemon thread
  * (started by ObserverPatch at node start-up) makes the same call once per TTL, so a node that
- * never consults the set (a follower-only broker) still notices and audits every change.
+ * never consults the set (a follower-only broker) still notices and audits every change. It
+ * sleeps until the snapshot is one TTL old, so a file edit is picked up within one TTL (plus
+ * scheduling delay), also when other callers refreshed in between.
+ *
+ * With $KAFKA_OBSERVER_IDS_LOADED_FILE set, every content this JVM adopts (first load, change,
+ * fallback) is written there by {@link LoadedReport}: the observer-agent serves it, and the
+ * operator counts the pod as having acknowledged a revision only once its JVM reports it.
  */
 public final class ObserverIds {
     public static final String FILE_ENV = "KAFKA_OBSERVER_IDS_FILE";
     public static final String FALLBACK_ENV = "KAFKA_OBSERVER_BROKER_IDS";
     public static final String TTL_ENV = "KAFKA_OBSERVER_IDS_TTL_MS";
+    public static final String LOADED_FILE_ENV = "KAFKA_OBSERVER_IDS_LOADED_FILE";
     public static final String DEFAULT_PATH = "/opt/kafka/observer.ids";
     static final long DEFAULT_TTL_MS = 1000;
     // Below this the "not on every call" promise gets thin; above it promotions get slow.
@@ -68,11 +76,14 @@ public final class ObserverIds {
         final Set<Integer> ids;
         final String source;
         final long readAtNs;
+        /** What the loaded report says about this content: the file's bytes, or a fallback. */
+        final byte[] report;
 
-        Snapshot(Set<Integer> ids, String source, long readAtNs) {
+        Snapshot(Set<Integer> ids, String source, long readAtNs, byte[] report) {
             this.ids = ids;
             this.source = source;
             this.readAtNs = readAtNs;
+            this.report = report;
         }
     }
 
@@ -80,6 +91,8 @@ public final class ObserverIds {
     private final String fallback;
     private final long ttlNs;
     private final LongSupplier nanoClock;
+    /** Null when $KAFKA_OBSERVER_IDS_LOADED_FILE is not set. */
+    private final LoadedReport loaded;
     private final AtomicBoolean refreshing = new AtomicBoolean();
     private final AtomicLong readFailures = new AtomicLong();
     private volatile Snapshot snapshot;
@@ -87,22 +100,54 @@ public final class ObserverIds {
     // Only touched by the thread holding `refreshing` (or the constructor).
     private boolean failing;
     private long lastWarnNs;
+    private byte[] lastReported;
 
-    ObserverIds(Path path, String fallback, long ttlMs, LongSupplier nanoClock) {
+    ObserverIds(Path path, String fallback, long ttlMs, LongSupplier nanoClock, Path loadedFile) {
         this.path = path;
         this.fallback = fallback;
         this.ttlNs = TimeUnit.MILLISECONDS.toNanos(ttlMs);
         this.nanoClock = nanoClock;
+        this.loaded = loadedFile == null ? null : new LoadedReport(loadedFile, nanoClock);
         long now = nanoClock.getAsLong();
         // If the very first read fails, the set is empty.
-        this.snapshot = new Snapshot(Set.of(), "empty", now);
-        LOG.info("observer ids: reading {} every {} ms (missing file: ${} then empty)",
-            path, ttlMs, FALLBACK_ENV);
+        this.snapshot = new Snapshot(Set.of(), "empty", now, fallbackReport("empty", Set.of()));
+        LOG.info("observer ids: reading {} every {} ms (missing file: ${} then empty); {}",
+            path, ttlMs, FALLBACK_ENV, loaded == null
+                ? "not reporting what is loaded ($" + LOADED_FILE_ENV + " unset)"
+                : "reporting what is loaded to " + loaded.path());
         refresh(now, true);
     }
 
     static ObserverIds fromEnvironment(Map<String, String> env, LongSupplier nanoClock) {
-        return new ObserverIds(pathFrom(env), env.get(FALLBACK_ENV), ttlFrom(env), nanoClock);
+        return new ObserverIds(pathFrom(env), env.get(FALLBACK_ENV), ttlFrom(env), nanoClock,
+            loadedFileFrom(env));
+    }
+
+    static Path loadedFileFrom(Map<String, String> env) {
+        String configured = env.get(LOADED_FILE_ENV);
+        if (configured == null || configured.isBlank()) {
+            return null;
+        }
+        try {
+            Path p = Path.of(configured.trim());
+            if (p.getFileName() == null) {
+                throw new IllegalArgumentException("names no file");
+            }
+            return p;
+        } catch (RuntimeException e) {
+            LOG.warn("observer ids: ${}={} is not a usable file path ({}); not reporting what is loaded",
+                LOADED_FILE_ENV, configured, e.getMessage());
+            return null;
+        }
+    }
+
+    /** The loaded report of a fallback source: a marker comment naming it, then the ids. */
+    static byte[] fallbackReport(String source, Set<Integer> ids) {
+        StringBuilder out = new StringBuilder(LoadedReport.FALLBACK_MARKER).append(source).append('\n');
+        for (Integer id : new java.util.TreeSet<>(ids)) {
+            out.append(id).append('\n');
+        }
+        return out.toString().getBytes(StandardCharsets.UTF_8);
     }
 
     private static Path pathFrom(Map<String, String> env) {
@@ -161,11 +206,14 @@ public final class ObserverIds {
         if (refresher != null) {
             return;
         }
-        long periodNs = ttlNs;
+        long minSleepNs = TimeUnit.MILLISECONDS.toNanos(1);
         refresher = new Thread(() -> {
             while (!Thread.currentThread().isInterrupted()) {
                 try {
-                    TimeUnit.NANOSECONDS.sleep(periodNs);
+                    // Until the snapshot is one TTL old: a fixed period would skip a turn whenever
+                    // another caller refreshed just after it woke, up to 2 TTL behind the file.
+                    long age = nanoClock.getAsLong() - snapshot.readAtNs;
+                    TimeUnit.NANOSECONDS.sleep(Math.max(ttlNs - age, minSleepNs));
                     current();
                 } catch (InterruptedException e) {
                     return;
@@ -186,6 +234,16 @@ public final class ObserverIds {
         return readFailures.get();
     }
 
+    /** Failed writes of the loaded report (0 when it is not configured). */
+    public long loadedReportFailures() {
+        return loaded == null ? 0 : loaded.failures();
+    }
+
+    /** The loaded report's writer, if configured (tests). */
+    LoadedReport loadedReport() {
+        return loaded;
+    }
+
     private void refresh(long now, boolean initial) {
         Snapshot previous = snapshot;
         Snapshot next;
@@ -194,7 +252,11 @@ public final class ObserverIds {
         } catch (Exception e) {
             readFailures.incrementAndGet();
             // Keep the last value; try again after one TTL.
-            snapshot = new Snapshot(previous.ids, previous.source, now);
+            snapshot = new Snapshot(previous.ids, previous.source, now, previous.report);
+            if (initial) {
+                // The JVM runs on the empty set it started with: report that.
+                report(previous);
+            }
             if (!failing || now - lastWarnNs >= WARN_EVERY_NS) {
                 LOG.warn("observer ids: cannot use {} ({}: {}); keeping the last value {} from {} ({} failed reads so far)",
                     path, e.getClass().getSimpleName(), e.getMessage(),
@@ -209,6 +271,8 @@ public final class ObserverIds {
             failing = false;
         }
         snapshot = next;
+        // After the snapshot is published: the report never runs ahead of what callers use.
+        report(next);
         if (initial || !next.ids.equals(previous.ids) || !next.source.equals(previous.source)) {
             LOG.info("observer ids {}: before={} after={} added={} removed={} source={}",
                 initial ? "loaded" : "changed",
@@ -217,6 +281,15 @@ public final class ObserverIds {
                 ObserverIdsFormat.render(ObserverIdsFormat.minus(previous.ids, next.ids)),
                 next.source);
         }
+    }
+
+    /** Publishes a newly adopted content to the loaded report (refreshing thread only). */
+    private void report(Snapshot adopted) {
+        if (loaded == null || Arrays.equals(adopted.report, lastReported)) {
+            return;
+        }
+        lastReported = adopted.report;
+        loaded.publish(adopted.report);
     }
 
     private Snapshot load(long now) throws IOException {
@@ -228,9 +301,11 @@ public final class ObserverIds {
             bytes = Files.readAllBytes(path);
         } catch (NoSuchFileException e) {
             if (fallback != null && !fallback.isBlank()) {
-                return new Snapshot(ObserverIdsFormat.ids(fallback), "env:" + FALLBACK_ENV, now);
+                Set<Integer> ids = ObserverIdsFormat.ids(fallback);
+                String source = "env:" + FALLBACK_ENV;
+                return new Snapshot(ids, source, now, fallbackReport(source, ids));
             }
-            return new Snapshot(Set.of(), "empty", now);
+            return new Snapshot(Set.of(), "empty", now, fallbackReport("empty", Set.of()));
         }
         // Binary junk is corruption, not "a file without integers".
         String text = StandardCharsets.UTF_8.newDecoder()
@@ -246,6 +321,6 @@ public final class ObserverIds {
             // Reading "garbage" as "no observers" would promote every observer at once.
             throw new IOException("has tokens but not one integer");
         }
-        return new Snapshot(parsed.ids, "file:" + path, now);
+        return new Snapshot(parsed.ids, "file:" + path, now, bytes);
     }
 }

@@ -61,6 +61,7 @@ public final class ObserverPatch {
         KafkaMetricsGroup metrics = new KafkaMetricsGroup("kafka.server", "ObserverIds");
         metrics.newGauge("ObserverCount", () -> ids.current().size());
         metrics.newGauge("ReadFailures", ids::readFailures);
+        metrics.newGauge("LoadedReportFailures", ids::loadedReportFailures);
         started = true;
     }
 
