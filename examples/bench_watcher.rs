@@ -242,6 +242,12 @@ async fn main() {
     let topic = "policy-bench-latency";
     create(&admin, topic, 1, Some(&[1, 2, 4])).await;
     healthy(&mut w, topic).await;
+    // The bed's own ObserverSet (an automatic policy once the drill or the tests applied the
+    // example) must not promote broker 4 on the real cluster meanwhile: held at Manual, and held
+    // before t0 so that the node commands below cost no API calls of their own.
+    let manual = testbed
+        .hold_manual_policy()
+        .expect("the bed's ObserverSet held at Manual");
     // Graceful: the pod deleted (SIGTERM, controlled shutdown) and replaced; `restart` returns
     // once the replacement is Ready, long after the decision.
     let t0 = Instant::now();
@@ -267,5 +273,8 @@ async fn main() {
     let stopped = testbed.stop_node(2).expect("kafka.sh stop 2");
     latency(&mut w, topic, "broker 2 lost (SIGKILL, pod down)", t0).await;
     stopped.start().expect("kafka.sh start 2");
+    manual
+        .release()
+        .expect("the ObserverSet's policy given back");
     let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
 }

@@ -240,43 +240,34 @@ impl TestBed {
 
     /// A crash: SIGKILL of the node's JVM (`kafka.sh kill`). The kubelet restarts the container
     /// within seconds, in the same pod (same IP); the guard waits for that (restart counted, pod
-    /// Ready). For a node that must stay down, use [`TestBed::stop_node`].
+    /// Ready). For a node that must stay down, use [`TestBed::stop_node`]. Until the guard has
+    /// brought the node back, the bed's ObserverSet is held at a Manual policy
+    /// ([`TestBed::hold_manual_policy`]).
     pub fn kill_node(&self, id: i32) -> Result<RestartOnDrop<'_>, Error> {
         let node = KafkaNode::get(id)?;
         let restarts_before = self.kafka_pod_state(&node)?.restarts;
+        let hold = self.hold_manual_policy()?;
+        // On failure the hold is dropped (the policy given back) before the error is returned.
         self.kafka_node_action(NodeAction::Kill, id)?;
         Ok(RestartOnDrop::new(
             self,
             id,
             Down::Killed { restarts_before },
+            hold,
         ))
     }
 
     /// A lost zone (`kafka.sh stop`): `koo-node` cordoned, the JVM killed with SIGKILL (no
     /// controlled shutdown), the pod force-deleted; its replacement stays Pending until the
     /// guard drops or [`RestartOnDrop::start`] (`kafka.sh start`: uncordon, wait Ready). The
-    /// replacement pod has a new IP.
+    /// replacement pod has a new IP. Until then the bed's ObserverSet is held at a Manual policy
+    /// ([`TestBed::hold_manual_policy`]).
     pub fn stop_node(&self, id: i32) -> Result<RestartOnDrop<'_>, Error> {
         KafkaNode::get(id)?;
-        // kafka.sh stop appends the id to .testbed/kafka/stopped with
-        // `{ cat stopped 2>/dev/null; echo ID; } | sort -nu` under `set -euo pipefail`: without
-        // the file, `cat` fails, errexit ends the group before the `echo`, and `stop` exits 1
-        // silently after cordoning the node but before killing anything. An empty file is what
-        // "nothing stopped" means to kafka.sh (`start` removes it).
-        let stopped = self.dir.join("kafka/stopped");
-        if !stopped.exists() {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&stopped)
-                .map_err(|source| Error::Read {
-                    path: stopped.clone(),
-                    source,
-                })?;
-        }
         // A `stop` that failed half way (the node cordoned, the JVM perhaps killed) is undone
-        // before the error is returned: no guard exists yet to do it.
-        let guard = RestartOnDrop::new(self, id, Down::Stopped);
+        // (and the policy given back) by the guard, dropped before the error is returned.
+        let hold = self.hold_manual_policy()?;
+        let guard = RestartOnDrop::new(self, id, Down::Stopped, hold);
         self.kafka_node_action(NodeAction::Stop, id)?;
         Ok(guard)
     }
@@ -288,9 +279,13 @@ impl TestBed {
     }
 
     /// Graceful restart (`kafka.sh restart`): the pod is deleted (SIGTERM: a controlled
-    /// shutdown), waits until its replacement (new IP) is Ready.
+    /// shutdown), waits until its replacement (new IP) is Ready. The bed's ObserverSet is held at
+    /// a Manual policy meanwhile, given back once no partition is under min ISR.
     pub fn restart_node(&self, id: i32) -> Result<(), Error> {
-        self.kafka_node_action(NodeAction::Restart, id)
+        KafkaNode::get(id)?;
+        let hold = self.hold_manual_policy()?;
+        let restarted = self.kafka_node_action(NodeAction::Restart, id);
+        restarted.and(hold.release())
     }
 
     /// The host pid of the node's running JVM (`kafka.sh jvm-pid`), if its container runs.

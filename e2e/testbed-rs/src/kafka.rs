@@ -11,6 +11,7 @@ use kube::Api;
 
 use crate::bed::TestBed;
 use crate::error::Error;
+use crate::hold::ManualPolicy;
 
 /// Namespace of the bed's Kafka pods.
 pub const KAFKA_NAMESPACE: &str = "kafka";
@@ -154,20 +155,24 @@ pub(crate) enum Down {
 /// [`TestBed::stop_node`] (runs `kafka.sh start`) and [`TestBed::kill_node`] (waits until the
 /// kubelet has restarted the container and the pod is Ready), so a failing test never leaves the
 /// shared bed short of a node. Call [`RestartOnDrop::start`] to bring it back earlier and check it.
+/// Then gives back the promotion policy of the bed's ObserverSet, held at `Manual` while the node
+/// was down (see `hold.rs`), once no partition is under min ISR any more.
 #[must_use = "dropping it at once brings the node back at once"]
 pub struct RestartOnDrop<'a> {
     bed: &'a TestBed,
     id: i32,
     down: Down,
+    hold: Option<ManualPolicy<'a>>,
     armed: bool,
 }
 
 impl<'a> RestartOnDrop<'a> {
-    pub(crate) fn new(bed: &'a TestBed, id: i32, down: Down) -> Self {
+    pub(crate) fn new(bed: &'a TestBed, id: i32, down: Down, hold: ManualPolicy<'a>) -> Self {
         Self {
             bed,
             id,
             down,
+            hold: Some(hold),
             armed: true,
         }
     }
@@ -183,14 +188,16 @@ impl<'a> RestartOnDrop<'a> {
         self.bring_back()
     }
 
-    fn bring_back(&self) -> Result<(), Error> {
-        match self.down {
+    fn bring_back(&mut self) -> Result<(), Error> {
+        let back = match self.down {
             Down::Stopped => self.bed.kafka_node_action(NodeAction::Start, self.id),
             Down::Killed { restarts_before } => self
                 .bed
                 .wait_restarted(self.id, restarts_before)
                 .map(|_| ()),
-        }
+        };
+        let given_back = self.hold.take().map_or(Ok(()), ManualPolicy::release);
+        back.and(given_back)
     }
 }
 

@@ -17,15 +17,19 @@
 //! The API is deliberately small and stable: paths, a client, the Kafka node table (pod names;
 //! addresses are the pods' IPs, looked up through the API when needed), node control through
 //! `e2e/testbed/kafka.sh` (`kill`: a crash the kubelet undoes in seconds; `stop`: down until
-//! started again; `restart`: graceful), running the `.testbed/bin` tools, and waiting.
+//! started again; `restart`: graceful; meanwhile the bed's own ObserverSet is held at a Manual
+//! policy so it does not promote on the real cluster), running the `.testbed/bin` tools, and
+//! waiting.
 
 mod bed;
 mod error;
+mod hold;
 mod kafka;
 mod wait;
 
 pub use bed::{PodState, TestBed, ENV_VAR};
 pub use error::Error;
+pub use hold::ManualPolicy;
 pub use kafka::{
     KafkaNode, NodeAction, RestartOnDrop, Role, AGENT_PORT, BROKER_IDS, CONTROLLER_IDS,
     KAFKA_NAMESPACE,
