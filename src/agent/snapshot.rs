@@ -37,7 +37,8 @@ pub enum Source {
 /// patches/src/io/kafkaobserver/patch/LoadedReport.java).
 pub const FALLBACK_MARKER: &str = "# kafka-observer-patch loaded: source=";
 
-/// The JSON body of `GET /observer-ids`.
+/// One followed file as the agent reports it: the top level of `GET /observer-ids` for the
+/// observer file, its `jvm` part for the JVM's report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
