@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::{watch, Notify};
 
 use super::snapshot::{self, Observation, Reader, Snapshot};
@@ -115,9 +115,17 @@ pub async fn follow(
     }
 }
 
+/// Whether an event in the watched directory calls for a re-read. Opening and reading a file (our
+/// own re-read included) is an access event: it never changes the content, and waking on it
+/// made every read trigger the next one (one busy core per agent).
+fn wakes(kind: &EventKind) -> bool {
+    !matches!(kind, EventKind::Access(_))
+}
+
 // A failure here is not fatal: the periodic re-read still works and the next tick retries.
 fn start_watcher(dir: &Path, what: &str, wake: Arc<Notify>) -> Option<RecommendedWatcher> {
     let handler = move |event: notify::Result<notify::Event>| match event {
+        Ok(e) if !wakes(&e.kind) => {}
         // `notify_one` stores a permit when nobody waits, so a burst of events between two
         // reads coalesces into one re-read and none is lost.
         Ok(_) => wake.notify_one(),
@@ -141,5 +149,27 @@ fn start_watcher(dir: &Path, what: &str, wake: Arc<Notify>) -> Option<Recommende
             tracing::warn!(dir = %dir.display(), what, error = %e, "cannot watch the directory yet; will retry");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
+
+    use super::*;
+
+    #[test]
+    fn our_own_reads_do_not_wake_the_watcher_and_changes_do() {
+        assert!(!wakes(&EventKind::Access(AccessKind::Open(
+            AccessMode::Read
+        ))));
+        assert!(!wakes(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(!wakes(&EventKind::Access(AccessKind::Read)));
+        // The kubelet's ..data swap and the JVM's report rename.
+        assert!(wakes(&EventKind::Modify(ModifyKind::Name(RenameMode::To))));
+        assert!(wakes(&EventKind::Create(CreateKind::File)));
+        assert!(wakes(&EventKind::Modify(ModifyKind::Any)));
     }
 }
