@@ -107,23 +107,47 @@ impl Drop for DeleteTopic<'_> {
     }
 }
 
+/// `kafka-metadata-quorum describe --status` against the controllers' pods. Short client
+/// timeouts and up to four attempts: once (cold CI run, 2026-11-30) a single call with the
+/// tool's 60 s default got no node assignment from three healthy controllers while the machine
+/// was loaded; each failed attempt is printed, so a persisting problem still fails here, loudly.
+fn quorum_status(bed: &TestBed) -> String {
+    let config = std::env::temp_dir().join(format!("koo-quorum-{}.properties", std::process::id()));
+    std::fs::write(
+        &config,
+        "request.timeout.ms=10000\ndefault.api.timeout.ms=20000\n",
+    )
+    .unwrap();
+    let config = config.to_string_lossy().into_owned();
+    let mut failures = Vec::new();
+    for attempt in 1..=4 {
+        let bootstrap = bed.controller_bootstrap();
+        let args = [
+            "--bootstrap-controller",
+            &bootstrap,
+            "--command-config",
+            &config,
+            "describe",
+            "--status",
+        ];
+        match bed.run_tool("kafka-metadata-quorum", &args) {
+            Ok(out) => return out,
+            Err(e) => {
+                eprintln!("quorum status, attempt {attempt}: {e}");
+                failures.push(e.to_string());
+            }
+        }
+    }
+    panic!("kafka-metadata-quorum describe --status failed 4 times: {failures:#?}");
+}
+
 #[test]
 fn kraft_quorum_topic_acks_all_isr_shrink_and_rejoin() {
     let Some(bed) = TestBed::require() else {
         return;
     };
 
-    let status = bed
-        .run_tool(
-            "kafka-metadata-quorum",
-            &[
-                "--bootstrap-controller",
-                &bed.controller_bootstrap(),
-                "describe",
-                "--status",
-            ],
-        )
-        .unwrap();
+    let status = quorum_status(&bed);
     let voters = status
         .lines()
         .find(|l| l.starts_with("CurrentVoters:"))
