@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use serde_json::Value;
 
 use operator_support::*;
@@ -29,15 +29,28 @@ struct Seen {
 }
 
 /// Records every change of the kafka/kafka ConfigMaps, stamped on arrival.
-fn record_configmaps(bed: &Bed) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
+/// Records every new (role, revision) of the example's ConfigMaps; returns once the watch has
+/// listed them, so no write after the call can be missed.
+async fn record_configmaps(bed: &Bed) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
     let log = Arc::new(Mutex::new(Vec::<Seen>::new()));
     let api = bed.config_maps("kafka");
     let cfg = watcher::Config::default().labels("kafkaobserver.io/observerset=kafka");
     let sink = log.clone();
+    let (listed, is_listed) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let mut stream = watcher(api, cfg).applied_objects().boxed();
+        let mut listed = Some(listed);
+        let mut stream = watcher(api, cfg).boxed();
         while let Some(ev) = stream.next().await {
-            let Ok(cm) = ev else { continue };
+            let cm = match ev {
+                Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => cm,
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
             let at = Utc::now();
             let role = cm
                 .metadata
@@ -62,6 +75,10 @@ fn record_configmaps(bed: &Bed) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHand
             }
         }
     });
+    tokio::time::timeout(Duration::from_secs(30), is_listed)
+        .await
+        .expect("the ConfigMap watch did not list within 30 s")
+        .expect("the ConfigMap watch ended before listing");
     (log, task)
 }
 
@@ -170,8 +187,7 @@ async fn promotion_and_demotion_reach_acknowledged_controllers_before_brokers() 
     let sets = bed.observer_sets("kafka");
     apply_observer_set(&sets, &bed.bed_observer_set(&[])).await;
     let r0 = settled(&bed, &[4]).await;
-    let (log, watch) = record_configmaps(&bed);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (log, watch) = record_configmaps(&bed).await;
 
     apply_observer_set(&sets, &bed.bed_observer_set(&[4])).await;
     let r1 = settled(&bed, &[]).await;
@@ -206,7 +222,7 @@ async fn operator_killed_mid_rollout_resumes_without_skipping_a_step() {
     apply_observer_set(&sets, &bed.bed_observer_set(&[])).await;
     let mut current: Vec<i32> = vec![4];
     let mut rev = settled(&bed, &current).await;
-    let (log, watch) = record_configmaps(&bed);
+    let (log, watch) = record_configmaps(&bed).await;
 
     // Flip promoted/demoted until the kill lands between the two ConfigMap writes.
     for attempt in 1..=4 {

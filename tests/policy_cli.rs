@@ -45,6 +45,27 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
             ],
         )
         .expect("create topic");
+    // Broker 4 is an observer on the real cluster for the whole test: the bed's ObserverSet is
+    // held at Manual (nothing promotes meanwhile), and its lists are waited for to list 4 (a
+    // promotion an earlier test left has been demoted).
+    let _manual = testbed.hold_manual_policy().expect("hold the bed's policy at Manual");
+    let cms = bed.config_maps("kafka");
+    support::wait_for(
+        Duration::from_secs(180),
+        "both observer lists of the bed to list broker 4",
+        || async {
+            let mut both = true;
+            for role in ["controller", "broker"] {
+                let cm = support::get_cm(&cms, &format!("kafka-observers-{role}")).await;
+                both &= cm
+                    .as_ref()
+                    .and_then(support::listed_ids)
+                    .is_some_and(|ids| ids.contains(&4));
+            }
+            both.then_some(())
+        },
+    )
+    .await;
     let ns = bed.namespace("policy-cli").await;
     let api = bed.observer_sets(&ns);
     // The bed's bootstrap, which the plugin's table reads.
@@ -71,7 +92,11 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
                 .filter(|r| r["topic"] == TOPIC)
                 .cloned()
                 .collect();
-            (rows.len() == 3 && rows.iter().all(|r| r["alive"] == json!(true))).then_some(rows)
+            // An observer: it fetches everything, but the leader never adds it to the ISR.
+            (rows.len() == 3
+                && rows.iter().all(|r| r["alive"] == json!(true))
+                && rows.iter().any(|r| r["replica"] == json!(4) && r["inIsr"] == json!(false)))
+            .then_some(rows)
         },
     )
     .await;
@@ -83,9 +108,9 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
     };
     assert_eq!(row(1)["leader"], json!(true));
     assert_eq!(row(4)["role"], json!("observer"));
-    // Whether 4 is in the ISR depends on what other tests on the shared bed promoted right now;
-    // the table must only agree with the role it reports and with the metadata for the primaries.
     assert_eq!(row(4)["caughtUp"], json!(true));
+    assert_eq!(row(4)["inIsr"], json!(false));
+    assert_eq!(row(1)["inIsr"], json!(true));
     assert_eq!(row(2)["inIsr"], json!(true));
 
     // Pre-checks: only declared observers can be promoted; the table is unchanged by a refusal.

@@ -251,12 +251,9 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
         );
         if let Some(a) = l.actions.first() {
             assert!(matches!(a, Action::Promote { node_id: 4, .. }), "{a:?}");
-            // "offline" when another drill on the shared bed has broker 1 down as well.
-            let r = a.reason();
-            assert!(
-                r.contains("under min ISR") || r.contains("offline"),
-                "{a:?}"
-            );
+            // Tests run one at a time and stopping broker 2 holds the bed's ObserverSet at
+            // Manual, so nothing else moves the topic: broker 1 is alive, the ISR is {1}.
+            assert!(a.reason().contains("under min ISR"), "{a:?}");
             promoted_after = Some(killed_at.elapsed());
         }
         h_live = l.next_history;

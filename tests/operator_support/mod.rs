@@ -37,6 +37,35 @@ pub struct Bed {
     pub bootstrap: String,
 }
 
+/// The bed's operator stopped by [`Bed::pause_operator`]; dropping it starts the operator again
+/// when it was running before.
+#[must_use = "dropping it starts the operator again at once"]
+pub struct OperatorPaused {
+    dir: PathBuf,
+    running: bool,
+}
+
+impl Drop for OperatorPaused {
+    fn drop(&mut self) {
+        if !self.running {
+            return;
+        }
+        let out = Command::new("bash")
+            .arg(repo_root().join("e2e/testbed/operator.sh"))
+            .arg("up")
+            .env("KOO_TESTBED", &self.dir)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => eprintln!(
+                "operator.sh up after the pause failed:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => eprintln!("operator.sh up after the pause: {e}"),
+        }
+    }
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -72,6 +101,25 @@ impl Bed {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Stops the bed's operator (`operator.sh down`) when it runs, for a test that runs its own
+    /// reconciler or automation and must be the only writer; the guard starts it again.
+    pub fn pause_operator(&self) -> OperatorPaused {
+        let running = Command::new("bash")
+            .arg(repo_root().join("e2e/testbed/operator.sh"))
+            .arg("status")
+            .env("KOO_TESTBED", &self.dir)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains("operator: running"))
+            .unwrap_or(false);
+        if running {
+            self.operator("down");
+        }
+        OperatorPaused {
+            dir: self.dir.clone(),
+            running,
+        }
     }
 
     pub fn log_tail(&self, lines: usize) -> String {
