@@ -48,7 +48,9 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
     // Broker 4 is an observer on the real cluster for the whole test: the bed's ObserverSet is
     // held at Manual (nothing promotes meanwhile), and its lists are waited for to list 4 (a
     // promotion an earlier test left has been demoted).
-    let _manual = testbed.hold_manual_policy().expect("hold the bed's policy at Manual");
+    let _manual = testbed
+        .hold_manual_policy()
+        .expect("hold the bed's policy at Manual");
     let cms = bed.config_maps("kafka");
     support::wait_for(
         Duration::from_secs(180),
@@ -95,7 +97,9 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
             // An observer: it fetches everything, but the leader never adds it to the ISR.
             (rows.len() == 3
                 && rows.iter().all(|r| r["alive"] == json!(true))
-                && rows.iter().any(|r| r["replica"] == json!(4) && r["inIsr"] == json!(false)))
+                && rows
+                    .iter()
+                    .any(|r| r["replica"] == json!(4) && r["inIsr"] == json!(false)))
             .then_some(rows)
         },
     )
