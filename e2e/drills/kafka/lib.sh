@@ -111,6 +111,20 @@ node_up() {
   # shellcheck disable=SC2086 # one word per id
   bash "$KAFKA_SH" start $ids >&2
 }
+# node_pause <id>: SIGSTOP the node's JVM (a stall: alive to the kubelet, silent to Kafka, which
+# fences it after broker.session.timeout.ms); restore_default sends SIGCONT to every paused JVM.
+node_pause() {
+  local pid
+  pid="$(bash "$KAFKA_SH" jvm-pid "$1")" || fail "no JVM for node $1"
+  echo "$pid" >> "$SCENARIO_DIR/paused"
+  kill -STOP "$pid" || fail "cannot SIGSTOP node $1 (pid $pid)"
+}
+resume_paused() {
+  local pid
+  [[ -f "$SCENARIO_DIR/paused" ]] || return 0
+  while read -r pid; do kill -CONT "$pid" 2>/dev/null || true; done < "$SCENARIO_DIR/paused"
+  rm -f "$SCENARIO_DIR/paused"
+}
 node_running() { bash "$KAFKA_SH" running "$1" 2>/dev/null; }
 node_pod() { if (($1 >= 101)); then echo "kafka-controller-$(($1 - 101))"; else echo "kafka-broker-$(($1 - 1))"; fi; }
 role_nodes() { if [[ $1 == controller ]]; then echo "${CONTROLLERS[@]}"; else echo "${BROKERS[@]}"; fi; }
@@ -397,6 +411,7 @@ precondition() {
 restore_default() {
   local id role bad=0 dir
   stop_watch
+  resume_paused
   start_down_nodes || { note "restore: the stopped nodes do not start"; bad=1; }
   # Undo direct edits of a projected file (S7): the mode and the visible symlink here; the
   # content (and a ..data the kubelet no longer knows) through a nudge below: the kubelet

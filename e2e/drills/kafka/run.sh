@@ -2,8 +2,8 @@
 # shellcheck source-path=SCRIPTDIR
 # The observer patch's failure suite against the test bed's patched KRaft cluster: the example
 # StatefulSets of examples/kafka/ on the bed's real node (e2e/testbed/kafka.sh; 3 controllers
-# 101-103, brokers 1-4, broker 4 the observer). S1-S8 as described in e2e/drills/kafka/README.md,
-# plus S9 (exactly-once through a promoted observer). Each scenario uses its own topic with the
+# 101-103, brokers 1-4, broker 4 the observer). S1-S10 as described in e2e/drills/kafka/README.md
+# (S9: exactly-once through a promoted observer; S10: the high-watermark gate). Each scenario uses its own topic with the
 # observer first in the replica list (4:1:2:3, so it would be the preferred leader if it could),
 # min ISR 2, asserts its pass criteria and restores the bed's default state at the end, failed or
 # not.
@@ -23,7 +23,7 @@ source "$here/scenarios-a.sh"
 # shellcheck source=scenarios-b.sh
 source "$here/scenarios-b.sh"
 
-ALL=(S1 S2 S3 S4 S5 S6 S7 S8 S9)
+ALL=(S1 S2 S3 S4 S5 S6 S7 S8 S9 S10)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do

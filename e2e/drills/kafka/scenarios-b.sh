@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# S6-S9 of the Kafka failure suite (sourced by run.sh after scenarios-a.sh, which defines
+# S6-S10 of the Kafka failure suite (sourced by run.sh after scenarios-a.sh, which defines
 # drill_topic and never_in_watch).
 
 # Log marks are "<path> <inode> <size>" of a node's container log (lib.sh log_mark).
@@ -191,4 +191,57 @@ scenario_s9() {
   note "S9: leader 4 (promoted observer), read_committed: $b"
   [[ "$a" == "$b" ]] || fail "read_committed differs: leader [$a] vs promoted observer [$b]"
   cmp -s "$SCENARIO_DIR/from-leader.txt" "$SCENARIO_DIR/from-observer.txt" || fail "records differ (see $SCENARIO_DIR)"
+}
+
+# S10: the high-watermark gate. Broker 4, promoted and in the ISR, is paused (SIGSTOP: it neither
+# fetches nor heartbeats) and the leader alone is told it is an observer again (its projected
+# file, as in S6). acks=all records sent then must be acknowledged while the paused 4 is still in
+# the ISR: the leader's HW no longer waits for an observer, even one the ISR still lists. Without
+# the gate the HW cannot pass the paused replica's log end, so no record can be acknowledged
+# before 4 leaves the ISR (its shrink by isr-expiration, or its fencing after the session
+# timeout): the check is an order of events, not a timing. Proof: a watch sample (every 100 ms)
+# taken after the last acknowledgement still shows 4 in the ISR (a paused observer cannot
+# rejoin, so it was in the ISR at the acknowledgement). An attempt where 4 left the ISR first
+# (isr-expiration runs every 5 s here) proves nothing either way and is repeated, at most 3 times.
+scenario_s10() {
+  local t attempt mark out acked_at i proof producer
+  t="$(new_topic s10)"
+  echo "$t" >> "$SCENARIO_DIR/topics"
+  # 1 leads (first in the list, so no preferred election moves it to the promoted 4).
+  create_topic "$t" 1:2:3:4
+  await "$t" 20000 leader=1 isr=1,2,3 >&2
+  set_observers_all ""
+  for attempt in 1 2 3; do
+    await "$t" 60000 leader=1 isr=1,2,3,4 >&2
+    produce "$t" 100 all "pre$attempt" >/dev/null
+    WATCH_PERIOD_MS=100 start_watch "$t"
+    rm -f "$SCENARIO_DIR/ready" "$SCENARIO_DIR/go"
+    dc produce-when "$t" 20 "paused$attempt" "$SCENARIO_DIR/ready" "$SCENARIO_DIR/go" > "$SCENARIO_DIR/produce.out" &
+    producer=$!
+    for ((i = 0; i < 300; i++)); do [[ -e "$SCENARIO_DIR/ready" ]] && break; sleep 0.1; done
+    [[ -e "$SCENARIO_DIR/ready" ]] || fail "the producer did not get its warm-up record acknowledged within 30 s"
+    mark="$(log_mark 1)"
+    node_pause "$OBSERVER"
+    write_projected 1 "$OBSERVER"
+    for ((i = 0; i < 100; i++)); do
+      log_since 1 "$mark" "observer ids .*after=\[$OBSERVER\]" >/dev/null && break
+      sleep 0.05
+    done
+    ((i < 100)) || fail "the leader (1) did not load [$OBSERVER] within 5 s of its file changing"
+    touch "$SCENARIO_DIR/go"
+    wait "$producer" || fail "acks=all records with the paused observer demoted on the leader: $(cat "$SCENARIO_DIR/produce.out")"
+    out="$(cat "$SCENARIO_DIR/produce.out")"
+    acked_at="${out##*acked_at=}" acked_at="${acked_at%% *}"
+    sleep 0.5
+    stop_watch
+    proof="$(awk -v t="$acked_at" -v o="$OBSERVER" '$1 >= t && $0 ~ (" isr=([0-9]+,)*" o "[ ,]") { print; exit }' "$WATCH_OUT")"
+    if [[ -n "$proof" ]]; then
+      note "S10: 20 acks=all records acknowledged at $acked_at while the paused $OBSERVER was in the ISR (attempt $attempt; sample after: $proof)"
+      return 0
+    fi
+    note "S10: $OBSERVER left the ISR before the records were acknowledged at $acked_at (attempt $attempt): inconclusive, again"
+    resume_paused
+    write_projected 1 ""
+  done
+  fail "inconclusive 3 times: $OBSERVER left the ISR before acks=all records were acknowledged (without the HW gate that always happens)"
 }

@@ -52,6 +52,7 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
@@ -72,6 +73,7 @@ public final class DrillClient {
             case "state": try (Admin admin = admin()) { System.out.println(state(admin, a[0]).render()); } rc = 0; break;
             case "await": rc = await(a[0], Long.parseLong(a[1]), Arrays.copyOfRange(a, 2, a.length)); break;
             case "produce": rc = produce(a[0], Integer.parseInt(a[1]), a[2], a[3]); break;
+            case "produce-when": rc = produceWhen(a[0], Integer.parseInt(a[1]), a[2], a[3], a[4]); break;
             case "consume": rc = consume(a[0], a[1], a.length > 2 ? a[2] : null); break;
             case "txn": rc = txn(a[0], a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3])); break;
             case "elect": rc = elect(a[0], a[1]); break;
@@ -288,6 +290,38 @@ public final class DrillClient {
             producer.flush();
         }
         System.out.println("acked=" + acked.get() + " failed=" + failed.get() + " ms=" + (System.currentTimeMillis() - started)
+            + (firstError.get() == null ? "" : " error=" + firstError.get().replace(' ', '_')));
+        return failed.get() == 0 && acked.get() == count ? 0 : 1;
+    }
+
+    /**
+     * acks=all records sent the moment {@code trigger} exists, from a producer that is connected
+     * and warmed up (one record acknowledged) before {@code ready} is created; prints
+     * {@code acked=<n> failed=<n> acked_at=<epoch ms after the last acknowledgement>}. A scenario
+     * can then act between "ready" and the trigger without a JVM start in its critical path.
+     */
+    static int produceWhen(String topic, int count, String prefix, String ready, String trigger) throws Exception {
+        AtomicInteger acked = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        AtomicReference<String> firstError = new AtomicReference<>();
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps("all"))) {
+            producer.send(new ProducerRecord<>(topic, 0, prefix + "-warmup", "warmup")).get(30, TimeUnit.SECONDS);
+            Files.createFile(Path.of(ready));
+            while (!Files.exists(Path.of(trigger))) Thread.sleep(5);
+            for (int i = 0; i < count; i++) {
+                String key = prefix + "-" + i;
+                producer.send(new ProducerRecord<>(topic, 0, key, key), (md, e) -> {
+                    if (e == null) {
+                        acked.incrementAndGet();
+                    } else {
+                        failed.incrementAndGet();
+                        firstError.compareAndSet(null, e.toString());
+                    }
+                });
+            }
+            producer.flush();
+        }
+        System.out.println("acked=" + acked.get() + " failed=" + failed.get() + " acked_at=" + System.currentTimeMillis()
             + (firstError.get() == null ? "" : " error=" + firstError.get().replace(' ', '_')));
         return failed.get() == 0 && acked.get() == count ? 0 : 1;
     }
