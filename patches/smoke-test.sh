@@ -5,6 +5,9 @@
 # and the loaded report ($KAFKA_OBSERVER_IDS_LOADED_FILE: what each JVM has loaded, byte for byte;
 # broker 2's report path is unusable on purpose: a WARN, never a failure). First runs
 # patches/test/LoadedReportCheck.java (the report without Kafka, on a fake clock).
+# Version differences: patches/kafka-<v>/test/*.java run first as well when present (checks of a
+# gate only that release needs, e.g. 4.0.2/3.9.2's last-known-leader election), and a release that
+# still ships ZooKeeper mode (3.x) must refuse a node configured for it.
 # Usage: patches/smoke-test.sh [kafka-version]   (state in $SMOKE_DIR, default /tmp/koo-observer-smoke)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -112,6 +115,22 @@ else
   sed 's/^/  /' "$dir/unit.out"; say "FAIL LoadedReportCheck"; failures=$((failures + 1))
 fi
 unit_out="$(cat "$dir/unit.out")"
+# Checks that only some releases need: patches/kafka-<v>/test/<Name>.java (default package, main
+# class <Name>), run without Kafka against the jar, with node 3 listed as an observer.
+for t in "$here/kafka-$version"/test/*.java; do
+  [[ -f "$t" ]] || continue
+  name="$(basename "$t" .java)"
+  mkdir -p "$dir/unit-$name" && echo 3 > "$dir/unit-$name/observer.ids"
+  if javac --release 17 -nowarn -cp "$lib/*" -d "$dir/unit-$name" "$t" &&
+    KAFKA_OBSERVER_IDS_FILE="$dir/unit-$name/observer.ids" \
+      java -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/tools-log4j2.properties" \
+      -cp "$dir/unit-$name:$cp_all" "$name" > "$dir/$name.out" 2>&1; then
+    say "PASS $name ($(grep -c '^PASS' "$dir/$name.out") checks)"
+  else
+    sed 's/^/  /' "$dir/$name.out"; say "FAIL $name"; failures=$((failures + 1))
+  fi
+  unit_out+=$'\n'"$(cat "$dir/$name.out")"
+done
 
 stop_all
 rm -rf "$dir"
@@ -125,6 +144,20 @@ for b in "${brokers[@]}"; do render "$b" broker; done
 for id in "$controller" "${brokers[@]}"; do
   tool kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/$id/server.properties" >/dev/null
 done
+# Releases that still ship ZooKeeper mode (3.x): the patch supports KRaft only, so a node
+# configured for ZooKeeper must refuse to start (kafka-3.9.2/04-kraft-only.patch) instead of
+# running without the controller gates and the start-up proof. It never reaches ZooKeeper.
+if unzip -l "$lib/kafka_$SCALA_BINARY_VERSION-$version.jar" kafka/server/KafkaServer.class >/dev/null 2>&1; then
+  mkdir -p "$dir/zk/data"
+  printf 'broker.id=9\nzookeeper.connect=%s:2181\nlisteners=PLAINTEXT://%s:9092\nlog.dirs=%s\n' \
+    "$net.250" "$net.250" "$dir/zk/data" > "$dir/zk/server.properties"
+  zk_rc=0
+  KAFKA_OBSERVER_IDS_FILE="$dir/observers-broker.ids" timeout 60 java -Xmx128m -XX:+UseSerialGC \
+    -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/log4j2.properties" -Dkafka.logs.dir="$dir/zk" \
+    -cp "$cp_all" kafka.Kafka "$dir/zk/server.properties" > "$dir/zk.log" 2>&1 || zk_rc=$?
+  check "a node configured for ZooKeeper mode refuses to start (exit $zk_rc)" \
+    eval '[[ $zk_rc -ne 0 && $zk_rc -ne 124 ]] && log_has zk "ZooKeeper mode is not supported"'
+fi
 start "$controller" "$dir/observers-controller.ids"
 sleep 3
 for b in "${brokers[@]}"; do start "$b" "$dir/observers-broker.ids"; done
