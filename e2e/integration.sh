@@ -3,7 +3,7 @@
 # (namespace kafka): the Helm chart checked by a real apiserver; the operator installed by its
 # chart and the promotion drill; then the operator as a local process with exactly the chart's
 # permissions for the Rust integration tests (they kill and restart it), and the Kafka failure
-# suite S1-S9. Expects the bed up (make test brings it up first). Prints each stage's duration.
+# suite S1-S10. Expects the bed up (make test brings it up first). Prints each stage's duration.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/e2e/versions.env"
@@ -32,6 +32,6 @@ stage "operator on the bed, chart's RBAC (operator.sh up)" bash e2e/testbed/oper
 # KOO_JVM_ACK_TEST=1: tests/operator_jvm_ack.rs runs too (its own second cluster, kafka-j, with a
 # 30 s observer cache on the controllers; about 3.5 min).
 stage "Rust integration tests against the bed" env KOO_JVM_ACK_TEST=1 cargo test --workspace --release --test '*' -- --test-threads=1
-stage "Kafka observer failure suite (S1-S9)" bash e2e/drills/kafka/run.sh
+stage "Kafka observer failure suite (S1-S10)" bash e2e/drills/kafka/run.sh
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"
