@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions drills-kafka drills bench bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
+        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
         node-packages node-tools images image
 
 all: build
@@ -19,7 +19,7 @@ demo: build kafka-patched
 	bash e2e/demo.sh
 
 ## All the tests: static checks, unit and property tests, then everything against the real bed.
-test: check unit testbed-up
+test: check unit patch-unit testbed-up
 	bash e2e/integration.sh
 
 check: fmt clippy crds-check
@@ -52,6 +52,11 @@ kafka-jars:
 
 kafka-patched: kafka-jars
 	bash e2e/build/kafka-patched.sh
+
+# The observer patch's own Java (observer.ids format, cached reader, watch, loaded report): JUnit 5
+# through Maven Surefire, no Kafka needed; prints PATCH-UNIT tests=<n> failures=<n> ...
+patch-unit:
+	bash e2e/build/patch-unit.sh
 
 # Build and smoke-test the observer patch for every supported Kafka version (one line each).
 kafka-versions:
