@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
+        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
         node-packages node-tools images image
 
 all: build
@@ -88,7 +88,7 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
-bench: bench-kafka bench-operator bench-policy bench-node
+bench: bench-kafka bench-operator bench-policy bench-node bench-watch
 
 bench-kafka: testbed-up
 	bash e2e/bench/kafka.sh
@@ -98,6 +98,11 @@ bench-operator: testbed-up
 
 bench-policy: testbed-up
 	bash e2e/bench/policy.sh
+
+# observer.ids change (kubelet-style ..data swap) -> loaded in the JVM of one patched node on
+# 127.0.8.1 (no bed needed): prints WATCH-BENCH with min/median/p90/max in ms.
+bench-watch: kafka-patched
+	bash patches/watch-bench.sh
 
 # The real kubelet's ConfigMap volume timing (nudged at once, nudged later, unnudged): prints
 # NODE lines with p50/max.
