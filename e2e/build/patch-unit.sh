@@ -15,7 +15,9 @@ reports="$out/surefire-reports"
 rm -rf "$reports"
 started=$SECONDS
 rc=0
-(cd "$repo/patches/test" && mvn -q -B -Dstyle.color=never test -Dkoo.build.dir="$out") || rc=$?
+# (Maven 3.8 prints bare colour resets even with -B -q: strip escape sequences.)
+(cd "$repo/patches/test" && mvn -q -B -Dstyle.color=never test -Dkoo.build.dir="$out") 2>&1 |
+  sed 's/\x1b\[[0-9;]*m//g' || rc=$?
 sum() { # sum <attribute>: over every suite's report
   local total=0 f n
   for f in "$reports"/TEST-*.xml; do

@@ -371,7 +371,14 @@ public final class ObserverIds {
             } catch (InterruptedException | java.nio.file.ClosedWatchServiceException e) {
                 return;
             } catch (RuntimeException e) {
-                LOG.warn("observer ids: the watch on {} failed; re-registering it", dir, e);
+                watching = false;
+                LOG.warn("observer ids: the watch on {} failed; re-registering it in {} ms", dir, WATCH_RETRY_MS, e);
+                try {
+                    // Not a tight loop if it keeps failing; the TTL covers the pause.
+                    Thread.sleep(WATCH_RETRY_MS);
+                } catch (InterruptedException ie) {
+                    return;
+                }
             } finally {
                 watching = false;
                 try {

@@ -226,6 +226,29 @@ class ObserverIdsWatchTest {
         assertEquals(0, ids.watchReads());
     }
 
+    /** A watch service whose take() fails: the watcher must pause, not spin, then re-register. */
+    private static final class FailingWatchService implements java.nio.file.WatchService {
+        @Override public void close() { }
+        @Override public java.nio.file.WatchKey poll() { return null; }
+        @Override public java.nio.file.WatchKey poll(long timeout, java.util.concurrent.TimeUnit unit) { return null; }
+        @Override public java.nio.file.WatchKey take() { throw new IllegalStateException("broken watch (test)"); }
+    }
+
+    @Test
+    void aWatchThatThrowsIsRetriedAfterAPauseNotInATightLoop() throws Exception {
+        Files.writeString(file, "4\n");
+        AtomicInteger attempts = new AtomicInteger();
+        start(null, LONG_TTL_MS, d -> attempts.incrementAndGet() == 1
+            ? new FailingWatchService() : ObserverIds.DEFAULT_WATCH.open(d));
+        assertTrue(waitMs(5000, () -> attempts.get() >= 1) >= 0);
+        Thread.sleep(ObserverIds.WATCH_RETRY_MS / 2);
+        assertEquals(1, attempts.get(), "no second attempt before the pause is over");
+        assertTrue(waitMs(ObserverIds.WATCH_RETRY_MS + PICKUP_BOUND_MS, ids::watching) >= 0);
+        assertEquals(2, attempts.get());
+        Files.writeString(file, "5\n");
+        assertTrue(waitMs(PICKUP_BOUND_MS, () -> ids.current().equals(Set.of(5))) >= 0);
+    }
+
     @Test
     void aWatchThatBreaksComesBackWhenTheDirectoryDoes() throws Exception {
         Files.writeString(file, "4\n");
