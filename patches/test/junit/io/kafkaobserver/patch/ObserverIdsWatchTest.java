@@ -188,9 +188,11 @@ class ObserverIdsWatchTest {
     void otherFilesInTheDirectoryDoNotTriggerReads() throws Exception {
         Files.writeString(file, "4\n");
         startWatching(null);
-        // The registration's own catch-up read has happened once watching() is true; let it settle.
-        Thread.sleep(100);
+        // The start-up read and the registration's catch-up read (right after watching() turns true).
+        assertTrue(waitMs(5000, () -> ids.reads() == 2) >= 0);
+        Thread.sleep(50);
         long reads = ids.reads();
+        assertEquals(2, reads);
         Path log = dir.resolve("server.log");
         for (int i = 0; i < 50; i++) {
             Files.writeString(log, "line " + i + "\n", java.nio.file.StandardOpenOption.CREATE,
