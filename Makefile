@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions drills-kafka drills bench bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
+        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
         node-packages node-tools images image
 
 all: build
@@ -19,7 +19,7 @@ demo: build kafka-patched
 	bash e2e/demo.sh
 
 ## All the tests: static checks, unit and property tests, then everything against the real bed.
-test: check unit testbed-up
+test: check unit patch-unit testbed-up
 	bash e2e/integration.sh
 
 check: fmt clippy crds-check
@@ -53,6 +53,11 @@ kafka-jars:
 kafka-patched: kafka-jars
 	bash e2e/build/kafka-patched.sh
 
+# The observer patch's own Java (observer.ids format, cached reader, watch, loaded report): JUnit 5
+# through Maven Surefire, no Kafka needed; prints PATCH-UNIT tests=<n> failures=<n> ...
+patch-unit:
+	bash e2e/build/patch-unit.sh
+
 # Build and smoke-test the observer patch for every supported Kafka version (one line each).
 kafka-versions:
 	bash e2e/build/kafka-versions.sh
@@ -83,7 +88,7 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
-bench: bench-kafka bench-operator bench-policy bench-node
+bench: bench-kafka bench-operator bench-policy bench-node bench-watch
 
 bench-kafka: testbed-up
 	bash e2e/bench/kafka.sh
@@ -93,6 +98,11 @@ bench-operator: testbed-up
 
 bench-policy: testbed-up
 	bash e2e/bench/policy.sh
+
+# observer.ids change (kubelet-style ..data swap) -> loaded in the JVM of one patched node on
+# 127.0.8.1 (no bed needed): prints WATCH-BENCH with min/median/p90/max in ms.
+bench-watch: kafka-patched
+	bash patches/watch-bench.sh
 
 # The real kubelet's ConfigMap volume timing (nudged at once, nudged later, unnudged): prints
 # NODE lines with p50/max.

@@ -166,6 +166,7 @@ sleep 3
 
 for id in "$controller" "${brokers[@]}"; do
   check "node $id logs the start-up proof" log_has "$id" "observer patch active: $version"
+  check "node $id watches its observer.ids directory" log_has "$id" "observer ids: watching $dir for changes of observers-"
 done
 grep -h "observer patch active\|observer ids loaded" "$dir"/*.log | sed 's/^/  /'
 check "the controller reports what it loaded, byte for byte" reports "$controller" "$dir/observers-controller.ids"

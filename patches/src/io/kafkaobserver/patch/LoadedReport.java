@@ -101,10 +101,16 @@ final class LoadedReport {
 
     private void drain() {
         while (true) {
-            scheduled.set(false);
             byte[] content = pending.getAndSet(null);
             if (content == null) {
-                return;
+                // `scheduled` stays set while a write runs, so flush() never returns mid-write.
+                scheduled.set(false);
+                // A publish between the getAndSet and the set(false) saw `scheduled` and queued
+                // nothing: take its content here unless a new drain was queued for it meanwhile.
+                if (pending.get() == null || !scheduled.compareAndSet(false, true)) {
+                    return;
+                }
+                continue;
             }
             write(content);
         }

@@ -13,6 +13,10 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.StandardWatchEventKinds;
+import java.nio.file.WatchEvent;
+import java.nio.file.WatchKey;
+import java.nio.file.WatchService;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Set;
@@ -38,6 +42,14 @@ import java.util.function.LongSupplier;
  * sleeps until the snapshot is one TTL old, so a file edit is picked up within one TTL (plus
  * scheduling delay), also when other callers refreshed in between.
  *
+ * A second daemon thread watches the file's directory (java.nio WatchService, inotify on Linux)
+ * and re-reads the file as soon as an entry named like the file, or an entry whose name starts
+ * with ".." (the kubelet's atomic ConfigMap update: a new "..<timestamp>" directory, then the
+ * "..data" symlink renamed over), was created, modified or deleted, once the directory has been
+ * quiet for {@link #WATCH_SETTLE_MS}. A watch-triggered read is the same read as the TTL one
+ * (same parser, same keep-last-on-error rules, same audit line and loaded report); the time-based
+ * re-read stays as it is, so a missed or broken watch only falls back to the TTL.
+ *
  * With $KAFKA_OBSERVER_IDS_LOADED_FILE set, every content this JVM adopts (first load, change,
  * fallback) is written there by {@link LoadedReport}: the observer-agent serves it, and the
  * operator counts the pod as having acknowledged a revision only once its JVM reports it.
@@ -55,6 +67,16 @@ public final class ObserverIds {
     // The observer list is a few ids; a bigger file is not one of ours.
     static final long MAX_FILE_BYTES = 1 << 20;
     private static final long WARN_EVERY_NS = TimeUnit.SECONDS.toNanos(60);
+    /**
+     * After a relevant event, the watcher waits until the directory has been quiet this long before
+     * it reads: the kubelet's update is several entries in a row, and a writer that truncates and
+     * then writes in place produces two events microseconds apart.
+     */
+    static final long WATCH_SETTLE_MS = 20;
+    /** How often the watcher retries when the directory cannot be watched (missing, no inotify). */
+    static final long WATCH_RETRY_MS = 1000;
+    /** How long a watch-triggered read waits for a TTL read already running on another thread. */
+    private static final long WATCH_WAIT_FOR_READER_MS = 1000;
 
     private static final Logger LOG = LoggerFactory.getLogger(ObserverIds.class);
 
@@ -95,15 +117,45 @@ public final class ObserverIds {
     private final LoadedReport loaded;
     private final AtomicBoolean refreshing = new AtomicBoolean();
     private final AtomicLong readFailures = new AtomicLong();
+    /** Reads of the file (every attempt, failed ones included). */
+    private final AtomicLong reads = new AtomicLong();
+    /** Reads the watcher triggered. */
+    private final AtomicLong watchReads = new AtomicLong();
+    private final WatchOpener watchOpener;
     private volatile Snapshot snapshot;
+    private volatile boolean watching;
     private Thread refresher;
+    private Thread watcher;
     // Only touched by the thread holding `refreshing` (or the constructor).
     private boolean failing;
     private long lastWarnNs;
     private byte[] lastReported;
 
+    /** Opens a WatchService on a directory and registers it for entry changes (tests replace it). */
+    interface WatchOpener {
+        WatchService open(Path dir) throws IOException;
+    }
+
+    static final WatchOpener DEFAULT_WATCH = dir -> {
+        WatchService service = dir.getFileSystem().newWatchService();
+        try {
+            dir.register(service, StandardWatchEventKinds.ENTRY_CREATE,
+                StandardWatchEventKinds.ENTRY_MODIFY, StandardWatchEventKinds.ENTRY_DELETE);
+            return service;
+        } catch (IOException | RuntimeException e) {
+            service.close();
+            throw e;
+        }
+    };
+
     ObserverIds(Path path, String fallback, long ttlMs, LongSupplier nanoClock, Path loadedFile) {
+        this(path, fallback, ttlMs, nanoClock, loadedFile, DEFAULT_WATCH);
+    }
+
+    ObserverIds(Path path, String fallback, long ttlMs, LongSupplier nanoClock, Path loadedFile,
+                WatchOpener watchOpener) {
         this.path = path;
+        this.watchOpener = watchOpener;
         this.fallback = fallback;
         this.ttlNs = TimeUnit.MILLISECONDS.toNanos(ttlMs);
         this.nanoClock = nanoClock;
@@ -111,7 +163,8 @@ public final class ObserverIds {
         long now = nanoClock.getAsLong();
         // If the very first read fails, the set is empty.
         this.snapshot = new Snapshot(Set.of(), "empty", now, fallbackReport("empty", Set.of()));
-        LOG.info("observer ids: reading {} every {} ms (missing file: ${} then empty); {}",
+        LOG.info("observer ids: reading {} on every change seen in its directory and every {} ms "
+                + "(missing file: ${} then empty); {}",
             path, ttlMs, FALLBACK_ENV, loaded == null
                 ? "not reporting what is loaded ($" + LOADED_FILE_ENV + " unset)"
                 : "reporting what is loaded to " + loaded.path());
@@ -192,7 +245,11 @@ public final class ObserverIds {
         long now = nanoClock.getAsLong();
         if (now - s.readAtNs >= ttlNs && refreshing.compareAndSet(false, true)) {
             try {
-                refresh(now, false);
+                // Another thread may have refreshed between our look at the snapshot and the CAS:
+                // then the set is fresh and this caller must not read the file a second time.
+                if (now - snapshot.readAtNs >= ttlNs) {
+                    refresh(now, false);
+                }
             } finally {
                 refreshing.set(false);
             }
@@ -201,11 +258,38 @@ public final class ObserverIds {
         return s.ids;
     }
 
-    /** Re-checks the file once per TTL on a daemon thread; idempotent. */
+    /**
+     * Re-reads the file now, whatever the snapshot's age (the watcher). If a TTL read is running on
+     * another thread it waits for it to finish and then reads again, since that read may have come
+     * before the change. Returns false if it could not get its turn in time (the TTL still applies).
+     */
+    boolean refreshNow() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WATCH_WAIT_FOR_READER_MS);
+        while (!refreshing.compareAndSet(false, true)) {
+            if (System.nanoTime() - deadline > 0) {
+                return false;
+            }
+            Thread.sleep(1);
+        }
+        try {
+            refresh(nanoClock.getAsLong(), false);
+        } finally {
+            refreshing.set(false);
+        }
+        return true;
+    }
+
+    /**
+     * Starts the background threads, idempotent: the TTL refresher (re-checks the file once per
+     * TTL) and the directory watcher (re-reads on change).
+     */
     public synchronized void startRefresher() {
         if (refresher != null) {
             return;
         }
+        watcher = new Thread(this::watchLoop, "observer-ids-watcher");
+        watcher.setDaemon(true);
+        watcher.start();
         long minSleepNs = TimeUnit.MILLISECONDS.toNanos(1);
         refresher = new Thread(() -> {
             while (!Thread.currentThread().isInterrupted()) {
@@ -226,8 +310,156 @@ public final class ObserverIds {
         refresher.start();
     }
 
+    /** Stops the background threads (tests). */
+    synchronized void stopBackground() throws InterruptedException {
+        for (Thread t : new Thread[] {refresher, watcher}) {
+            if (t != null) {
+                t.interrupt();
+                t.join(5000);
+            }
+        }
+        refresher = null;
+        watcher = null;
+    }
+
+    /**
+     * The watcher thread: (re-)registers a watch on the file's directory, re-reads after each burst
+     * of relevant events, and when the watch cannot be had or breaks (directory deleted or
+     * unmounted), retries every WATCH_RETRY_MS while the TTL refresher carries on alone.
+     */
+    private void watchLoop() {
+        Path absolute = path.toAbsolutePath();
+        Path dir = absolute.getParent();
+        Path name = absolute.getFileName();
+        if (dir == null || name == null) {
+            LOG.warn("observer ids: {} has no parent directory to watch; re-reading it every {} ms only",
+                path, TimeUnit.NANOSECONDS.toMillis(ttlNs));
+            return;
+        }
+        boolean watchFailing = false;
+        long lastWarn = 0;
+        while (!Thread.currentThread().isInterrupted()) {
+            WatchService service;
+            try {
+                service = watchOpener.open(dir);
+            } catch (IOException | RuntimeException e) {
+                long now = System.nanoTime();
+                if (!watchFailing || now - lastWarn >= WARN_EVERY_NS) {
+                    LOG.warn("observer ids: cannot watch {} for changes ({}: {}); re-reading {} every {} ms "
+                            + "only, retrying the watch every {} ms",
+                        dir, e.getClass().getSimpleName(), e.getMessage(), path,
+                        TimeUnit.NANOSECONDS.toMillis(ttlNs), WATCH_RETRY_MS);
+                    lastWarn = now;
+                }
+                watchFailing = true;
+                try {
+                    Thread.sleep(WATCH_RETRY_MS);
+                } catch (InterruptedException ie) {
+                    return;
+                }
+                continue;
+            }
+            watchFailing = false;
+            try {
+                watching = true;
+                LOG.info("observer ids: watching {} for changes of {}", dir, name);
+                // Whatever changed while nothing watched (start-up, a broken watch) is read now.
+                refreshNow();
+                watchUntilBroken(service, name);
+                LOG.warn("observer ids: the watch on {} ended (directory deleted or unmounted?); "
+                    + "re-reading {} every {} ms until it is back", dir, path, TimeUnit.NANOSECONDS.toMillis(ttlNs));
+            } catch (InterruptedException | java.nio.file.ClosedWatchServiceException e) {
+                return;
+            } catch (RuntimeException e) {
+                watching = false;
+                LOG.warn("observer ids: the watch on {} failed; re-registering it in {} ms", dir, WATCH_RETRY_MS, e);
+                try {
+                    // Not a tight loop if it keeps failing; the TTL covers the pause.
+                    Thread.sleep(WATCH_RETRY_MS);
+                } catch (InterruptedException ie) {
+                    return;
+                }
+            } finally {
+                watching = false;
+                try {
+                    service.close();
+                } catch (IOException e) {
+                    // nothing to do: a new one is opened
+                }
+            }
+        }
+    }
+
+    /** Re-reads after every settled burst of relevant events; returns when the watch key is no longer valid. */
+    private void watchUntilBroken(WatchService service, Path name) throws InterruptedException {
+        long settleNs = TimeUnit.MILLISECONDS.toNanos(WATCH_SETTLE_MS);
+        while (true) {
+            WatchKey key = service.take();
+            boolean relevant = relevant(key, name);
+            boolean valid = key.reset();
+            if (relevant) {
+                // Wait until no relevant event came for WATCH_SETTLE_MS (irrelevant ones, such as a
+                // log file written in the same directory, do not extend the wait).
+                long lastRelevant = System.nanoTime();
+                while (valid) {
+                    long left = settleNs - (System.nanoTime() - lastRelevant);
+                    if (left <= 0) {
+                        break;
+                    }
+                    WatchKey more = service.poll(left, TimeUnit.NANOSECONDS);
+                    if (more == null) {
+                        break;
+                    }
+                    if (relevant(more, name)) {
+                        lastRelevant = System.nanoTime();
+                    }
+                    valid = more.reset();
+                }
+                watchReads.incrementAndGet();
+                refreshNow();
+            }
+            if (!valid) {
+                return;
+            }
+        }
+    }
+
+    /** The file itself, the kubelet's "..data"/"..<timestamp>" entries, or lost events. */
+    private static boolean relevant(WatchKey key, Path name) {
+        boolean relevant = false;
+        for (WatchEvent<?> event : key.pollEvents()) {
+            if (event.kind() == StandardWatchEventKinds.OVERFLOW) {
+                relevant = true;
+                continue;
+            }
+            Object context = event.context();
+            if (context instanceof Path) {
+                Path changed = (Path) context;
+                if (changed.equals(name) || changed.toString().startsWith("..")) {
+                    relevant = true;
+                }
+            }
+        }
+        return relevant;
+    }
+
     public Path path() {
         return path;
+    }
+
+    /** True while the directory watch is registered. */
+    public boolean watching() {
+        return watching;
+    }
+
+    /** Reads of the file so far (tests). */
+    long reads() {
+        return reads.get();
+    }
+
+    /** Reads the watcher triggered so far (tests). */
+    long watchReads() {
+        return watchReads.get();
     }
 
     public long readFailures() {
@@ -293,6 +525,7 @@ public final class ObserverIds {
     }
 
     private Snapshot load(long now) throws IOException {
+        reads.incrementAndGet();
         byte[] bytes;
         try {
             if (Files.size(path) > MAX_FILE_BYTES) {

@@ -62,6 +62,7 @@ public final class ObserverPatch {
         metrics.newGauge("ObserverCount", () -> ids.current().size());
         metrics.newGauge("ReadFailures", ids::readFailures);
         metrics.newGauge("LoadedReportFailures", ids::loadedReportFailures);
+        metrics.newGauge("WatchActive", () -> ids.watching() ? 1 : 0);
         started = true;
     }
 
