@@ -19,7 +19,7 @@ demo: build kafka-patched
 	bash e2e/demo.sh
 
 ## All the tests: static checks, unit and property tests, then everything against the real bed.
-test: check unit patch-unit testbed-up
+test: check unit patch-unit kafka-versions testbed-up
 	bash e2e/integration.sh
 
 check: fmt clippy crds-check
