@@ -80,7 +80,7 @@ if "$helm" template koo "$chart" --set dashboard.enabled=true --set dashboard.na
   awk 'in_data { sub(/^    /, ""); print } /^  kafka-observer-operator.json: \|-$/ { in_data = 1 }' "$work/dashboard.yaml" > "$work/dashboard.json"
   if ! grep -q '^    grafana_dashboard: "1"$' "$work/dashboard.yaml"; then bad "the dashboard ConfigMap lacks the label grafana_dashboard: \"1\""
   elif ! grep -q '^  namespace: grafana$' "$work/dashboard.yaml" || ! grep -q 'grafana_folder: Kafka' "$work/dashboard.yaml"; then bad "dashboard.namespace or .annotations do not reach the ConfigMap"
-  elif ! diff -q <(cat "$chart/dashboards/kafka-observer-operator.json") <(cat "$work/dashboard.json"; echo) >/dev/null; then bad "the ConfigMap's JSON differs from dashboards/kafka-observer-operator.json"
+  elif ! cmp -s "$chart/dashboards/kafka-observer-operator.json" "$work/dashboard.json"; then bad "the ConfigMap's JSON differs from dashboards/kafka-observer-operator.json"
   else ok "dashboard ConfigMap: sidecar label, namespace, annotations, the JSON verbatim"; fi
 else bad "helm template (dashboard): $(cat "$work/dashboard.err")"; fi
 
