@@ -84,6 +84,22 @@ if "$helm" template koo "$chart" --set dashboard.enabled=true --set dashboard.na
   else ok "dashboard ConfigMap: sidecar label, namespace, annotations, the JSON verbatim"; fi
 else bad "helm template (dashboard): $(cat "$work/dashboard.err")"; fi
 
+# The dashboard's PromQL parses: each panel query becomes a recording rule for `promtool check
+# rules`, Grafana's variables replaced by values ($__rate_interval 5m, $__range 1h, the
+# namespace and ObserverSet variables .*). The JSON keeps one "expr" per line, quotes escaped.
+exprs="$(sed -n 's/^ *"expr": "\(.*\)",\{0,1\}$/\1/p' "$chart/dashboards/kafka-observer-operator.json" |
+  sed 's/\\"/"/g; s/\$__rate_interval/5m/g; s/\$__range/1h/g; s/\$namespace/.*/g; s/\$observerset/.*/g')"
+{
+  echo "groups:"; echo "  - name: dashboard-queries"; echo "    rules:"
+  n=0
+  while IFS= read -r e; do
+    n=$((n + 1)); printf '      - record: dashboard:query:%d\n        expr: |-\n          %s\n' "$n" "$e"
+  done <<<"$exprs"
+} > "$work/dashboard-queries.yaml"
+if [[ -z "$exprs" ]]; then bad "no \"expr\" found in the dashboard JSON"
+elif out=$("$promtool" check rules "$work/dashboard-queries.yaml" 2>&1); then ok "the dashboard's $(grep -c . <<<"$exprs") queries parse (promtool check rules)"
+else bad "the dashboard's queries do not parse:"$'\n'"$out"; fi
+
 # 4. off by default.
 if "$helm" template koo "$chart" > "$work/plain.yaml" 2> "$work/plain.err"; then
   if grep -q '^kind: PrometheusRule\|grafana_dashboard' "$work/plain.yaml"; then bad "the default rendering has a PrometheusRule or dashboard"
