@@ -7,7 +7,7 @@ CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
         kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
-        node-packages node-tools images image
+        node-packages node-tools images image alerts-check promtool
 
 all: build
 
@@ -19,7 +19,7 @@ demo: build kafka-patched
 	bash e2e/demo.sh
 
 ## All the tests: static checks, unit and property tests, then everything against the real bed.
-test: check unit patch-unit kafka-versions testbed-up
+test: check unit patch-unit alerts-check kafka-versions testbed-up
 	bash e2e/integration.sh
 
 check: fmt clippy crds-check
@@ -33,6 +33,14 @@ clippy:
 # --release: the bed tests build in release too, so a cold run compiles the dependencies once.
 unit:
 	KOO_TESTBED=off $(CARGO) test --workspace --release
+
+# The chart's PrometheusRule (promtool check + unit tests) and Grafana dashboard (valid JSON,
+# only exported metric names); needs no bed. e2e/alerts-check.sh says what it checks.
+alerts-check:
+	bash e2e/alerts-check.sh
+
+promtool:
+	bash e2e/build/promtool.sh
 
 crds:
 	$(CARGO) run --quiet --bin kafka-observer-operator -- crd > crds/observerset.yaml
