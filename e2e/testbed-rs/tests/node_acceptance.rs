@@ -351,8 +351,14 @@ async fn nudge_latencies(
         .await
         .unwrap();
         samples.push(seen - if settle.is_zero() { written } else { nudged });
+        FROM_WRITE.with(|w| w.borrow_mut().push(seen - written));
     }
     samples
+}
+
+thread_local! {
+    /// The last [`nudge_latencies`] samples measured from the ConfigMap write (the sweep below).
+    static FROM_WRITE: std::cell::RefCell<Vec<Duration>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn p50_max(mut samples: Vec<Duration>) -> (Duration, Duration) {
@@ -470,5 +476,28 @@ async fn a_deleted_configmap_leaves_the_last_content_in_the_container() {
         Some("Running"),
         "the pod keeps running"
     );
+    probe.delete().await;
+}
+
+/// How long the operator should wait between a ConfigMap write and the pod annotation: for each
+/// delay, write -> new content in the volume (p50, max over 10 changes). Prints numbers only
+/// (`make bench-node`); the delivery the operator gets is the delay plus the nudge's sync.
+#[tokio::test(flavor = "current_thread")]
+async fn nudge_delay_sweep_write_to_file() {
+    let Some(bed) = TestBed::require() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let client = bed.client().await.unwrap();
+    let probe = Probe::create(client, "probe-sweep").await;
+    let file = bed
+        .node_configmap_volume_dir(&probe.uid, "probe")
+        .join("value");
+    for ms in [0u64, 50, 100, 200, 400] {
+        FROM_WRITE.with(|w| w.borrow_mut().clear());
+        nudge_latencies(&probe, &file, &format!("sweep{ms}"), 10, Duration::from_millis(ms)).await;
+        let (p50, max) = p50_max(FROM_WRITE.with(|w| w.borrow().clone()));
+        println!("NODE annotation {ms} ms after the configmap write -> file, from the write: p50 {p50:?}, max {max:?} (10 changes)");
+    }
     probe.delete().await;
 }
