@@ -160,7 +160,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     )
     .await;
     Ok(Action::requeue(
-        decision.requeue_after().unwrap_or(ctx.resync),
+        decision.requeue_after(now).unwrap_or(ctx.resync),
     ))
 }
 

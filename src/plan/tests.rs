@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
+use super::model::FAST_POLL;
 use super::simulation::{Drift, World};
 use super::*;
 use crate::crd::{AckMode, NodeId, Phase, Role, RolloutKind, RolloutStep};
@@ -452,4 +453,29 @@ fn stripped_labels_on_the_controllers_list_send_the_rollout_back_a_step() {
     );
     w.quiesce(4);
     assert!(w.converged());
+}
+
+#[test]
+fn a_step_waiting_for_acknowledgements_polls_fast_then_once_a_second_then_every_five() {
+    let mut w = bed(AckMode::Agent);
+    assert_eq!(w.decide().requeue_after(w.now), None, "nothing in flight");
+    w.pods[1].responsive = false;
+    w.set_desired(set(&[]));
+    w.reconcile(None);
+    w.sync_all();
+    assert_eq!(w.decide().requeue_after(w.now), Some(FAST_POLL));
+    w.tick(4);
+    assert_eq!(w.decide().requeue_after(w.now), Some(FAST_POLL));
+    w.tick(1);
+    assert_eq!(
+        w.decide().requeue_after(w.now),
+        Some(std::time::Duration::from_secs(1))
+    );
+    w.tick(5);
+    w.reconcile(None);
+    assert_eq!(w.status.phase(), Phase::Degraded);
+    assert_eq!(
+        w.decide().requeue_after(w.now),
+        Some(std::time::Duration::from_secs(5))
+    );
 }

@@ -495,7 +495,14 @@ async fn nudge_delay_sweep_write_to_file() {
         .join("value");
     for ms in [0u64, 50, 100, 200, 400] {
         FROM_WRITE.with(|w| w.borrow_mut().clear());
-        nudge_latencies(&probe, &file, &format!("sweep{ms}"), 10, Duration::from_millis(ms)).await;
+        nudge_latencies(
+            &probe,
+            &file,
+            &format!("sweep{ms}"),
+            10,
+            Duration::from_millis(ms),
+        )
+        .await;
         let (p50, max) = p50_max(FROM_WRITE.with(|w| w.borrow().clone()));
         println!("NODE annotation {ms} ms after the configmap write -> file, from the write: p50 {p50:?}, max {max:?} (10 changes)");
     }
