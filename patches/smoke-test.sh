@@ -4,7 +4,8 @@
 # proof, the initial ISR filter, ISR admission, promotion, demotion, election and the audit line,
 # and the loaded report ($KAFKA_OBSERVER_IDS_LOADED_FILE: what each JVM has loaded, byte for byte;
 # broker 2's report path is unusable on purpose: a WARN, never a failure). First runs
-# patches/test/LoadedReportCheck.java (the report without Kafka, on a fake clock).
+# patches/test/LoadedReportCheck.java (the report without Kafka, on a fake clock), and for the
+# image's version patches/vanilla-classpath-test.sh (a vanilla-first classpath is refused).
 # Version differences: patches/kafka-<v>/test/*.java run first as well when present (checks of a
 # gate only that release needs, e.g. 4.0.2/3.9.2's last-known-leader election), and a release that
 # still ships ZooKeeper mode (3.x) must refuse a node configured for it.
@@ -131,6 +132,18 @@ for t in "$here/kafka-$version"/test/*.java; do
   fi
   unit_out+=$'\n'"$(cat "$dir/$name.out")"
 done
+
+# The image's version only (the image's entrypoint and probe): a vanilla-first classpath is
+# refused by the entrypoint and, started past it, fails the probe (patches/vanilla-classpath-test.sh,
+# its own controller and brokers on $net.110, .11-.13, before this cluster starts).
+if [[ "$version" == "$KAFKA_VERSION" ]]; then
+  if VANILLA_NET="$net" VANILLA_DIR="$dir/vanilla" bash "$here/vanilla-classpath-test.sh" "$version" > "$dir/vanilla.out" 2>&1; then
+    say "PASS vanilla-classpath-test ($(grep -c 'PASS' "$dir/vanilla.out") checks)"
+  else
+    sed 's/^/  /' "$dir/vanilla.out"; say "FAIL vanilla-classpath-test"; failures=$((failures + 1))
+  fi
+  unit_out+=$'\n'"$(cat "$dir/vanilla.out")"
+fi
 
 stop_all
 rm -rf "$dir"

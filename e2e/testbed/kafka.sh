@@ -18,6 +18,10 @@
 #                                 be named: uncordoning lets all of them start.
 #   kafka.sh restart ID           graceful: delete the pod (controlled shutdown), wait for its
 #                                 replacement Ready
+#   kafka.sh patched ID...        exit 0 when each node's current kafka container log shows the
+#                                 observer patch's start-up proof ('observer patch active'), waiting
+#                                 up to KAFKA_START_TIMEOUT_S; else fail naming the node. `up`,
+#                                 `start` and `restart` run it on every node they wait for.
 #   kafka.sh running ID           exit 0 when node ID's JVM runs
 #   kafka.sh jvm-pid ID           the host pid of node ID's JVM
 #   kafka.sh log ID               the host path of node ID's current kafka container log
@@ -94,6 +98,33 @@ observer_dir() {
   echo "$tb/node/kubelet/pods/$uid/volumes/kubernetes.io~configmap/observer-ids"
 }
 
+# assert_patched ID...: every node's current kafka container must have logged the observer
+# patch's start-up proof (ObserverPatch.verifyOrExit, before the listeners open, so a Ready node
+# has normally logged it already). A vanilla Kafka jar ahead of observer-patch.jar never runs the
+# proof: such a node starts and serves, but without the observer gates. Waits up to
+# $start_timeout s per node; reads the host log file (and its rotations), nothing else.
+proof_logged() { # PATH: the log or one of its rotations (PATH.<time>, maybe gzipped) has the line
+  local f
+  for f in "$1" "$1".*; do
+    [[ -f "$f" ]] && zgrep -qs "observer patch active" "$f" && return 0
+  done
+  return 1
+}
+assert_patched() {
+  local id path deadline
+  for id in "$@"; do
+    check_id "$id"
+    path="$(log_path "$id")"
+    deadline=$((SECONDS + start_timeout))
+    until proof_logged "$path"; do
+      ((SECONDS <= deadline)) ||
+        die "node $id (pod $(pod_of "$id")): no 'observer patch active' in its kafka container log $path within ${start_timeout}s: the JVM runs WITHOUT the observer patch (a vanilla Kafka jar ahead of observer-patch.jar?); see kubectl -n $ns logs $(pod_of "$id") -c kafka"
+      sleep 1
+      path="$(log_path "$id")"
+    done
+  done
+}
+
 pod_ready() {
   [[ "$(k -n "$ns" get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
@@ -153,10 +184,11 @@ up() {
   done
   k -n "$ns" apply -f "$root/examples/kafka/" >/dev/null
   wait_until "7 Kafka pods Ready in $ns" "$timeout" all_ready
+  assert_patched 101 102 103 1 2 3 4
   bootstrap > "$state/bootstrap"
   wait_until "4 brokers registered with the quorum" 120 brokers_registered
   controller_bootstrap > "$state/controller-bootstrap"
-  say "up in $((SECONDS - t0))s: bootstrap $(cat "$state/bootstrap")"
+  say "up in $((SECONDS - t0))s (observer patch active on all 7 nodes): bootstrap $(cat "$state/bootstrap")"
 }
 
 observerset() {
@@ -199,7 +231,8 @@ start_nodes() {
   say "nodes $* back: $node uncordoned"
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
   for id in "$@"; do wait_until "node $id Ready" "$start_timeout" pod_ready "$(pod_of "$id")"; done
-  say "nodes $* Ready"
+  assert_patched "$@"
+  say "nodes $* Ready, observer patch active"
 }
 
 restart_node() {
@@ -210,7 +243,8 @@ restart_node() {
   replaced() { [[ "$(k -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}' 2>/dev/null)" != "$uid" ]] && pod_ready "$pod"; }
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
   wait_until "node $1 (pod $pod) replaced and Ready" "$start_timeout" replaced
-  say "node $1 restarted (pod $pod replaced)"
+  assert_patched "$1"
+  say "node $1 restarted (pod $pod replaced), observer patch active"
 }
 
 down() {
@@ -241,6 +275,7 @@ case "${1:-}" in
   stop) stop_node "${2:?node id}" ;;
   start) shift; [[ $# -gt 0 ]] || usage; start_nodes "$@" ;;
   restart) restart_node "${2:?node id}" ;;
+  patched) shift; [[ $# -gt 0 ]] || usage; assert_patched "$@"; say "nodes $*: observer patch active" ;;
   running) jvm_pid "${2:?node id}" >/dev/null ;;
   jvm-pid) jvm_pid "${2:?node id}" ;;
   log) log_path "${2:?node id}" ;;

@@ -23,6 +23,18 @@
 #   KAFKA_OBSERVER_IDS_FILE         read by the observer patch; default
 #                                   /etc/kafka/observer/observer.ids (ConfigMap mounted as a dir)
 #   KAFKA_OBSERVER_BROKER_IDS, KAFKA_OBSERVER_IDS_TTL_MS   passed through to the patch
+#   KAFKA_CLASSPATH                 the JVM's classpath, default
+#                                   $KAFKA_HOME/patch/observer-patch.jar:$KAFKA_HOME/libs/* (add
+#                                   plugin jars after the patch jar). Refused before any JVM
+#                                   starts when a Kafka jar (kafka_*.jar, kafka-*.jar) or class
+#                                   directory with kafka classes comes before observer-patch.jar,
+#                                   when observer-patch.jar is missing, or when it shares a
+#                                   wildcard entry with Kafka jars (the JVM's order there is
+#                                   unspecified): such a JVM would load vanilla classes and run
+#                                   without the observer gates.
+#   KAFKA_OBSERVER_PATCH_PROOF_FILE where the patched JVM writes its start-up proof line, default
+#                                   /tmp/kafka-observer-patch.proof; deleted here before the JVM
+#                                   starts, read by the probe kafka-patch-probe
 #
 # Listeners: controller CONTROLLER://0.0.0.0:9093 (advertised CONTROLLER://$host:9093), broker
 # PLAINTEXT://0.0.0.0:9092 (advertised PLAINTEXT://$host:9092). Storage is formatted only when
@@ -30,7 +42,8 @@
 set -euo pipefail
 
 KAFKA_HOME="${KAFKA_HOME:-/opt/kafka}"
-CLASSPATH_KAFKA="$KAFKA_HOME/patch/observer-patch.jar:$KAFKA_HOME/libs/*"
+CLASSPATH_KAFKA="${KAFKA_CLASSPATH:-$KAFKA_HOME/patch/observer-patch.jar:$KAFKA_HOME/libs/*}"
+export KAFKA_OBSERVER_PATCH_PROOF_FILE="${KAFKA_OBSERVER_PATCH_PROOF_FILE:-/tmp/kafka-observer-patch.proof}"
 DATA_DIR="${KAFKA_DATA_DIR:-/var/lib/kafka/data}"
 export KAFKA_OBSERVER_IDS_FILE="${KAFKA_OBSERVER_IDS_FILE:-/etc/kafka/observer/observer.ids}"
 HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx256m -XX:+UseSerialGC}"
@@ -41,6 +54,55 @@ JVM_OPTS="$JVM_OPTS ${KAFKA_EXTRA_JVM_OPTS:-}"
 
 say() { echo "kafka-entrypoint: $*" >&2; }
 die() { say "error: $*"; exit 1; }
+
+# check_classpath CP: the patch jar must be loaded before any Kafka class. The JVM itself proves
+# it at start-up (ObserverPatch.verifyOrExit), but only if the patched KafkaRaftServer is the one
+# loaded: with a vanilla Kafka jar first the proof never runs. So refuse such a classpath here.
+is_kafka_jar() { [[ "$1" == kafka_*.jar || "$1" == kafka-*.jar ]]; }
+check_classpath() {
+  local entry jar base seen="" kafka
+  local -a entries jars
+  IFS=':' read -r -a entries <<<"$1"
+  for entry in "${entries[@]}"; do
+    [[ -n "$entry" ]] || continue
+    if [[ "$entry" == */\* || "$entry" == \* ]]; then
+      jars=()
+      for jar in "${entry%\*}"*.jar "${entry%\*}"*.JAR; do [[ -f "$jar" ]] && jars+=("$jar"); done
+      kafka=""
+      for jar in "${jars[@]}"; do
+        base="${jar##*/}"
+        if [[ "$base" == observer-patch.jar ]]; then
+          [[ -z "$seen" ]] || continue
+          seen="$jar"
+        elif is_kafka_jar "$base"; then
+          kafka="${kafka:-$jar}"
+        fi
+      done
+      if [[ -n "$kafka" && "$seen" == "${entry%\*}"observer-patch.jar ]]; then
+        echo "observer-patch.jar shares the wildcard entry $entry with Kafka jars ($kafka): the JVM's order there is unspecified; give the patch jar its own entry first"
+        return 1
+      fi
+      [[ -z "$kafka" || -n "$seen" ]] ||
+        { echo "vanilla Kafka jar $kafka (entry $entry) comes before observer-patch.jar"; return 1; }
+    elif [[ -d "$entry" ]]; then
+      [[ -n "$seen" || ! ( -d "$entry/kafka" || -d "$entry/org/apache/kafka" ) ]] ||
+        { echo "class directory $entry with Kafka classes comes before observer-patch.jar"; return 1; }
+    else
+      base="${entry##*/}"
+      if [[ "$base" == observer-patch.jar ]]; then
+        [[ -f "$entry" ]] || { echo "$entry does not exist"; return 1; }
+        seen="${seen:-$entry}"
+      elif [[ -z "$seen" ]] && is_kafka_jar "$base"; then
+        echo "vanilla Kafka jar $entry comes before observer-patch.jar"
+        return 1
+      fi
+    fi
+  done
+  [[ -n "$seen" ]] || { echo "no observer-patch.jar on it"; return 1; }
+}
+if ! why="$(check_classpath "$CLASSPATH_KAFKA")"; then
+  die "refusing to start: the classpath would run Kafka without the observer patch: $why (classpath $CLASSPATH_KAFKA; the patch jar must come first, e.g. $KAFKA_HOME/patch/observer-patch.jar:$KAFKA_HOME/libs/*)"
+fi
 
 role="${KAFKA_ROLE:-}"
 case "$role" in
@@ -123,6 +185,11 @@ if [[ ! -f "$DATA_DIR/meta.properties" ]]; then
     die "formatting $DATA_DIR failed (kafka.tools.StorageTool format)"
 fi
 
+# This JVM writes its own proof; an earlier container's must not make the probe pass.
+rm -f "$KAFKA_OBSERVER_PATCH_PROOF_FILE" 2>/dev/null ||
+  die "cannot delete the stale start-up proof $KAFKA_OBSERVER_PATCH_PROOF_FILE"
+[[ ! -e "$KAFKA_OBSERVER_PATCH_PROOF_FILE" ]] ||
+  die "cannot delete the stale start-up proof $KAFKA_OBSERVER_PATCH_PROOF_FILE"
 # shellcheck disable=SC2086
 exec java $HEAP_OPTS $JVM_OPTS \
   -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.properties" \

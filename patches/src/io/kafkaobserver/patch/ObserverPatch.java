@@ -14,6 +14,11 @@ import java.io.InputStream;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.net.URL;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
 import java.security.CodeSource;
 import java.util.ArrayList;
 import java.util.List;
@@ -56,6 +61,7 @@ public final class ObserverPatch {
             return;
         }
         LOG.info(proof);
+        writeProofFile(proof);
         ObserverIds ids = ObserverIds.get();
         ids.startRefresher();
         KafkaMetricsGroup metrics = new KafkaMetricsGroup("kafka.server", "ObserverIds");
@@ -64,6 +70,28 @@ public final class ObserverPatch {
         metrics.newGauge("LoadedReportFailures", ids::loadedReportFailures);
         metrics.newGauge("WatchActive", () -> ids.watching() ? 1 : 0);
         started = true;
+    }
+
+    /**
+     * With $KAFKA_OBSERVER_PATCH_PROOF_FILE set, writes the proof line there (atomically, in the
+     * same directory) once the proof passed, so that a probe can tell a patched JVM from one that
+     * never ran the proof (a vanilla KafkaRaftServer ahead of ours never calls verifyOrExit). The
+     * image's entrypoint deletes the file before it starts the JVM. A failed write is logged, not
+     * fatal: the node is patched, only the probe will not see it.
+     */
+    static void writeProofFile(String proof) {
+        String path = System.getenv("KAFKA_OBSERVER_PATCH_PROOF_FILE");
+        if (path == null || path.isBlank()) {
+            return;
+        }
+        Path target = Paths.get(path);
+        Path tmp = target.resolveSibling("." + target.getFileName() + ".tmp");
+        try {
+            Files.write(tmp, (proof + "\n").getBytes(StandardCharsets.UTF_8));
+            Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("cannot write the start-up proof to {} (KAFKA_OBSERVER_PATCH_PROOF_FILE): {}", path, e.toString());
+        }
     }
 
     static String verify() throws IOException, ReflectiveOperationException {
