@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-operator bench-policy bench-node crds crds-check fmt clippy \
+        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-promotion bench-operator bench-policy bench-node crds crds-check fmt clippy \
         node-packages node-tools images image alerts-check promtool
 
 all: build
@@ -96,10 +96,14 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
-bench: bench-kafka bench-operator bench-policy bench-node bench-watch
+bench: bench-kafka bench-promotion bench-operator bench-policy bench-node bench-watch
 
 bench-kafka: testbed-up
 	bash e2e/bench/kafka.sh
+
+# Under min ISR -> observer in the ISR, split by step, over KOO_BENCH_RUNS (5) lost zones.
+bench-promotion: testbed-up
+	bash e2e/bench/promotion.sh
 
 bench-operator: testbed-up
 	bash e2e/bench/operator.sh

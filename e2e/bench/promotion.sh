@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Promotion latency on the bed (make bench-promotion): examples/bench_promotion.rs against the
+# example cluster in namespace kafka and its ObserverSet kafka/kafka (policy UnderMinIsr, automatic
+# demotion), with the operator running (the bed's local operator, `operator.sh up`, unless the
+# chart's pods lead). The ObserverSet is (re)applied from examples/kafka/observerset/ with the
+# bootstrap Service's ClusterIP (the local operator does not resolve cluster DNS names).
+# Each run stops the partition leader (a lost zone) and waits for the promotion, then starts it
+# again and waits for the demotion (stabilization window 30 s): about 1 minute per run.
+# Prints the split per run, the p50 of each step and the floor (what the file delivery and
+# Kafka take). Environment: KOO_BENCH_RUNS (5).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+source "$root/e2e/versions.env"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
+tb="${KOO_TESTBED:-$root/.testbed}"
+[[ -f "$tb/kubeconfig" ]] || { echo "bench-promotion: no test bed at $tb: run make testbed-up"; exit 1; }
+k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
+cd "$root"
+cargo build --release --quiet --example bench_promotion
+bash e2e/testbed/operator.sh up
+bootstrap="$(bash e2e/testbed/kafka.sh bootstrap)"
+sed "s/kafka-bootstrap\.kafka\.svc:9092/$bootstrap/" examples/kafka/observerset/observerset.yaml |
+  k -n kafka apply -f - >/dev/null
+k -n kafka wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null
+"$CARGO_TARGET_DIR/release/examples/bench_promotion" --kubeconfig "$tb/kubeconfig" \
+  --bootstrap "$bootstrap" --kafka-sh "$root/e2e/testbed/kafka.sh" --runs "${KOO_BENCH_RUNS:-5}"
