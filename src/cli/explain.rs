@@ -93,7 +93,13 @@ fn lag_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, x: BrokerId) -> 
         }
     }
     let limit = config.max_lag_messages;
-    if !lagging.is_empty() {
+    if hosted == 0 {
+        check(
+            "caught up",
+            Some(true),
+            "hosts no partition: nothing to catch up on",
+        )
+    } else if !lagging.is_empty() {
         check(
             "caught up",
             Some(false),
