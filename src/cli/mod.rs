@@ -153,3 +153,56 @@ pub enum CliError {
     #[error("cannot read the Kafka cluster: {0} (is --bootstrap or spec.kafka.bootstrapServers reachable from here?)")]
     Scan(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn flags_parse() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "kubectl-observer",
+            "-n",
+            "kafka",
+            "status",
+            "--partitions",
+            "--topic",
+            "^orders",
+            "--broker",
+            "4",
+            "--under-min-isr",
+            "--limit",
+            "0",
+            "-o",
+            "yaml",
+            "-w",
+        ])
+        .unwrap();
+        let Command::Status(a) = cli.command else {
+            panic!("status expected");
+        };
+        assert!(a.partitions && a.under_min_isr && a.watch);
+        assert_eq!(
+            (a.topic.as_deref(), a.broker, a.limit, a.output),
+            (Some("^orders"), Some(4), 0, Output::Yaml)
+        );
+        let cli = Cli::try_parse_from(["kubectl-observer", "explain", "3", "-o", "text"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Explain {
+                node_id: 3,
+                output: Output::Table
+            }
+        ));
+        let defaults = Cli::try_parse_from(["kubectl-observer", "status"]).unwrap();
+        let Command::Status(a) = defaults.command else {
+            panic!("status expected");
+        };
+        assert_eq!(
+            (a.limit, a.output, a.partitions),
+            (20, Output::Table, false)
+        );
+    }
+}
