@@ -176,11 +176,16 @@ fn summarizes_fifty_thousand_partitions() {
     let v = summarize(&s, &roles(), &StatusFilter::default(), 20);
     let text = render_summary(&v, 10);
     let took = started.elapsed();
+    let json_started = Instant::now();
+    let json = serde_json::to_string(&v).unwrap();
+    let json_took = json_started.elapsed();
     println!(
-        "SUMMARY partitions=50000 summarize+render={:.1} ms attention={} lines={}",
+        "SUMMARY partitions=50000 summarize+render={:.1} ms json={:.2} ms attention={} lines={} json_bytes={}",
         took.as_secs_f64() * 1000.0,
+        json_took.as_secs_f64() * 1000.0,
         v.attention_total,
-        text.lines().count()
+        text.lines().count(),
+        json.len()
     );
     assert_eq!(v.partitions, 50_000);
     assert_eq!(v.attention_total, 5_000);
