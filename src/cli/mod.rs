@@ -5,6 +5,7 @@
 
 mod commands;
 mod explain;
+mod explain_demotion;
 #[cfg(test)]
 mod fixtures;
 mod plan_view;
