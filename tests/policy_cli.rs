@@ -1,12 +1,13 @@
 //! `kubectl observer` (the plugin binary) against the test bed: the replica status table reads
-//! the real cluster (roles, leader, ISR, caught-up state per replica),
-//! and manual promote/demote go through the ObserverSet with the engine's pre-checks.
+//! the real cluster (roles, leader, ISR, caught-up state per replica), the summary has one line
+//! per broker, `plan` and `explain` give the engine's view of the healthy cluster, and manual
+//! promote/demote go through the ObserverSet with the engine's pre-checks.
 
 #[path = "operator_support/mod.rs"]
 mod support;
 
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -75,12 +76,12 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
     support::create_observer_set(&api, body).await;
     let kubeconfig = testbed.kubeconfig();
 
-    // The table, as JSON: our partition's three replicas with their roles.
+    // The table (`--partitions`), as JSON: our partition's three replicas with their roles.
     let rows = support::wait_for(
         Duration::from_secs(60),
         "the topic's replicas in the table",
         || async {
-            let out = plugin(&kubeconfig, &ns, &["status", "-o", "json"]);
+            let out = plugin(&kubeconfig, &ns, &["status", "--partitions", "-o", "json"]);
             assert!(
                 out.status.success(),
                 "{}",
@@ -116,6 +117,8 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
     assert_eq!(row(4)["inIsr"], json!(false));
     assert_eq!(row(1)["inIsr"], json!(true));
     assert_eq!(row(2)["inIsr"], json!(true));
+
+    summary_plan_and_explain(&kubeconfig, &ns);
 
     // Pre-checks: only declared observers can be promoted; the table is unchanged by a refusal.
     let refused = plugin(&kubeconfig, &ns, &["promote", "3"]);
@@ -158,5 +161,132 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
             "--topic",
             TOPIC,
         ],
+    );
+}
+
+/// Runs the plugin and returns its stdout, failing with its stderr; prints the wall time.
+fn plugin_ok(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> String {
+    let started = Instant::now();
+    let out = plugin(kubeconfig, ns, args);
+    println!(
+        "PLUGIN {} wall={:.2}s",
+        args.join(" "),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        out.status.success(),
+        "kubectl-observer {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The healthy bed (broker 4 an observer, caught up; every broker alive; policy Manual): the
+/// summary's broker lines, the engine's plan and the explanations of brokers 4 and 3.
+fn summary_plan_and_explain(kubeconfig: &std::path::Path, ns: &str) {
+    let doc: Value = serde_json::from_str(&plugin_ok(
+        kubeconfig,
+        ns,
+        &["status", "-o", "json", "--topic", &format!("^{TOPIC}$")],
+    ))
+    .unwrap();
+    assert_eq!(doc["observerSet"], json!("cli"));
+    assert_eq!(doc["partitions"], json!(1));
+    let brokers = doc["brokers"].as_array().unwrap();
+    let ids: Vec<i64> = brokers.iter().map(|b| b["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, vec![1, 2, 3, 4], "{doc}");
+    let broker = |id: i64| brokers.iter().find(|b| b["id"] == json!(id)).unwrap();
+    assert!(brokers.iter().all(|b| b["alive"] == json!(true)), "{doc}");
+    assert_eq!(broker(4)["role"], json!("observer"));
+    assert_eq!(broker(4)["partitions"], json!(1));
+    assert_eq!(broker(4)["inIsr"], json!(0));
+    assert_eq!(broker(4)["leading"], json!(0));
+    assert_eq!(broker(1)["role"], json!("primary"));
+    assert_eq!(
+        (
+            broker(1)["partitions"].clone(),
+            broker(1)["inIsr"].clone(),
+            broker(1)["leading"].clone()
+        ),
+        (json!(1), json!(1), json!(1))
+    );
+    assert_eq!(broker(3)["partitions"], json!(0));
+    // Replicas 1,2,4 with min ISR 2: two live primaries in the ISR, exactly at min ISR.
+    assert_eq!(doc["attentionTotal"], json!(1), "{doc}");
+    assert_eq!(
+        doc["attention"][0]["reasons"],
+        json!([{"kind": "atMinIsr", "liveIsr": 2, "minIsr": 2}])
+    );
+    let under: Value = serde_json::from_str(&plugin_ok(
+        kubeconfig,
+        ns,
+        &[
+            "status",
+            "-o",
+            "json",
+            "--topic",
+            &format!("^{TOPIC}$"),
+            "--under-min-isr",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(under["attentionTotal"], json!(0), "{under}");
+    let yaml = plugin_ok(kubeconfig, ns, &["status", "-o", "yaml", "--broker", "4"]);
+    let yaml: Value = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(yaml["brokers"].as_array().unwrap().len(), 1);
+    assert_eq!(yaml["brokers"][0]["role"], json!("observer"));
+    let text = plugin_ok(kubeconfig, ns, &["status"]);
+    assert!(text.contains("BROKER  ROLE"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("4 ") && l.contains("observer  yes")),
+        "{text}"
+    );
+
+    let plan = plugin_ok(kubeconfig, ns, &["plan"]);
+    assert!(
+        plan.starts_with("engine decision now (policy Manual, scan at "),
+        "{plan}"
+    );
+    assert!(
+        plan.lines().next().unwrap().ends_with(
+            "no action: policy Manual promotes nothing automatically, and no automatic promotion is in force"
+        ),
+        "{plan}"
+    );
+    let plan: Value =
+        serde_json::from_str(&plugin_ok(kubeconfig, ns, &["plan", "-o", "json"])).unwrap();
+    assert_eq!(plan["now"]["actions"], json!([]));
+    assert_eq!(plan["now"]["reasons"], json!([]));
+    assert_eq!(plan["now"]["triggeredPartitions"], json!(0));
+
+    let four = plugin_ok(kubeconfig, ns, &["explain", "4"]);
+    let first = four.lines().next().unwrap();
+    assert!(
+        first.starts_with("observer 4: not needed (no watched partition it hosts triggers policy Manual); caught up on all "),
+        "{four}"
+    );
+    assert!(
+        four.contains("[ok] alive: registered and answering"),
+        "{four}"
+    );
+    assert!(
+        four.contains("[ok] manual promote pre-checks: pass"),
+        "{four}"
+    );
+    let four: Value =
+        serde_json::from_str(&plugin_ok(kubeconfig, ns, &["explain", "4", "-o", "json"])).unwrap();
+    assert_eq!(
+        (
+            four["question"].clone(),
+            four["eligible"].clone(),
+            four["role"].clone()
+        ),
+        (json!("promotion"), json!(false), json!("observer"))
+    );
+    let three = plugin_ok(kubeconfig, ns, &["explain", "3"]);
+    assert!(
+        three.starts_with("broker 3 is not a declared observer (spec.observers): a primary replica, which the engine never promotes or demotes"),
+        "{three}"
     );
 }

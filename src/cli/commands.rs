@@ -1,17 +1,24 @@
-//! The plugin's commands: the I/O around the pure checks and the replica table.
+//! The plugin's commands: the I/O around the pure checks and views.
 
 use std::collections::BTreeSet;
+use std::io::IsTerminal;
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::json;
+use regex::Regex;
+use serde::Serialize;
+use serde_json::{json, Value};
 
-use super::{render_table, replica_rows, Cli, CliError, Command, Output};
+use super::{
+    explain, plan_view, render_explain, render_plan, render_summary, render_table, replica_rows,
+    summarize, Cli, CliError, Command, Output, Roles, StatusArgs, StatusFilter,
+};
 use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::policy::{
-    check_demotion, check_promotion, led_by, CheckReport, ClusterSnapshot, PolicyConfig,
+    assess, check_demotion, check_promotion, led_by, AutoPromotion, CheckReport, ClusterSnapshot,
+    Health, PolicyConfig, PolicyHistory, SourceHealth,
 };
 
 /// Runs one plugin invocation.
@@ -24,14 +31,15 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     let api: Api<ObserverSet> = Api::namespaced(client, &namespace);
     let obs = find(&api, &namespace, cli.observerset.as_deref()).await?;
     match cli.command {
-        Command::Status { output } => status(&cli, &obs, output).await,
+        Command::Status(ref args) => status(&cli, &api, obs, args).await,
         Command::Promote { node_id, force } => promote(&cli, &api, &obs, node_id, force).await,
         Command::Demote {
             node_id,
             move_leadership,
             force,
         } => demote(&cli, &api, &obs, node_id, move_leadership, force).await,
-        Command::Plan { output } => plan(&obs, output),
+        Command::Plan { output } => plan(&cli, &obs, output).await,
+        Command::Explain { node_id, output } => explain_broker(&cli, &obs, node_id, output).await,
     }
 }
 
@@ -91,26 +99,160 @@ async fn watcher(cli: &Cli, validated: &ValidatedObserverSet) -> Result<KafkaWat
     Ok(KafkaWatcher::new(&settings, WatcherOptions::default())?)
 }
 
-async fn status(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliError> {
-    let (validated, config) = policy_config(obs)?;
-    let snapshot = watcher(cli, &validated).await?.scan().await;
-    if let crate::policy::SourceHealth::Unhealthy { reason } = &snapshot.source {
-        return Err(CliError::Kafka(crate::kafka::KafkaError::Metadata(
-            reason.clone(),
-        )));
-    }
-    let rows = replica_rows(
-        &snapshot,
-        &config.observers,
-        &config.promoted,
-        config.max_lag_messages,
-    );
+/// The engine's config and history exactly as the automation builds them when its task starts:
+/// `spec.promotion.promoted` only (automatic promotions are in the history), the history rebuilt
+/// from `status.autoPromotions`.
+struct EngineInputs {
+    validated: ValidatedObserverSet,
+    config: PolicyConfig,
+    history: PolicyHistory,
+}
+
+fn engine_inputs(obs: &ObserverSet) -> Result<EngineInputs, CliError> {
+    let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
+    let acknowledged = obs
+        .status
+        .as_ref()
+        .map(|s| s.effective_observers.iter().copied().collect())
+        .unwrap_or_default();
+    let config = PolicyConfig::from_validated(&validated, acknowledged)
+        .map_err(|e| CliError::Invalid(e.to_string()))?;
+    let mut auto: Vec<AutoPromotion> = obs
+        .status
+        .iter()
+        .flat_map(|s| s.auto_promotions.iter())
+        .map(|p| AutoPromotion {
+            node_id: p.node_id,
+            at: DateTime::from_timestamp(
+                p.at.0.as_second(),
+                p.at.0.subsec_nanosecond().max(0) as u32,
+            )
+            .unwrap_or_default(),
+            reason: p.reason.clone(),
+        })
+        .collect();
+    auto.sort_by_key(|p| p.at);
+    Ok(EngineInputs {
+        validated,
+        config,
+        history: PolicyHistory::from_auto_promotions(auto),
+    })
+}
+
+fn print_doc(doc: &impl Serialize, output: Output) -> Result<(), CliError> {
     match output {
-        Output::Json => {
-            let doc = json!({"observerSet": obs.metadata.name, "takenAt": snapshot.taken_at, "replicas": rows});
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+        Output::Yaml => print!("{}", serde_yaml::to_string(doc)?),
+        _ => println!("{}", serde_json::to_string_pretty(doc)?),
+    }
+    Ok(())
+}
+
+/// `{"observerSet": <name>, ...view}`: the view's fields at the top level.
+fn with_name(obs: &ObserverSet, view: &impl Serialize) -> Result<Value, CliError> {
+    let mut doc = json!({"observerSet": obs.metadata.name});
+    if let Value::Object(fields) = serde_json::to_value(view)? {
+        doc.as_object_mut().expect("an object").extend(fields);
+    }
+    Ok(doc)
+}
+
+async fn status(
+    cli: &Cli,
+    api: &Api<ObserverSet>,
+    mut obs: ObserverSet,
+    args: &StatusArgs,
+) -> Result<(), CliError> {
+    let filter = StatusFilter {
+        topic: match &args.topic {
+            Some(t) => Some(Regex::new(t).map_err(|source| CliError::TopicRegex {
+                pattern: t.clone(),
+                source,
+            })?),
+            None => None,
+        },
+        broker: args.broker,
+        under_min_isr: args.under_min_isr,
+    };
+    let (validated, _) = policy_config(&obs)?;
+    let mut watcher = watcher(cli, &validated).await?;
+    let clear = args.watch && args.output == Output::Table && std::io::stdout().is_terminal();
+    loop {
+        // The roles may change between scans (promotions): the ObserverSet is read every time.
+        let (validated, config) = policy_config(&obs)?;
+        let snapshot = watcher.scan().await;
+        let printed = print_status(&obs, &config, &snapshot, &filter, args, clear);
+        match printed {
+            Err(e) if args.watch => eprintln!("error: {e}"),
+            other => other?,
         }
-        Output::Table => print!("{}", render_table(&rows)),
+        if !args.watch {
+            return Ok(());
+        }
+        let interval = validated
+            .promotion
+            .scan_interval
+            .max(Duration::from_millis(500));
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = tokio::time::sleep(interval) => {}
+        }
+        if let Some(name) = &obs.metadata.name {
+            obs = api.get(name).await?;
+        }
+    }
+}
+
+fn print_status(
+    obs: &ObserverSet,
+    config: &PolicyConfig,
+    snapshot: &ClusterSnapshot,
+    filter: &StatusFilter,
+    args: &StatusArgs,
+    clear: bool,
+) -> Result<(), CliError> {
+    if let SourceHealth::Unhealthy { reason } = &snapshot.source {
+        return Err(CliError::Scan(reason.clone()));
+    }
+    let roles = Roles {
+        observers: config.observers.clone(),
+        promoted: config.promoted.clone(),
+        max_lag_messages: config.max_lag_messages,
+    };
+    if clear {
+        print!("\x1b[H\x1b[2J");
+    }
+    if args.partitions {
+        let mut view = snapshot.clone();
+        view.partitions.retain(|p| {
+            filter.covers(p)
+                && (!filter.under_min_isr
+                    || matches!(
+                        assess(p, snapshot, |b| roles.is_observer_now(b)),
+                        Health::UnderMinIsr | Health::Offline
+                    ))
+        });
+        let mut rows = replica_rows(
+            &view,
+            &config.observers,
+            &config.promoted,
+            config.max_lag_messages,
+        );
+        if let Some(b) = filter.broker {
+            rows.retain(|r| r.replica == b);
+        }
+        match args.output {
+            Output::Table => print!("{}", render_table(&rows)),
+            output => print_doc(
+                &json!({"observerSet": obs.metadata.name, "takenAt": snapshot.taken_at, "replicas": rows}),
+                output,
+            )?,
+        }
+        return Ok(());
+    }
+    let summary = summarize(snapshot, &roles, filter, args.limit);
+    match args.output {
+        Output::Table => print!("{}", render_summary(&summary, config.max_lag_messages)),
+        output => print_doc(&with_name(obs, &summary)?, output)?,
     }
     Ok(())
 }
@@ -282,20 +424,28 @@ async fn edit_promoted(
     unreachable!("the last attempt returns")
 }
 
-fn plan(obs: &ObserverSet, output: Output) -> Result<(), CliError> {
+async fn plan(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliError> {
+    let inputs = engine_inputs(obs)?;
+    let snapshot = watcher(cli, &inputs.validated).await?.scan().await;
+    let view = plan_view(&snapshot, &inputs.config, &inputs.history, Utc::now());
     let status = obs.status.clone().unwrap_or_default();
-    if output == Output::Json {
-        let doc = json!({"plan": status.plan, "autoPromotions": status.auto_promotions});
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-        return Ok(());
+    if output != Output::Table {
+        let doc = json!({
+            "observerSet": obs.metadata.name,
+            "now": view,
+            "plan": status.plan,
+            "autoPromotions": status.auto_promotions,
+        });
+        return print_doc(&doc, output);
     }
+    print!("{}", render_plan(&view));
     match &status.plan {
-        None => {
-            println!("no plan yet (the operator has not decided anything for this ObserverSet)")
-        }
+        None => println!(
+            "recorded plan (status.plan): none yet (the operator has not decided anything for this ObserverSet)"
+        ),
         Some(plan) => {
             println!(
-                "plan at {}{}",
+                "recorded plan (status.plan) at {}{}",
                 plan.at.0,
                 if plan.dry_run {
                     " (dry run: not acted on)"
@@ -316,6 +466,28 @@ fn plan(obs: &ObserverSet, output: Output) -> Result<(), CliError> {
             "automatically promoted: broker {} at {}: {}",
             p.node_id, p.at.0, p.reason
         );
+    }
+    Ok(())
+}
+
+async fn explain_broker(
+    cli: &Cli,
+    obs: &ObserverSet,
+    node_id: i32,
+    output: Output,
+) -> Result<(), CliError> {
+    let inputs = engine_inputs(obs)?;
+    let snapshot = watcher(cli, &inputs.validated).await?.scan().await;
+    let e = explain(
+        &snapshot,
+        &inputs.config,
+        &inputs.history,
+        Utc::now(),
+        node_id,
+    );
+    match output {
+        Output::Table => print!("{}", render_explain(&e)),
+        output => print_doc(&with_name(obs, &e)?, output)?,
     }
     Ok(())
 }

@@ -1,15 +1,28 @@
-//! `kubectl observer`: replica status, manual promotion and demotion with the engine's
-//! pre-checks, and the engine's latest plan. Reads the ObserverSet through the kubeconfig and
-//! the Kafka cluster directly (one watcher scan).
+//! `kubectl observer`: a status summary (brokers, partitions needing attention), the
+//! per-replica table, manual promotion and demotion with the engine's pre-checks, what the
+//! engine would do now (`plan`) and why a broker is or is not eligible (`explain`). Reads the
+//! ObserverSet through the kubeconfig and the Kafka cluster directly (one watcher scan).
 
 mod commands;
+mod explain;
+mod explain_demotion;
+#[cfg(test)]
+mod fixtures;
+mod plan_view;
 mod replica_table;
+mod status_view;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use thiserror::Error;
 
 pub use commands::run;
+pub use explain::{explain, render_explain, Check, Explanation};
+pub use plan_view::{plan_view, render_plan, PlanView, PlannedAction};
 pub use replica_table::{render_table, replica_rows, ReplicaRole, ReplicaRow};
+pub use status_view::{
+    render_summary, summarize, Attention, AttentionLine, BrokerLine, Roles, StatusFilter,
+    StatusSummary,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,11 +46,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Replica status per partition and replica: leader, observer, in ISR, caught up, lag.
-    Status {
-        #[arg(short, long, value_enum, default_value_t = Output::Table)]
-        output: Output,
-    },
+    /// A summary: one line per broker, then the partitions that need attention (under or at
+    /// min ISR, an observer lagging past maxLagMessages, a promoted observer leading).
+    Status(StatusArgs),
     /// Promote an observer by hand (adds it to spec.promotion.promoted).
     Promote {
         node_id: i32,
@@ -55,17 +66,51 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// The promotion engine's latest plan (status.plan) and automatic promotions.
+    /// What the promotion engine would do now and why (its decision on a fresh scan, no
+    /// writes), then the last plan the operator recorded (status.plan).
     Plan {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Why one broker is or is not eligible for promotion or demotion right now.
+    Explain {
+        node_id: i32,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
 }
 
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// The per-replica table instead of the summary: one row per partition and replica.
+    #[arg(long)]
+    pub partitions: bool,
+    /// Only topics matching this regex.
+    #[arg(long, value_name = "REGEX")]
+    pub topic: Option<String>,
+    /// Only this broker's line and the partitions it hosts (with --partitions: its replicas).
+    #[arg(long, value_name = "ID")]
+    pub broker: Option<i32>,
+    /// Only partitions under min ISR (or offline).
+    #[arg(long)]
+    pub under_min_isr: bool,
+    /// At most this many partitions needing attention in the summary (0: all).
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Scan and print again every spec.promotion.scanInterval until interrupted (Ctrl-C).
+    #[arg(short, long)]
+    pub watch: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
+    /// Text for people.
+    #[value(alias = "text")]
     Table,
     Json,
+    Yaml,
 }
 
 #[derive(Debug, Error)]
@@ -98,4 +143,67 @@ pub enum CliError {
     LeadershipStuck { node_id: i32, partitions: String },
     #[error("cannot print JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot print YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("--topic {pattern:?} is not a valid regex: {source}")]
+    TopicRegex {
+        pattern: String,
+        #[source]
+        source: regex::Error,
+    },
+    #[error("cannot read the Kafka cluster: {0} (is --bootstrap or spec.kafka.bootstrapServers reachable from here?)")]
+    Scan(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn flags_parse() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "kubectl-observer",
+            "-n",
+            "kafka",
+            "status",
+            "--partitions",
+            "--topic",
+            "^orders",
+            "--broker",
+            "4",
+            "--under-min-isr",
+            "--limit",
+            "0",
+            "-o",
+            "yaml",
+            "-w",
+        ])
+        .unwrap();
+        let Command::Status(a) = cli.command else {
+            panic!("status expected");
+        };
+        assert!(a.partitions && a.under_min_isr && a.watch);
+        assert_eq!(
+            (a.topic.as_deref(), a.broker, a.limit, a.output),
+            (Some("^orders"), Some(4), 0, Output::Yaml)
+        );
+        let cli = Cli::try_parse_from(["kubectl-observer", "explain", "3", "-o", "text"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Explain {
+                node_id: 3,
+                output: Output::Table
+            }
+        ));
+        let defaults = Cli::try_parse_from(["kubectl-observer", "status"]).unwrap();
+        let Command::Status(a) = defaults.command else {
+            panic!("status expected");
+        };
+        assert_eq!(
+            (a.limit, a.output, a.partitions),
+            (20, Output::Table, false)
+        );
+    }
 }

@@ -1,0 +1,425 @@
+//! `kubectl observer explain ID`: for one broker, why it is or is not eligible for promotion
+//! (an observer now) or demotion (promoted now) on this scan, rule by rule as in
+//! docs/promotion-policies.md, with the engine's own decision and the manual pre-checks. Pure.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::Serialize;
+
+use super::explain_demotion::explain_demotion;
+use super::plan_view::{policy_name, single_scan_notes};
+use super::replica_table::ReplicaRole;
+use crate::policy::{
+    assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Health, PartitionState,
+    PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
+};
+
+/// One rule and how this broker fares against it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    pub rule: &'static str,
+    /// `None`: for information only (not decided on this scan alone).
+    pub ok: Option<bool>,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    pub node_id: BrokerId,
+    pub role: ReplicaRole,
+    pub declared_observer: bool,
+    /// `promotion`, `demotion` or `none` (not a declared observer).
+    pub question: &'static str,
+    /// Whether the engine would act on it on this scan (promote, demote, or move leadership
+    /// first).
+    pub eligible: bool,
+    pub verdict: String,
+    pub checks: Vec<Check>,
+    /// The engine's actions and reasons that name this broker, in its words.
+    pub engine: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// Which health states trigger a policy (docs/promotion-policies.md, "Policies").
+fn triggers(policy: PolicyKind, h: Health) -> bool {
+    match policy {
+        PolicyKind::Manual => false,
+        PolicyKind::LeaderIsObserver => h == Health::Offline,
+        PolicyKind::UnderMinIsr => matches!(h, Health::Offline | Health::UnderMinIsr),
+        PolicyKind::UnderReplicated => matches!(
+            h,
+            Health::Offline | Health::UnderMinIsr | Health::UnderReplicated
+        ),
+    }
+}
+
+fn names<'a>(parts: impl IntoIterator<Item = &'a PartitionState>) -> String {
+    let all: Vec<String> = parts
+        .into_iter()
+        .map(|p| format!("{}-{}", p.topic, p.partition))
+        .collect();
+    if all.len() <= 3 {
+        all.join(", ")
+    } else {
+        format!("{} and {} more", all[..3].join(", "), all.len() - 3)
+    }
+}
+
+pub(super) fn check(rule: &'static str, ok: Option<bool>, detail: impl Into<String>) -> Check {
+    Check {
+        rule,
+        ok,
+        detail: detail.into(),
+    }
+}
+
+/// The lag rule over every partition `x` hosts, watched or not (the engine's reference high
+/// watermark: the live one while the partition has a leader).
+fn lag_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, x: BrokerId) -> Check {
+    let (mut max, mut lagging, mut unknown, mut hosted) = (0, Vec::new(), Vec::new(), 0);
+    for p in snapshot.partitions.iter().filter(|p| p.hosts(x)) {
+        hosted += 1;
+        let hw = p.leader.and(p.high_watermark);
+        match p.lag_against(x, hw) {
+            None => unknown.push(p),
+            Some(l) => {
+                max = max.max(l);
+                if l > config.max_lag_messages {
+                    lagging.push(p);
+                }
+            }
+        }
+    }
+    let limit = config.max_lag_messages;
+    if hosted == 0 {
+        check(
+            "caught up",
+            Some(true),
+            "hosts no partition: nothing to catch up on",
+        )
+    } else if !lagging.is_empty() {
+        check(
+            "caught up",
+            Some(false),
+            format!(
+                "lagging: up to {max} messages (maxLagMessages {limit}) on {} of {hosted} partition(s): {}",
+                lagging.len(),
+                names(lagging)
+            ),
+        )
+    } else if !unknown.is_empty() {
+        check(
+            "caught up",
+            Some(false),
+            format!(
+                "lag unknown on {} of {hosted} partition(s): {}",
+                unknown.len(),
+                names(unknown.iter().copied())
+            ),
+        )
+    } else {
+        check(
+            "caught up",
+            Some(true),
+            format!("caught up on all {hosted} partition(s) it hosts (max lag {max}, maxLagMessages {limit})"),
+        )
+    }
+}
+
+fn scan_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: DateTime<Utc>) -> Check {
+    if let SourceHealth::Unhealthy { reason } = &snapshot.source {
+        return check(
+            "scan trustworthy",
+            Some(false),
+            format!("the scan failed: {reason}"),
+        );
+    }
+    let age = now.signed_duration_since(snapshot.taken_at);
+    let limit = TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX);
+    if age > limit {
+        return check(
+            "scan trustworthy",
+            Some(false),
+            format!(
+                "the scan is {}s old (limit {}s)",
+                age.num_seconds(),
+                limit.num_seconds()
+            ),
+        );
+    }
+    check("scan trustworthy", Some(true), "metadata read, scan fresh")
+}
+
+/// Explains broker `x`. `config` is the engine's (promoted = `spec.promotion.promoted` only),
+/// `history` the one rebuilt from `status.autoPromotions`.
+pub fn explain(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    history: &PolicyHistory,
+    now: DateTime<Utc>,
+    x: BrokerId,
+) -> Explanation {
+    let decision = decide(snapshot, config, history, now);
+    let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
+    let declared = config.observers.contains(&x);
+    let by_hand = config.promoted.contains(&x);
+    let role = match (declared, by_hand || auto.contains(&x)) {
+        (true, true) => ReplicaRole::Promoted,
+        (true, false) => ReplicaRole::Observer,
+        _ => ReplicaRole::Primary,
+    };
+    let hosted: Vec<&PartitionState> = snapshot.partitions.iter().filter(|p| p.hosts(x)).collect();
+    let engine: Vec<String> = decision
+        .actions
+        .iter()
+        .filter(|a| a.node_id() == x)
+        .map(|a| format!("action: {}", a.reason()))
+        .chain(
+            decision
+                .reasons
+                .iter()
+                .filter(|r| {
+                    r.starts_with(&format!("observer {x}:"))
+                        || r.starts_with(&format!("broker {x}:"))
+                        || r.starts_with("not acting:")
+                })
+                .cloned(),
+        )
+        .collect();
+    let mut checks = vec![scan_check(snapshot, config, now)];
+    let alive = snapshot.is_alive(x);
+    checks.push(check(
+        "alive",
+        Some(alive),
+        match snapshot.brokers.get(&x) {
+            Some(b) if b.is_alive() => "registered and answering".to_string(),
+            Some(b) if b.registered => "registered but not answering the offset probe".to_string(),
+            _ => "not registered with the controller".to_string(),
+        },
+    ));
+    let mut out = Explanation {
+        node_id: x,
+        role,
+        declared_observer: declared,
+        question: "none",
+        eligible: false,
+        verdict: String::new(),
+        checks,
+        engine,
+        notes: Vec::new(),
+    };
+    if !declared {
+        out.verdict = format!(
+            "broker {x} is not a declared observer (spec.observers): a primary replica, which the engine never promotes or demotes (it hosts {} partition(s))",
+            hosted.len()
+        );
+        return out;
+    }
+    out.notes = single_scan_notes(config, history);
+    match role {
+        ReplicaRole::Observer => explain_promotion(
+            snapshot,
+            config,
+            history,
+            now,
+            x,
+            &hosted,
+            &decision.actions,
+            &mut out,
+        ),
+        _ => explain_demotion(
+            snapshot,
+            config,
+            history,
+            now,
+            x,
+            by_hand,
+            &decision.actions,
+            &mut out,
+        ),
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn explain_promotion(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    history: &PolicyHistory,
+    now: DateTime<Utc>,
+    x: BrokerId,
+    hosted: &[&PartitionState],
+    actions: &[Action],
+    out: &mut Explanation,
+) {
+    out.question = "promotion";
+    let policy = policy_name(config.policy);
+    out.checks.push(check(
+        "policy",
+        Some(config.policy != PolicyKind::Manual),
+        if config.policy == PolicyKind::Manual {
+            "Manual: the engine never promotes automatically (kubectl observer promote does it by hand)".to_string()
+        } else {
+            format!("{policy}{}", if config.dry_run { " (dry run: planned, never acted on)" } else { "" })
+        },
+    ));
+    let watched: Vec<&PartitionState> = hosted
+        .iter()
+        .copied()
+        .filter(|p| config.topics.watches(&p.topic))
+        .collect();
+    out.checks.push(check(
+        "topic filters",
+        Some(!watched.is_empty()),
+        format!(
+            "hosts {} partition(s), {} watched by topics include/exclude ({} excluded)",
+            hosted.len(),
+            watched.len(),
+            hosted.len() - watched.len()
+        ),
+    ));
+    let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
+    let observer_now = |b: BrokerId| {
+        config.observers.contains(&b) && !config.promoted.contains(&b) && !auto.contains(&b)
+    };
+    let health: Vec<(Health, &PartitionState)> = watched
+        .iter()
+        .map(|p| (assess(p, snapshot, observer_now), *p))
+        .collect();
+    let unknown: Vec<&PartitionState> = health
+        .iter()
+        .filter(|(h, _)| *h == Health::Unknown)
+        .map(|(_, p)| *p)
+        .collect();
+    let triggered: Vec<&PartitionState> = health
+        .iter()
+        .filter(|(h, _)| triggers(config.policy, *h))
+        .map(|(_, p)| *p)
+        .collect();
+    let count = |want: Health| health.iter().filter(|(h, _)| *h == want).count();
+    let states = format!(
+        "{} healthy, {} under-replicated, {} under min ISR, {} offline, {} unknown",
+        count(Health::Healthy),
+        count(Health::UnderReplicated),
+        count(Health::UnderMinIsr),
+        count(Health::Offline),
+        count(Health::Unknown)
+    );
+    let needed = !triggered.is_empty();
+    out.checks.push(check(
+        "needed",
+        Some(needed && unknown.is_empty()),
+        if !unknown.is_empty() {
+            format!(
+                "state unknown for {} (the engine does not act): {states}",
+                names(unknown.iter().copied())
+            )
+        } else if needed {
+            format!(
+                "{} watched partition(s) trigger policy {policy}: {}; {states}",
+                triggered.len(),
+                names(triggered.iter().copied())
+            )
+        } else {
+            format!("no watched partition it hosts triggers policy {policy}: {states}")
+        },
+    ));
+    let lag = lag_check(snapshot, config, x);
+    let caught_up = lag.detail.clone();
+    out.checks.push(lag);
+    out.checks.push(check(
+        "confirmations",
+        None,
+        format!("{} consecutive scans must agree", config.confirmations),
+    ));
+    let cooldown = TimeDelta::from_std(config.cooldown).unwrap_or(TimeDelta::MAX);
+    out.checks
+        .push(match history.cooling_until(x, cooldown, now) {
+            Some(until) => check(
+                "cooldown",
+                Some(false),
+                format!("cooldown runs until {until}"),
+            ),
+            None => check(
+                "cooldown",
+                Some(true),
+                format!(
+                    "no automatic promotion of it recorded within cooldown {}s",
+                    config.cooldown.as_secs()
+                ),
+            ),
+        });
+    let in_force = history.auto_promotions.len();
+    out.checks.push(check(
+        "concurrency",
+        Some(in_force < config.max_concurrent_promotions as usize),
+        format!(
+            "{in_force} automatic promotion(s) in force, maxConcurrentPromotions {}",
+            config.max_concurrent_promotions
+        ),
+    ));
+    let mut manual = config.clone();
+    manual.promoted.extend(auto.iter().copied());
+    let report = check_promotion(snapshot, &manual, x, now);
+    out.checks.push(check(
+        "manual promote pre-checks",
+        Some(report.passed()),
+        if report.passed() {
+            "pass: kubectl observer promote would accept it".to_string()
+        } else {
+            report.problems.join("; ")
+        },
+    ));
+    let promote = actions.iter().find_map(|a| match a {
+        Action::Promote { node_id, reason } if *node_id == x => Some(reason.clone()),
+        _ => None,
+    });
+    out.eligible = promote.is_some();
+    out.verdict = match promote {
+        Some(reason) => format!("observer {x}: would be promoted now ({reason})"),
+        None if !needed && unknown.is_empty() => {
+            format!("observer {x}: not needed (no watched partition it hosts triggers policy {policy}); {caught_up}")
+        }
+        None => {
+            let failed: Vec<String> = out
+                .checks
+                .iter()
+                .filter(|c| c.ok == Some(false) && c.rule != "manual promote pre-checks")
+                .map(|c| format!("{}: {}", c.rule, c.detail))
+                .collect();
+            let failed = if failed.is_empty() {
+                out.engine.join("; ")
+            } else {
+                failed.join("; ")
+            };
+            format!("observer {x}: not promoted now: {failed}")
+        }
+    };
+}
+
+/// The explanation as text: the verdict, then each rule.
+pub fn render_explain(e: &Explanation) -> String {
+    let mut out = format!("{}\n", e.verdict);
+    for c in &e.checks {
+        let mark = match c.ok {
+            Some(true) => "ok",
+            Some(false) => "NO",
+            None => "--",
+        };
+        out += &format!("  [{mark}] {}: {}\n", c.rule, c.detail);
+    }
+    for l in &e.engine {
+        out += &format!("  engine: {l}\n");
+    }
+    for n in &e.notes {
+        out += &format!("  note: {n}\n");
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "explain_tests.rs"]
+mod tests;

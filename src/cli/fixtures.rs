@@ -1,0 +1,86 @@
+//! Snapshots and configs for the plugin's unit tests: the bed's layout (brokers 1-3 primaries,
+//! broker 4 a declared observer, min ISR 2) unless a test changes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::policy::{
+    BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyKind, SourceHealth,
+    TopicFilter,
+};
+
+pub fn at(secs: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+}
+
+/// A healthy partition with replicas `replicas` (first is leader), every one caught up at HW 100
+/// and in the ISR except observer 4.
+pub fn partition(topic: &str, n: i32, replicas: &[BrokerId]) -> PartitionState {
+    PartitionState {
+        topic: topic.into(),
+        partition: n,
+        replicas: replicas.to_vec(),
+        isr: replicas.iter().copied().filter(|&r| r != 4).collect(),
+        leader: replicas.first().copied(),
+        min_isr: Some(2),
+        high_watermark: Some(100),
+        log_end_offsets: replicas.iter().map(|&r| (r, 100)).collect(),
+    }
+}
+
+pub fn snapshot(partitions: Vec<PartitionState>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        taken_at: at(0),
+        source: SourceHealth::Healthy,
+        brokers: (1..=4)
+            .map(|b| {
+                (
+                    b,
+                    BrokerState {
+                        registered: true,
+                        reachable: true,
+                    },
+                )
+            })
+            .collect::<BTreeMap<_, _>>(),
+        partitions,
+    }
+}
+
+pub fn config(policy: PolicyKind) -> PolicyConfig {
+    PolicyConfig {
+        policy,
+        observers: BTreeSet::from([4]),
+        promoted: BTreeSet::new(),
+        acknowledged_observers: BTreeSet::from([4]),
+        max_lag_messages: 1000,
+        confirmations: 2,
+        cooldown: Duration::from_secs(300),
+        max_concurrent_promotions: 1,
+        topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
+        dry_run: false,
+        auto_demote_after: Some(Duration::from_secs(60)),
+        unclean_takeover: false,
+        stale_after: Duration::from_secs(3),
+    }
+}
+
+/// Broker `id` stopped: unregistered, out of every ISR, no longer leader.
+pub fn stop(s: &mut ClusterSnapshot, id: BrokerId) {
+    s.brokers.insert(
+        id,
+        BrokerState {
+            registered: false,
+            reachable: false,
+        },
+    );
+    for p in &mut s.partitions {
+        p.isr.retain(|&r| r != id);
+        p.log_end_offsets.remove(&id);
+        if p.leader == Some(id) {
+            p.leader = p.isr.first().copied();
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! `kubectl observer plan`: what the engine would do now and why. Pure: the engine's own
+//! `policy::decide` on one fresh scan, with the config and history the operator's automation
+//! builds from the ObserverSet (spec, `status.effectiveObservers`, `status.autoPromotions`).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::policy::{decide, Action, ClusterSnapshot, PolicyConfig, PolicyHistory, PolicyKind};
+
+/// One action the engine would take, in the order it would take them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedAction {
+    /// `promote`, `demote`, `moveLeadership` or `uncleanElect`.
+    pub action: &'static str,
+    pub node_id: i32,
+    /// The partitions of a leader election; empty for promotions and demotions.
+    pub partitions: Vec<String>,
+    pub reason: String,
+}
+
+/// The engine's decision on this scan, for people.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanView {
+    pub decided_at: DateTime<Utc>,
+    pub scanned_at: DateTime<Utc>,
+    pub policy: String,
+    pub dry_run: bool,
+    /// One line: "no action: ..." or "<n> action(s)".
+    pub verdict: String,
+    pub actions: Vec<PlannedAction>,
+    /// Why the engine held back where it might have acted (its own words).
+    pub reasons: Vec<String>,
+    /// Watched partitions whose state triggers the policy in this scan.
+    pub triggered_partitions: usize,
+    /// What a single scan from the plugin cannot know.
+    pub notes: Vec<String>,
+}
+
+pub fn policy_name(p: PolicyKind) -> String {
+    format!("{p:?}")
+}
+
+/// The rebuilt history only holds what the status records: these limits apply.
+pub fn single_scan_notes(config: &PolicyConfig, history: &PolicyHistory) -> Vec<String> {
+    let mut notes = Vec::new();
+    if config.confirmations > 1 && config.policy != PolicyKind::Manual {
+        notes.push(format!(
+            "this is one scan: it counts as 1 of the {} confirmations a promotion needs; the operator counts consecutive scans in its own memory",
+            config.confirmations
+        ));
+    }
+    if !history.auto_promotions.is_empty() && config.auto_demote_after.is_some() {
+        notes.push(
+            "the stabilization window of a demotion is counted from this scan; the operator's running window is in its own memory"
+                .into(),
+        );
+    }
+    notes
+}
+
+/// Runs the engine's decision on `snapshot` and describes it.
+pub fn plan_view(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    history: &PolicyHistory,
+    now: DateTime<Utc>,
+) -> PlanView {
+    let decision = decide(snapshot, config, history, now);
+    let actions: Vec<PlannedAction> = decision
+        .actions
+        .iter()
+        .map(|a| {
+            let (action, partitions) = match a {
+                Action::Promote { .. } => ("promote", Vec::new()),
+                Action::Demote { .. } => ("demote", Vec::new()),
+                Action::MoveLeadership { partitions, .. } => ("moveLeadership", partitions.clone()),
+                Action::UncleanElect { partitions, .. } => ("uncleanElect", partitions.clone()),
+            };
+            PlannedAction {
+                action,
+                node_id: a.node_id(),
+                partitions: partitions.iter().map(ToString::to_string).collect(),
+                reason: a.reason().to_owned(),
+            }
+        })
+        .collect();
+    let policy = policy_name(config.policy);
+    let verdict = if !actions.is_empty() {
+        format!("{} action(s)", actions.len())
+    } else if !decision.reasons.is_empty() {
+        "no action: the engine holds back (why below)".to_string()
+    } else if config.policy == PolicyKind::Manual && history.auto_promotions.is_empty() {
+        "no action: policy Manual promotes nothing automatically, and no automatic promotion is in force".to_string()
+    } else if decision.triggered_partitions == 0 {
+        format!("no action: no watched partition triggers policy {policy}, and no automatic promotion is due for demotion")
+    } else {
+        "no action".to_string()
+    };
+    PlanView {
+        decided_at: now,
+        scanned_at: snapshot.taken_at,
+        policy,
+        dry_run: config.dry_run,
+        verdict,
+        actions,
+        reasons: decision.reasons,
+        triggered_partitions: decision.triggered_partitions,
+        notes: single_scan_notes(config, history),
+    }
+}
+
+pub fn render_plan(v: &PlanView) -> String {
+    let mut out = format!(
+        "engine decision now (policy {}{}, scan at {}): {}\n",
+        v.policy,
+        if v.dry_run { ", dry run" } else { "" },
+        v.scanned_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        v.verdict
+    );
+    for a in &v.actions {
+        out += &format!("  {} broker {}", a.action, a.node_id);
+        if !a.partitions.is_empty() {
+            out += &format!(" on {}", a.partitions.join(", "));
+        }
+        out += &format!(": {}\n", a.reason);
+    }
+    for r in &v.reasons {
+        out += &format!("  why: {r}\n");
+    }
+    out += &format!(
+        "  watched partitions triggering the policy: {}\n",
+        v.triggered_partitions
+    );
+    for n in &v.notes {
+        out += &format!("  note: {n}\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::fixtures::{at, config, partition, snapshot, stop};
+
+    #[test]
+    fn healthy_manual_cluster_plans_nothing() {
+        let s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
+        let v = plan_view(
+            &s,
+            &config(PolicyKind::Manual),
+            &PolicyHistory::default(),
+            at(1),
+        );
+        assert!(v.actions.is_empty());
+        assert!(
+            v.verdict.starts_with("no action: policy Manual"),
+            "{}",
+            v.verdict
+        );
+        assert!(render_plan(&v).contains("no action"));
+    }
+
+    #[test]
+    fn under_min_isr_with_one_confirmation_promotes_the_observer() {
+        let mut s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
+        stop(&mut s, 2);
+        let mut c = config(PolicyKind::UnderMinIsr);
+        c.confirmations = 1;
+        let v = plan_view(&s, &c, &PolicyHistory::default(), at(1));
+        assert_eq!(v.verdict, "1 action(s)");
+        assert_eq!((v.actions[0].action, v.actions[0].node_id), ("promote", 4));
+        assert!(v.notes.is_empty());
+        let text = render_plan(&v);
+        assert!(
+            text.contains("promote broker 4: 1 partition(s) under min ISR: orders-0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn two_confirmations_hold_back_and_say_so() {
+        let mut s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
+        stop(&mut s, 2);
+        let v = plan_view(
+            &s,
+            &config(PolicyKind::UnderMinIsr),
+            &PolicyHistory::default(),
+            at(1),
+        );
+        assert!(v.actions.is_empty());
+        assert_eq!(
+            v.reasons,
+            vec!["observer 4: promotion confirmed by 1 of 2 consecutive scans"]
+        );
+        assert_eq!(v.notes.len(), 1);
+        assert_eq!(v.triggered_partitions, 1);
+    }
+
+    #[test]
+    fn stale_scan_is_not_acted_on() {
+        let s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
+        let v = plan_view(
+            &s,
+            &config(PolicyKind::UnderMinIsr),
+            &PolicyHistory::default(),
+            at(60),
+        );
+        assert!(
+            v.reasons[0].starts_with("not acting: the cluster snapshot"),
+            "{:?}",
+            v.reasons
+        );
+        assert!(v.verdict.starts_with("no action: the engine holds back"));
+    }
+}
