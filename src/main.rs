@@ -68,7 +68,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Crd => {
-            print!("{}", serde_yaml::to_string(&ObserverSet::crd())?);
+            print!("{}", serde_norway::to_string(&ObserverSet::crd())?);
             Ok(())
         }
         Command::Agent(args) => {

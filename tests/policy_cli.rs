@@ -232,7 +232,7 @@ fn summary_plan_and_explain(kubeconfig: &std::path::Path, ns: &str) {
     .unwrap();
     assert_eq!(under["attentionTotal"], json!(0), "{under}");
     let yaml = plugin_ok(kubeconfig, ns, &["status", "-o", "yaml", "--broker", "4"]);
-    let yaml: Value = serde_yaml::from_str(&yaml).unwrap();
+    let yaml: Value = serde_norway::from_str(&yaml).unwrap();
     assert_eq!(yaml["brokers"].as_array().unwrap().len(), 1);
     assert_eq!(yaml["brokers"][0]["role"], json!("observer"));
     let text = plugin_ok(kubeconfig, ns, &["status"]);

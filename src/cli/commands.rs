@@ -141,7 +141,7 @@ fn engine_inputs(obs: &ObserverSet) -> Result<EngineInputs, CliError> {
 
 fn print_doc(doc: &impl Serialize, output: Output) -> Result<(), CliError> {
     match output {
-        Output::Yaml => print!("{}", serde_yaml::to_string(doc)?),
+        Output::Yaml => print!("{}", serde_norway::to_string(doc)?),
         _ => println!("{}", serde_json::to_string_pretty(doc)?),
     }
     Ok(())

@@ -144,7 +144,7 @@ pub enum CliError {
     #[error("cannot print JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("cannot print YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] serde_norway::Error),
     #[error("--topic {pattern:?} is not a valid regex: {source}")]
     TopicRegex {
         pattern: String,

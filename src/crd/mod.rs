@@ -73,7 +73,7 @@ mod tests {
     /// prints; regenerate both with `make crds`.
     #[test]
     fn checked_in_crd_is_up_to_date() {
-        let generated = serde_yaml::to_string(&ObserverSet::crd()).unwrap();
+        let generated = serde_norway::to_string(&ObserverSet::crd()).unwrap();
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         for path in [
             "crds/observerset.yaml",
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn crd_carries_the_validation_rules() {
-        let yaml = serde_yaml::to_string(&ObserverSet::crd()).unwrap();
+        let yaml = serde_norway::to_string(&ObserverSet::crd()).unwrap();
         for rule in [
             "observers must be node ids >= 0",
             "observers must not list a node id twice",

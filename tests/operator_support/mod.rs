@@ -213,7 +213,7 @@ impl Bed {
     pub fn example_observer_set(&self) -> Value {
         let text = std::fs::read_to_string(repo_root().join(EXAMPLE_OBSERVERSET))
             .unwrap_or_else(|e| panic!("read {EXAMPLE_OBSERVERSET}: {e}"));
-        let mut v: Value = serde_yaml::from_str(&text)
+        let mut v: Value = serde_norway::from_str(&text)
             .unwrap_or_else(|e| panic!("{EXAMPLE_OBSERVERSET} is not YAML: {e}"));
         assert_eq!(
             v["spec"]["kafka"]["bootstrapServers"], "kafka-bootstrap.kafka.svc:9092",
