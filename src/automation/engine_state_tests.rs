@@ -60,7 +60,7 @@ fn corrupt_partitions_say_which_topic_and_what_to_do() {
 
 /// The bound the docs state: 50,000 partitions hosted by an observer (500 topics of 100, names
 /// of 40 characters) fit in full even with the largest high watermarks Kafka can have, and a
-/// realistic one (below 2^40 messages) takes about 60 % of the bound.
+/// realistic one (below 2^40 messages) about two thirds of it.
 #[test]
 fn fifty_thousand_partitions_fit_within_the_bound() {
     let cfg = config(PolicyKind::UnderMinIsr);

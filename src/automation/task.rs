@@ -12,7 +12,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use super::engine_state::{self, LastWrite, WriteReason};
+use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
 use super::status::{self, FIELD_MANAGER};
 use super::AutomationError;
 use crate::crd::{validate, ObserverSet};
@@ -254,7 +254,13 @@ impl SetTask {
             Err(e) => {
                 let note = e.to_string();
                 tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "{note}");
-                self.publish(obs, EventType::Warning, reason::STATE_DISCARDED, note)
+                // An old state is normal after the automation was off for a while; a state from
+                // the future means clocks disagree, which someone should fix.
+                let type_ = match e {
+                    EngineStateError::TooOld { .. } => EventType::Normal,
+                    _ => EventType::Warning,
+                };
+                self.publish(obs, type_, reason::STATE_DISCARDED, note)
                     .await;
                 base
             }
