@@ -19,7 +19,9 @@
 //! the end, also on failure; when `kafka/kafka` did not exist, it creates the example and deletes
 //! it again. It needs the chart's operator pods not running (`operator-chart.sh down`), and runs
 //! the bed's operator with the credentials given in `KOO_OPERATOR_CREDENTIALS` (as
-//! integration.sh: `chart`).
+//! integration.sh: `chart`). On a bed shared by several work trees, run it with a private copy
+//! of this tree's binary (`KOO_OPERATOR_BIN`), so another tree's build cannot replace the
+//! operator the test restarts; the test fails with that hint when the restore line is missing.
 
 #[path = "operator_support/mod.rs"]
 mod support;
@@ -355,6 +357,39 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
         "4 must still be promoted right after the restart"
     );
 
+    // What the new process restored.
+    // (The line comes when the new process's task starts, before its first decision.)
+    let restored_line = support::wait_for(
+        Duration::from_secs(30),
+        "the new process's restore line for kafka/kafka in .testbed/logs/operator.log (is the bed's operator built from this tree? KOO_OPERATOR_BIN)",
+        || async {
+            let log =
+                std::fs::read_to_string(bed.dir.join("logs/operator.log")).unwrap_or_default();
+            let new_part = log.get(log_before.len().min(log.len())..).unwrap_or("");
+            new_part
+                .lines()
+                .find(|l| {
+                    l.contains("restored the promotion engine's state")
+                        && l.contains(&format!("namespace={NS} observerset={SET}"))
+                })
+                .map(str::to_owned)
+        },
+    )
+    .await;
+    eprintln!("{restored_line}");
+    assert!(
+        restored_line.contains("1 stabilization timer(s)"),
+        "{restored_line}"
+    );
+    // "..., 1 high watermark(s) namespace=kafka observerset=kafka"
+    let hws: usize = restored_line
+        .split(" high watermark(s)")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(hws >= 1, "no high watermark restored: {restored_line}");
+
     let demoted = wait_status(
         &bed,
         Duration::from_secs(WINDOW as u64 + 60),
@@ -385,30 +420,6 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
         "plan: {plan}"
     );
 
-    // What the new process restored.
-    let log = std::fs::read_to_string(bed.dir.join("logs/operator.log")).unwrap_or_default();
-    let new_part = &log[log_before.len().min(log.len())..];
-    let restored_line = new_part
-        .lines()
-        .find(|l| {
-            l.contains("restored the promotion engine's state")
-                && l.contains(&format!("namespace={NS} observerset={SET}"))
-        })
-        .unwrap_or_else(|| panic!("no restore line for {NS}/{SET} in the new log:\n{new_part}"));
-    eprintln!("{restored_line}");
-    assert!(
-        restored_line.contains("1 stabilization timer(s)"),
-        "{restored_line}"
-    );
-    // "..., 1 high watermark(s) namespace=kafka observerset=kafka"
-    let hws: usize = restored_line
-        .split(" high watermark(s)")
-        .next()
-        .and_then(|head| head.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(hws >= 1, "no high watermark restored: {restored_line}");
-
     // The high watermark in status after the restart, and a takeover decided from it.
     let status = support::status_of(&api, SET).await;
     assert_eq!(
@@ -433,6 +444,15 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
     );
     assert!(takeover(&PolicyHistory::default(), MESSAGES, now).is_empty());
 
+    // The demotion's rollout done (controllers, then brokers) before the ObserverSet is given
+    // back or deleted: a deletion mid-rollout would leave the brokers' list without 4.
+    wait_status(
+        &bed,
+        Duration::from_secs(120),
+        "the demotion rolled out (phase Ready, effectiveObservers [4])",
+        |s| support::phase(s) == "Ready" && s["effectiveObservers"] == json!([4]),
+    )
+    .await;
     drop(restore);
     eprintln!(
         "engine_state_failover: {:.1}s",
