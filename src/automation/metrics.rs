@@ -21,6 +21,13 @@ struct NodeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateWriteLabels {
+    namespace: String,
+    observerset: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ElectionLabels {
     namespace: String,
     observerset: String,
@@ -37,6 +44,8 @@ pub struct AutomationMetrics {
     demotions: Family<NodeLabels, Counter>,
     elections: Family<ElectionLabels, Counter>,
     decision_latency: Family<ObserverSetLabels, Histogram>,
+    state_writes: Family<StateWriteLabels, Counter>,
+    state_bytes: Family<ObserverSetLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -54,6 +63,8 @@ impl AutomationMetrics {
             demotions: Family::default(),
             elections: Family::default(),
             decision_latency: Family::new_with_constructor(latency_histogram),
+            state_writes: Family::default(),
+            state_bytes: Family::default(),
         };
         registry.register(
             "automation_detections",
@@ -85,7 +96,30 @@ impl AutomationMetrics {
             "Time from the start of the Kafka scan to the engine's decision",
             m.decision_latency.clone(),
         );
+        registry.register(
+            "automation_state_writes",
+            "Writes of status.engineState, by why the state was due (Decisions, FrozenHighWatermark, HighWatermarks, Heartbeat, WithStatus)",
+            m.state_writes.clone(),
+        );
+        registry.register(
+            "automation_state_bytes",
+            "Size of the latest status.engineState written, in bytes of JSON",
+            m.state_bytes.clone(),
+        );
         m
+    }
+
+    /// Records a write of `status.engineState` of `bytes` bytes, due for `reason`.
+    pub fn state_written(&self, set: &ObserverSetLabels, reason: &str, bytes: usize) {
+        let labels = StateWriteLabels {
+            namespace: set.namespace.clone(),
+            observerset: set.observerset.clone(),
+            reason: reason.to_owned(),
+        };
+        self.state_writes.get_or_create(&labels).inc();
+        self.state_bytes
+            .get_or_create(set)
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// Records one decision: its latency, how many partitions trigger, and a detection when
@@ -130,6 +164,7 @@ impl AutomationMetrics {
     pub fn forget(&self, set: &ObserverSetLabels) {
         self.triggered_partitions.remove(set);
         self.decision_latency.remove(set);
+        self.state_bytes.remove(set);
     }
 }
 

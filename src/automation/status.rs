@@ -1,12 +1,13 @@
-//! Pure mapping between the engine's history and decision and the two status fields the
-//! automation owns: `status.autoPromotions` and `status.plan`.
+//! Pure mapping between the engine's history and decision and the status fields the automation
+//! owns: `status.autoPromotions`, `status.plan` and `status.engineState` (encoded by
+//! `super::engine_state`).
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
-use crate::crd::{self, ObserverSetStatus, PlanAction, PlanActionKind, PlanStatus};
+use crate::crd::{self, EngineState, ObserverSetStatus, PlanAction, PlanActionKind, PlanStatus};
 use crate::policy::{self, Action, Decision};
 
 /// Field manager of the automation's status writes; distinct from the reconciler's, so server-side
@@ -92,13 +93,18 @@ pub fn differs(
         || current_plan.is_none_or(|c| c.dry_run != plan.dry_run || c.actions != plan.actions)
 }
 
-/// The server-side apply body: only the fields this field manager owns.
-pub fn apply_body(plan: &PlanStatus, auto: &[policy::AutoPromotion]) -> Value {
+/// The server-side apply body: only the fields this field manager owns, all three every time
+/// (a field this manager owns and leaves out of an apply is removed).
+pub fn apply_body(
+    plan: &PlanStatus,
+    auto: &[policy::AutoPromotion],
+    engine_state: &EngineState,
+) -> Value {
     let auto: Vec<crd::AutoPromotion> = auto.iter().map(to_crd).collect();
     json!({
         "apiVersion": "kafkaobserver.io/v1alpha1",
         "kind": "ObserverSet",
-        "status": {"autoPromotions": auto, "plan": plan},
+        "status": {"autoPromotions": auto, "plan": plan, "engineState": engine_state},
     })
 }
 
@@ -193,8 +199,20 @@ mod tests {
 
     #[test]
     fn apply_body_names_the_kind_and_sends_an_empty_list_explicitly() {
-        let body = apply_body(&plan(&decision(vec![], false), Utc::now()), &[]);
+        let body = apply_body(
+            &plan(&decision(vec![], false), Utc::now()),
+            &[],
+            &EngineState {
+                saved_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                    Timestamp::UNIX_EPOCH,
+                ),
+                brokers: vec![],
+                high_watermarks: vec![],
+                omitted_high_watermarks: 0,
+            },
+        );
         assert_eq!(body["kind"], "ObserverSet");
+        assert!(body["status"]["engineState"]["savedAt"].is_string());
         assert_eq!(body["status"]["autoPromotions"], json!([]));
         assert!(body["status"]["plan"]["at"].is_string());
     }

@@ -1,5 +1,7 @@
 //! One ObserverSet's automation loop: scan Kafka every `scanInterval`, decide, carry out the
-//! Kafka-side steps (leader elections), and record promotions, demotions and the plan in status.
+//! Kafka-side steps (leader elections), and record promotions, demotions, the plan and the
+//! engine's memory in status. The memory is restored from `status.engineState` when the task
+//! starts (operator start-up, leadership acquired), before the first decision.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,12 +12,13 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
+use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
 use super::status::{self, FIELD_MANAGER};
 use super::AutomationError;
 use crate::crd::{validate, ObserverSet};
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{Metrics, ObserverSetLabels};
-use crate::policy::{decide, Action, Decision, PolicyConfig, PolicyHistory};
+use crate::policy::{decide, Action, ClusterSnapshot, Decision, PolicyConfig, PolicyHistory};
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {
@@ -30,6 +33,8 @@ pub mod reason {
     pub const HELD_BACK: &str = "PromotionHeldBack";
     pub const OTHER_HELD_BACK: &str = "AutomationHeldBack";
     pub const AUTOMATION_FAILED: &str = "AutomationFailed";
+    pub const STATE_RESTORED: &str = "EngineStateRestored";
+    pub const STATE_DISCARDED: &str = "EngineStateDiscarded";
 }
 
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -40,9 +45,12 @@ pub(super) struct SetTask {
     recorder: Recorder,
     labels: ObserverSetLabels,
     watcher: Option<(Vec<String>, KafkaWatcher)>,
-    /// The engine's memory. Seeded from `status.autoPromotions` when the task starts; after that
-    /// the task's own copy is authoritative (the watch may lag behind our own status writes).
+    /// The engine's memory. Seeded from `status.autoPromotions` and `status.engineState` when
+    /// the task starts; after that the task's own copy is authoritative (the watch may lag
+    /// behind our own status writes).
     history: Option<PolicyHistory>,
+    /// The `status.engineState` last written (or found when the task started).
+    saved: Option<LastWrite>,
     previously_triggered: usize,
     last_held_back: Option<String>,
     last_error: Option<String>,
@@ -61,6 +69,7 @@ impl SetTask {
             labels: ObserverSetLabels::new(namespace, name),
             watcher: None,
             history: None,
+            saved: None,
             previously_triggered: 0,
             last_held_back: None,
             last_error: None,
@@ -108,12 +117,11 @@ impl SetTask {
             .collect();
         let config = PolicyConfig::from_validated(&validated, acknowledged)
             .map_err(|e| AutomationError::Invalid(e.to_string()))?;
-        let history = self
-            .history
-            .get_or_insert_with(|| {
-                PolicyHistory::from_auto_promotions(status::auto_promotions(obs.status.as_ref()))
-            })
-            .clone();
+        if self.history.is_none() {
+            let restored = self.restore(obs, &config).await;
+            self.history = Some(restored);
+        }
+        let history = self.history.clone().unwrap_or_default();
         let now = Utc::now();
         let decision = decide(&snapshot, &config, &history, now);
         let latency = Utc::now()
@@ -133,7 +141,7 @@ impl SetTask {
         if !decision.dry_run {
             self.run_elections(obs, &decision).await;
         }
-        self.record(obs, &decision, now).await?;
+        self.record(obs, &snapshot, &config, &decision, now).await?;
         self.history = Some(decision.next_history.clone());
         self.report_held_back(obs, &decision).await;
         Ok(interval)
@@ -213,21 +221,77 @@ impl SetTask {
         }
     }
 
-    /// Writes `status.autoPromotions` and `status.plan` when they change, then reports each
+    /// The history to start from: `status.autoPromotions`, merged with `status.engineState`
+    /// when that is usable (logged and reported as an event either way).
+    async fn restore(&mut self, obs: &ObserverSet, config: &PolicyConfig) -> PolicyHistory {
+        let base =
+            PolicyHistory::from_auto_promotions(status::auto_promotions(obs.status.as_ref()));
+        let Some(saved) = obs.status.as_ref().and_then(|s| s.engine_state.as_ref()) else {
+            tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "no status.engineState to restore: the promotion engine starts from status.autoPromotions");
+            return base;
+        };
+        let stale_after =
+            chrono::TimeDelta::from_std(config.stale_after).unwrap_or(chrono::TimeDelta::MAX);
+        match engine_state::restore(saved, base.clone(), Utc::now(), stale_after) {
+            Ok(r) => {
+                tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "{}", r.summary);
+                for d in &r.dropped {
+                    tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "{d}");
+                }
+                self.saved = Some(LastWrite::new(
+                    saved.clone(),
+                    r.history.last_known_hw.clone(),
+                ));
+                let mut note = r.summary.clone();
+                if !r.dropped.is_empty() {
+                    note.push_str("; ");
+                    note.push_str(&r.dropped.join("; "));
+                }
+                self.publish(obs, EventType::Normal, reason::STATE_RESTORED, note)
+                    .await;
+                r.history
+            }
+            Err(e) => {
+                let note = e.to_string();
+                tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "{note}");
+                // An old state is normal after the automation was off for a while; a state from
+                // the future means clocks disagree, which someone should fix.
+                let type_ = match e {
+                    EngineStateError::TooOld { .. } => EventType::Normal,
+                    _ => EventType::Warning,
+                };
+                self.publish(obs, type_, reason::STATE_DISCARDED, note)
+                    .await;
+                base
+            }
+        }
+    }
+
+    /// Writes `status.autoPromotions`, `status.plan` and `status.engineState` when the first two
+    /// change or the engine state is due (`engine_state::write_due`), then reports each
     /// promotion and demotion. A failed write records nothing: the next scan decides again.
     async fn record(
         &mut self,
         obs: &ObserverSet,
+        snapshot: &ClusterSnapshot,
+        config: &PolicyConfig,
         decision: &Decision,
         now: chrono::DateTime<Utc>,
     ) -> Result<(), AutomationError> {
         let plan = status::plan(decision, now);
         let auto = &decision.next_history.auto_promotions;
         let wrote = status::differs(obs.status.as_ref(), &plan, auto);
-        if wrote {
+        let next = &decision.next_history;
+        let state = engine_state::save(next, config, now);
+        let frozen = self
+            .saved
+            .as_ref()
+            .is_some_and(|s| engine_state::frozen_unsaved(snapshot, next, &s.high_watermarks));
+        let due = engine_state::write_due(self.saved.as_ref(), &state, frozen, now);
+        if wrote || due.is_some() {
             let api: Api<ObserverSet> =
                 Api::namespaced(self.client.clone(), &self.labels.namespace);
-            let body = status::apply_body(&plan, auto);
+            let body = status::apply_body(&plan, auto, &state);
             api.patch_status(
                 &obs.name_any(),
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -235,6 +299,13 @@ impl SetTask {
             )
             .await
             .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
+            let bytes = serde_json::to_vec(&state).map_or(0, |v| v.len());
+            let why = due.map_or("WithStatus", WriteReason::label);
+            self.metrics
+                .automation()
+                .state_written(&self.labels, why, bytes);
+            tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, reason = why, bytes, "status.engineState written");
+            self.saved = Some(LastWrite::new(state, next.last_known_hw.clone()));
         }
         // A live promotion or demotion is in the decision once (the history records it), and is
         // reported even when the status already showed it; a dry run repeats its plan on every

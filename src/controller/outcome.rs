@@ -27,7 +27,7 @@ pub fn state_of(status: &ObserverSetStatus) -> RolloutState {
     }
 }
 
-/// The status after `decision`. `autoPromotions` and `plan` are carried over untouched (they
+/// The status after `decision`. `autoPromotions`, `plan` and `engineState` are carried over untouched (they
 /// are not even sent: see `kube::status::status_patch`). `basis` says which pods of the step
 /// the agents were asked about this pass are judged on the file plus the cache TTL (their JVM
 /// reports nothing): the conditions say so.
@@ -53,6 +53,7 @@ pub fn status_after(
         rollout: state.rollout.clone(),
         auto_promotions: previous.auto_promotions.clone(),
         plan: previous.plan.clone(),
+        engine_state: previous.engine_state.clone(),
         conditions: merge_conditions(&previous.conditions, &values, generation, now),
     }
 }

@@ -23,8 +23,9 @@ pub use promotion::{AutoDemote, PromotionPolicy, PromotionSpec, TopicFilter};
 pub use rollout::{AckMode, RolloutSpec};
 pub use spec::{DeletionPolicy, ObserverSet, ObserverSetSpec};
 pub use status::{
-    AutoPromotion, ObserverSetStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus,
-    RolesStatus, RolloutKind, RolloutStatus, RolloutStep,
+    AutoPromotion, BrokerEngineState, EngineActionKind, EngineState, ObserverSetStatus, Phase,
+    PlanAction, PlanActionKind, PlanStatus, RoleStatus, RolesStatus, RolloutKind, RolloutStatus,
+    RolloutStep, TopicHighWatermarks,
 };
 pub use validation::{
     validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka,

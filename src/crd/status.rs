@@ -37,6 +37,11 @@ pub struct ObserverSetStatus {
     /// The latest decision of the promotion engine (always reported in dry-run mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanStatus>,
+    /// What the promotion engine remembers between scans, saved so that a successor operator
+    /// (failover, restart) resumes its decisions (docs/promotion-policies.md, "Engine state").
+    /// Written by the automation only; not meant to be edited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_state: Option<EngineState>,
     /// Ready, Progressing and Degraded conditions.
     #[serde(default)]
     pub conditions: Vec<Condition>,
@@ -153,4 +158,63 @@ pub struct PlanAction {
 pub enum PlanActionKind {
     Promote,
     Demote,
+}
+
+/// The promotion engine's memory, saved in status (`crate::automation` encodes and restores it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineState {
+    /// When the engine last confirmed this state (the scan that produced the write). A successor
+    /// discards a state older than 10 minutes, and the confirmation streaks of one older than
+    /// three scan intervals.
+    pub saved_at: MicroTime,
+    /// Per broker: confirmation streak, stabilization timer, last automatic action.
+    #[serde(default)]
+    pub brokers: Vec<BrokerEngineState>,
+    /// Last known high watermark of each partition hosted by an observer, one entry per topic.
+    #[serde(default)]
+    pub high_watermarks: Vec<TopicHighWatermarks>,
+    /// High watermarks left out to keep the state within its byte bound (0 normally).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_high_watermarks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerEngineState {
+    pub node_id: NodeId,
+    /// Consecutive scans (capped at `confirmations`) in which it was a valid promotion candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promote_streak: Option<u32>,
+    /// Since when the cluster has been healthy without this auto-promoted broker: the
+    /// stabilization window of its demotion runs from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_since: Option<MicroTime>,
+    /// The last automatic action on it; its cooldown runs from `lastActionAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<EngineActionKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action_at: Option<MicroTime>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum EngineActionKind {
+    Promote,
+    Demote,
+    MoveLeadership,
+    UncleanElect,
+}
+
+/// The high watermarks of one topic's partitions, compactly: `partitions` is the standard
+/// base64 of, for each partition in ascending order, the unsigned LEB128 varints of
+/// (partition − previous partition − 1, starting from −1) and (high watermark).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicHighWatermarks {
+    pub topic: String,
+    pub partitions: String,
 }

@@ -135,14 +135,15 @@ pub fn merge_conditions(
 }
 
 /// Field manager of the reconciler's status fields. The promotion engine writes
-/// `status.autoPromotions` and `status.plan` under its own manager, so neither clobbers the other.
+/// `status.autoPromotions`, `status.plan` and `status.engineState` under its own manager, so
+/// neither clobbers the other.
 pub const STATUS_FIELD_MANAGER: &str = "kafka-observer-operator-rollout";
 
 /// Status fields the reconciler never writes (owned by the promotion engine).
-const FOREIGN_FIELDS: [&str; 2] = ["autoPromotions", "plan"];
+const FOREIGN_FIELDS: [&str; 3] = ["autoPromotions", "plan", "engineState"];
 
 /// The server-side-apply body for the reconciler's status fields (pure): every field except
-/// `autoPromotions` and `plan`. Fields the reconciler no longer sends (a finished rollout)
+/// `autoPromotions`, `plan` and `engineState`. Fields the reconciler no longer sends (a finished rollout)
 /// disappear, because this manager owned them.
 pub fn status_patch(status: &ObserverSetStatus) -> serde_json::Value {
     let mut fields = serde_json::to_value(status).unwrap_or_default();
@@ -220,6 +221,7 @@ mod tests {
         assert_eq!(patch["status"]["revision"], 3);
         assert!(patch["status"].get("autoPromotions").is_none(), "{patch}");
         assert!(patch["status"].get("plan").is_none());
+        assert!(patch["status"].get("engineState").is_none());
         assert!(
             patch["status"].get("rollout").is_none(),
             "a finished rollout is dropped"

@@ -132,7 +132,6 @@ pub fn decide(
         };
     }
 
-    next.last_known_hw = remember_high_watermarks(snapshot, history);
     let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
     let observers_now: BTreeSet<BrokerId> = config
         .observers
@@ -140,7 +139,14 @@ pub fn decide(
         .copied()
         .filter(|id| !config.promoted.contains(id) && !auto.contains(id))
         .collect();
-    let interesting: BTreeSet<BrokerId> = config.observers.iter().chain(&auto).copied().collect();
+    let interesting: BTreeSet<BrokerId> = config
+        .observers
+        .iter()
+        .chain(&config.promoted)
+        .chain(&auto)
+        .copied()
+        .collect();
+    next.last_known_hw = remember_high_watermarks(snapshot, history, &interesting);
     let mut hosted: HashMap<BrokerId, Vec<usize>> = HashMap::new();
     for (i, p) in snapshot.partitions.iter().enumerate() {
         for r in &p.replicas {
@@ -217,12 +223,20 @@ fn untrustworthy(
     })
 }
 
+/// The high watermark to remember for each partition hosted by an `interesting` broker (an
+/// observer, promoted or not): the only partitions whose lag or takeover needs one. Bounding the
+/// map to them keeps `status.engineState` small (crate::automation::engine_state).
 fn remember_high_watermarks(
     snapshot: &ClusterSnapshot,
     history: &PolicyHistory,
+    interesting: &BTreeSet<BrokerId>,
 ) -> HashMap<TopicPartition, i64> {
-    let mut hw = HashMap::with_capacity(snapshot.partitions.len());
-    for p in &snapshot.partitions {
+    let mut hw = HashMap::new();
+    for p in snapshot
+        .partitions
+        .iter()
+        .filter(|p| p.replicas.iter().any(|r| interesting.contains(r)))
+    {
         let id = p.id();
         let seen = match (p.leader, p.high_watermark) {
             (Some(_), Some(h)) => Some(h),

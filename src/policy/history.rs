@@ -41,8 +41,9 @@ pub struct PolicyHistory {
     pub recovered_since: BTreeMap<BrokerId, DateTime<Utc>>,
     /// Last automatic action per broker: the cooldown is measured from it.
     pub last_action: BTreeMap<BrokerId, LastAction>,
-    /// Last high watermark seen while the partition had a leader: the bar an unclean takeover
-    /// must clear. Kept in memory only; after a restart a takeover waits until it is known again.
+    /// Last high watermark seen while the partition had a leader, for the partitions an observer
+    /// hosts: the bar an unclean takeover must clear. Saved in `status.engineState` and restored
+    /// by a successor (crate::automation::engine_state).
     #[serde(skip)]
     pub last_known_hw: HashMap<TopicPartition, i64>,
 }

@@ -14,7 +14,7 @@ mod snapshot;
 mod takeover;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]
