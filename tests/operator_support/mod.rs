@@ -74,6 +74,78 @@ impl Bed {
         );
     }
 
+    /// Installs the CRD of this build (`ObserverSet::crd()`, what `kafka-observer-operator crd`
+    /// of the same source prints) by server-side apply under operator.sh's field manager, and
+    /// waits until it is Established. Unlike `operator("crd")` it does not depend on which build
+    /// last wrote the shared release binary.
+    pub async fn install_crd_of_this_build(&self) {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::CustomResourceExt;
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let crd = ObserverSet::crd();
+        let name = crd.metadata.name.clone().expect("CRD name");
+        let pp = kube::api::PatchParams::apply("koo-testbed").force();
+        api.patch(&name, &pp, &kube::api::Patch::Apply(&crd))
+            .await
+            .expect("install the ObserverSet CRD");
+        wait_for(Duration::from_secs(60), "the CRD to be Established", || {
+            let api = api.clone();
+            let name = name.clone();
+            async move {
+                let crd = api.get(&name).await.ok()?;
+                let established = crd
+                    .status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                established.then_some(())
+            }
+        })
+        .await;
+        // Established was already true for the previous schema: wait until the apiserver
+        // refuses what only this build's schema refuses (the confirmations bound).
+        let probe = serde_json::json!({
+            "apiVersion": "kafkaobserver.io/v1alpha1",
+            "kind": "ObserverSet",
+            "metadata": {"name": "schema-probe"},
+            "spec": {
+                "kafka": {"bootstrapServers": "probe:9092"},
+                "nodes": {"controllers": {"selector": {"matchLabels": {"probe": "x"}}, "nodeId": {"ordinalOffset": 0}}},
+                "observers": [],
+                "promotion": {"confirmations": 101}
+            }
+        });
+        let sets: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            "default",
+            &kube::api::ApiResource::erase::<ObserverSet>(&()),
+        );
+        let probe: kube::api::DynamicObject = serde_json::from_value(probe).unwrap();
+        wait_for(
+            Duration::from_secs(30),
+            "the apiserver to serve this build's schema",
+            || {
+                let (sets, probe) = (sets.clone(), probe.clone());
+                async move {
+                    let pp = PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    };
+                    match sets.create(&pp, &probe).await {
+                        Err(kube::Error::Api(e))
+                            if e.message
+                                .contains("promotion.confirmations must be between 1 and 100") =>
+                        {
+                            Some(())
+                        }
+                        _ => None,
+                    }
+                }
+            },
+        )
+        .await;
+    }
+
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(self.dir.join("logs/operator.log")).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
