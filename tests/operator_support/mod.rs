@@ -84,26 +84,10 @@ impl Bed {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         let crd = ObserverSet::crd();
         let name = crd.metadata.name.clone().expect("CRD name");
-        let pp = kube::api::PatchParams::apply("koo-testbed").force();
-        api.patch(&name, &pp, &kube::api::Patch::Apply(&crd))
-            .await
-            .expect("install the ObserverSet CRD");
-        wait_for(Duration::from_secs(60), "the CRD to be Established", || {
-            let api = api.clone();
-            let name = name.clone();
-            async move {
-                let crd = api.get(&name).await.ok()?;
-                let established = crd
-                    .status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                established.then_some(())
-            }
-        })
-        .await;
-        // Established was already true for the previous schema: wait until the apiserver
-        // refuses what only this build's schema refuses (the confirmations bound).
+        // Established stays true across schema updates, so readiness is judged by a probe that
+        // only this build's schema refuses (the confirmations bound). The bed is shared: another
+        // session may install its own build's CRD meanwhile, so the apply is repeated until the
+        // probe passes.
         let probe = serde_json::json!({
             "apiVersion": "kafkaobserver.io/v1alpha1",
             "kind": "ObserverSet",
@@ -121,25 +105,38 @@ impl Bed {
             &kube::api::ApiResource::erase::<ObserverSet>(&()),
         );
         let probe: kube::api::DynamicObject = serde_json::from_value(probe).unwrap();
+        let pp = kube::api::PatchParams::apply("koo-testbed").force();
         wait_for(
-            Duration::from_secs(30),
-            "the apiserver to serve this build's schema",
+            Duration::from_secs(60),
+            "the apiserver to serve this build's CRD",
             || {
-                let (sets, probe) = (sets.clone(), probe.clone());
+                let (api, sets, probe, crd, name, pp) = (
+                    api.clone(),
+                    sets.clone(),
+                    probe.clone(),
+                    crd.clone(),
+                    name.clone(),
+                    pp.clone(),
+                );
                 async move {
-                    let pp = PostParams {
+                    api.patch(&name, &pp, &kube::api::Patch::Apply(&crd))
+                        .await
+                        .expect("install the ObserverSet CRD");
+                    let dry = PostParams {
                         dry_run: true,
                         ..Default::default()
                     };
-                    match sets.create(&pp, &probe).await {
-                        Err(kube::Error::Api(e))
+                    for _ in 0..10 {
+                        if let Err(kube::Error::Api(e)) = sets.create(&dry, &probe).await {
                             if e.message
-                                .contains("promotion.confirmations must be between 1 and 100") =>
-                        {
-                            Some(())
+                                .contains("promotion.confirmations must be between 1 and 100")
+                            {
+                                return Some(());
+                            }
                         }
-                        _ => None,
+                        tokio::time::sleep(Duration::from_millis(200)).await;
                     }
+                    None
                 }
             },
         )
