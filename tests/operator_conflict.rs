@@ -55,6 +55,12 @@ fn refuse_a_foreign_shared_operator(bed: &Bed) {
     else {
         return;
     };
+    // Only a live operator process (the pid file may be stale and the pid reused).
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    if !(cmdline.contains("kafka-observer-operator") && cmdline.contains("run")) {
+        return;
+    }
     let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
     let Ok(out) = Command::new(&exe).arg("crd").output() else {
         return; // not running
