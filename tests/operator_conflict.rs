@@ -13,10 +13,12 @@ mod operator_support;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
+use std::panic::AssertUnwindSafe;
 
 use operator_support::{bed, get_cm, listed_ids, phase, status_of, wait_for, Bed};
 
@@ -262,12 +264,53 @@ async fn newer_observer_set_selecting_the_same_pods_is_in_conflict_until_the_old
     ensure_namespace(&bed).await;
     create_pods(&bed).await;
     let op = Operator::start(&bed);
+    // Whatever happens, the sets go: an ObserverSet in phase Conflict left behind would break
+    // every operator of an older build on the shared bed (its Phase has no Conflict variant,
+    // so it cannot even list ObserverSets).
+    let outcome = AssertUnwindSafe(scenario(&bed, &op)).catch_unwind().await;
+    clean_up(&bed, op).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Deletes both sets (our operator removes the finalizers; stripped by hand if it cannot),
+/// stops the operator and deletes the namespace with its pods and retained ConfigMaps.
+async fn clean_up(bed: &Bed, op: Operator) {
+    let api = bed.observer_sets(NS);
+    for name in ["beta", "alpha"] {
+        let _ = api.delete(name, &DeleteParams::default()).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let left = api
+            .list(&Default::default())
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0);
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for name in ["beta", "alpha"] {
+        let strip = json!({"metadata": {"finalizers": null}});
+        let _ = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+    }
+    drop(op);
+    let namespaces: Api<Namespace> = Api::all(bed.client.clone());
+    let _ = namespaces.delete(NS, &DeleteParams::default()).await;
+}
+
+async fn scenario(bed: &Bed, op: &Operator) {
     let sets = bed.observer_sets(NS);
     let cms = bed.config_maps(NS);
     // Leftovers of an interrupted run: deleted by our operator (it removes the finalizers),
     // with their retained ConfigMaps.
     for name in ["alpha", "beta"] {
-        delete_and_wait_gone(&bed, name).await;
+        delete_and_wait_gone(bed, name).await;
         for role in ["controller", "broker"] {
             let _ = cms
                 .delete(
@@ -280,13 +323,13 @@ async fn newer_observer_set_selecting_the_same_pods_is_in_conflict_until_the_old
 
     // The older set: every pod by role.
     let alpha = observer_set(
-        &bed,
+        bed,
         "alpha",
         json!({"refuse/role": "controller"}),
         json!({"refuse/role": "broker"}),
     );
     operator_support::create_observer_set(&sets, alpha).await;
-    wait_phase(&bed, "alpha", "Ready", &op).await;
+    wait_phase(bed, "alpha", "Ready", op).await;
     wait_for(Duration::from_secs(30), "alpha's automation plan", || {
         let sets = sets.clone();
         async move { (!status_of(&sets, "alpha").await["plan"].is_null()).then_some(()) }
@@ -301,13 +344,13 @@ async fn newer_observer_set_selecting_the_same_pods_is_in_conflict_until_the_old
 
     // The newer set: other selectors, the same pods.
     let beta = observer_set(
-        &bed,
+        bed,
         "beta",
         json!({"refuse/cluster": "one", "refuse/role": "controller"}),
         json!({"refuse/cluster": "one", "refuse/role": "broker"}),
     );
     operator_support::create_observer_set(&sets, beta).await;
-    let status = wait_phase(&bed, "beta", "Conflict", &op).await;
+    let status = wait_phase(bed, "beta", "Conflict", op).await;
     let ready = ready_condition(&status);
     assert_eq!(ready["status"], "False", "{status:#}");
     assert_eq!(ready["reason"], "Conflict", "{status:#}");
@@ -340,8 +383,8 @@ async fn newer_observer_set_selecting_the_same_pods_is_in_conflict_until_the_old
 
     // The older set goes: the newer proceeds.
     let deleted = Instant::now();
-    delete_and_wait_gone(&bed, "alpha").await;
-    wait_phase(&bed, "beta", "Ready", &op).await;
+    delete_and_wait_gone(bed, "alpha").await;
+    wait_phase(bed, "beta", "Ready", op).await;
     println!(
         "beta Ready {:?} after alpha's delete request",
         deleted.elapsed()
@@ -358,10 +401,6 @@ async fn newer_observer_set_selecting_the_same_pods_is_in_conflict_until_the_old
     })
     .await;
 
-    // Clean up: the operator removes beta's finalizer, then the namespace goes with its pods
-    // and the retained ConfigMaps.
-    delete_and_wait_gone(&bed, "beta").await;
-    drop(op);
-    let namespaces: Api<Namespace> = Api::all(bed.client.clone());
-    let _ = namespaces.delete(NS, &DeleteParams::default()).await;
+    // The operator removes beta's finalizer too (clean_up then finds nothing left).
+    delete_and_wait_gone(bed, "beta").await;
 }
