@@ -342,7 +342,9 @@ async fn scenario(bed: &Bed, op: &Operator) {
         assert_eq!(listed_ids(&cm), Some(vec![1]));
     }
 
-    // The newer set: other selectors, the same pods.
+    // The newer set: other selectors, the same pods. The CRD is installed again first: the bed
+    // is shared, and a CRD of an older build (no Conflict phase) would refuse beta's status.
+    bed.install_crd_of_this_build().await;
     let beta = observer_set(
         bed,
         "beta",
