@@ -154,3 +154,228 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The bounds and strict parsers of issue 10 ("refuse what cannot be right"): every id a Kafka
+/// int32 node id, every duration within its range, counts bounded, bootstrapServers a strict
+/// host:port list. Each case must be refused with the message that says what to change.
+#[tokio::test]
+async fn apiserver_refuses_out_of_bounds_values_and_malformed_strings() {
+    let Some(bed) = bed().await else {
+        return;
+    };
+    bed.install_crd_of_this_build().await;
+    let good = bed.podless_observer_set("bounds", &[4, 5], &[4]);
+    dry_run(&bed, good.clone())
+        .await
+        .expect("a valid ObserverSet must be accepted");
+    // The edges of every range are accepted.
+    let edges = with(good.clone(), |b| {
+        b["spec"]["observers"] = serde_json::json!([0, 2147483647]);
+        b["spec"]["promotion"]["promoted"] = serde_json::json!([2147483647]);
+        b["spec"]["nodes"]["brokers"]["nodeId"] = serde_json::json!({"ordinalOffset": 2147483647});
+        b["spec"]["kafka"]["bootstrapServers"] =
+            serde_json::json!("kafka-0.kafka.svc:1,10.0.0.1:65535,[fd00::1]:9092");
+        let p = &mut b["spec"]["promotion"];
+        p["confirmations"] = serde_json::json!(100);
+        p["maxConcurrentPromotions"] = serde_json::json!(256);
+        p["maxLagMessages"] = serde_json::json!(0);
+        p["scanInterval"] = serde_json::json!("100ms");
+        p["cooldown"] = serde_json::json!("24h");
+        p["autoDemote"] = serde_json::json!({"enabled": true, "stabilizationWindow": "0s"});
+        let r = &mut b["spec"]["rollout"];
+        r["timeout"] = serde_json::json!("86400s");
+        r["settleTime"] = serde_json::json!("1h");
+        r["jvmCacheTtl"] = serde_json::json!("60s");
+    });
+    dry_run(&bed, edges)
+        .await
+        .expect("the edges of every range must be accepted");
+
+    let promotion = |field: &'static str, value: serde_json::Value| {
+        with(good.clone(), move |b| b["spec"]["promotion"][field] = value)
+    };
+    let rollout = |field: &'static str, value: serde_json::Value| {
+        with(good.clone(), move |b| b["spec"]["rollout"][field] = value)
+    };
+    let bootstrap = |value: &str| {
+        let value = serde_json::json!(value);
+        with(good.clone(), move |b| {
+            b["spec"]["kafka"]["bootstrapServers"] = value
+        })
+    };
+    use serde_json::json;
+    const FORM: &str = kafka_observer_operator::crd::BOOTSTRAP_FORM;
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "observer id beyond int32",
+            with(good.clone(), |b| {
+                b["spec"]["observers"] = json!([4, 2147483648u64])
+            }),
+            "observers must be node ids >= 0 and <= 2147483647",
+        ),
+        (
+            "negative promoted id",
+            with(good.clone(), |b| {
+                b["spec"]["promotion"]["promoted"] = json!([-1])
+            }),
+            "promotion.promoted must be node ids >= 0 and <= 2147483647",
+        ),
+        (
+            "257 observers",
+            with(good.clone(), |b| {
+                b["spec"]["observers"] = json!((0..257).collect::<Vec<i32>>())
+            }),
+            "must have at most 256 items",
+        ),
+        (
+            "ordinalOffset beyond int32",
+            with(good.clone(), |b| {
+                b["spec"]["nodes"]["brokers"]["nodeId"] = json!({"ordinalOffset": 2147483648u64})
+            }),
+            "nodeId.ordinalOffset must be between 0 and 2147483647",
+        ),
+        (
+            "101 confirmations",
+            promotion("confirmations", json!(101)),
+            "promotion.confirmations must be between 1 and 100",
+        ),
+        (
+            "zero concurrent promotions",
+            promotion("maxConcurrentPromotions", json!(0)),
+            "promotion.maxConcurrentPromotions must be between 1 and 256",
+        ),
+        (
+            "257 concurrent promotions",
+            promotion("maxConcurrentPromotions", json!(257)),
+            "promotion.maxConcurrentPromotions must be between 1 and 256",
+        ),
+        (
+            "negative maxLagMessages",
+            promotion("maxLagMessages", json!(-1)),
+            "promotion.maxLagMessages must be 0 or more",
+        ),
+        (
+            "scanInterval below 100ms",
+            promotion("scanInterval", json!("50ms")),
+            "promotion.scanInterval must be between 100ms and 10m",
+        ),
+        (
+            "scanInterval above 10m",
+            promotion("scanInterval", json!("11m")),
+            "promotion.scanInterval must be between 100ms and 10m",
+        ),
+        (
+            "cooldown above 24h",
+            promotion("cooldown", json!("25h")),
+            "promotion.cooldown must be between 0s and 24h",
+        ),
+        (
+            "cooldown that would overflow a duration",
+            promotion("cooldown", json!("999999999h")),
+            "promotion.cooldown must be between 0s and 24h",
+        ),
+        (
+            "stabilizationWindow above 24h",
+            promotion(
+                "autoDemote",
+                json!({"enabled": true, "stabilizationWindow": "1441m"}),
+            ),
+            "promotion.autoDemote.stabilizationWindow must be between 0s and 24h",
+        ),
+        (
+            "settleTime above 1h",
+            rollout("settleTime", json!("2h")),
+            "rollout.settleTime must be between 0s and 1h",
+        ),
+        (
+            "timeout below 1s",
+            rollout("timeout", json!("500ms")),
+            "rollout.timeout must be between 1s and 24h",
+        ),
+        (
+            "jvmCacheTtl below the patch's 100ms",
+            rollout("jvmCacheTtl", json!("50ms")),
+            "rollout.jvmCacheTtl must be between 100ms and 1m",
+        ),
+        (
+            "jvmCacheTtl above the patch's 60s",
+            rollout("jvmCacheTtl", json!("5m")),
+            "rollout.jvmCacheTtl must be between 100ms and 1m",
+        ),
+        (
+            "compound duration",
+            rollout("timeout", json!("1m30s")),
+            "spec.rollout.timeout in body should match",
+        ),
+        (
+            "bootstrap with a scheme",
+            bootstrap("PLAINTEXT://kafka:9092"),
+            FORM,
+        ),
+        (
+            "bootstrap with a space",
+            bootstrap("kafka-0:9092, kafka-1:9092"),
+            FORM,
+        ),
+        (
+            "bootstrap with an empty entry",
+            bootstrap("kafka-0:9092,,kafka-1:9092"),
+            FORM,
+        ),
+        ("bootstrap with a path", bootstrap("kafka:9092/x"), FORM),
+        ("bootstrap port 65536", bootstrap("kafka:65536"), FORM),
+        ("bootstrap port 0", bootstrap("kafka:0"), FORM),
+        ("bootstrap without a port", bootstrap("kafka"), FORM),
+        (
+            "bootstrap IPv6 without brackets",
+            bootstrap("fd00::1:9092"),
+            FORM,
+        ),
+        (
+            "bootstrap longer than 4096",
+            bootstrap(&format!("{}:9092", "a.".repeat(2100) + "a")),
+            "4096",
+        ),
+        (
+            "nodeId.label not a label key",
+            with(good.clone(), |b| {
+                b["spec"]["nodes"]["controllers"]["nodeId"] = json!({"label": "node id"})
+            }),
+            "nodeId.label must be a label key",
+        ),
+        (
+            "name longer than a label value",
+            with(good.clone(), |b| {
+                b["metadata"]["name"] = json!("n".repeat(64))
+            }),
+            "metadata.name must have at most 63 characters",
+        ),
+        (
+            "65 topic patterns",
+            promotion("topics", json!({"include": vec![".*"; 65], "exclude": []})),
+            "must have at most 64 items",
+        ),
+        (
+            "topic pattern longer than 256",
+            promotion(
+                "topics",
+                json!({"include": ["a".repeat(257)], "exclude": []}),
+            ),
+            "256",
+        ),
+    ];
+    assert!(cases.len() >= 20);
+    let mut failures = Vec::new();
+    for (case, body, want) in cases {
+        match dry_run(&bed, body).await {
+            Ok(()) => failures.push(format!(
+                "{case}: accepted, expected a rejection mentioning {want:?}"
+            )),
+            Err(msg) if msg.contains(want) => println!("ok   {case}: {msg}"),
+            Err(msg) => failures.push(format!(
+                "{case}: rejected, but the message lacks {want:?}: {msg}"
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -31,6 +31,7 @@ pub use metrics::AutomationMetrics;
 pub use status::FIELD_MANAGER;
 pub use task::reason;
 
+use crate::controller::conflict;
 use crate::crd::{ObserverSet, PromotionPolicy};
 use crate::metrics::{Metrics, ObserverSetLabels};
 
@@ -57,13 +58,15 @@ struct Running {
 
 /// Whether an ObserverSet gets an automation task: a policy other than Manual, or automatic
 /// promotions still in force (Manual stops new promotions, the earlier ones are still demoted
-/// when autoDemote is enabled; docs/promotion-policies.md).
+/// when autoDemote is enabled; docs/promotion-policies.md). Never for a set the reconciler found
+/// in conflict with an older ObserverSet selecting the same pods.
 fn automated(obs: &ObserverSet) -> bool {
     let pending = obs
         .status
         .as_ref()
         .is_some_and(|s| !s.auto_promotions.is_empty());
     obs.meta().deletion_timestamp.is_none()
+        && !conflict::in_conflict(obs)
         && (obs.spec.promotion.policy != PromotionPolicy::Manual || pending)
 }
 
@@ -82,6 +85,15 @@ pub async fn run(client: Client, metrics: Metrics) {
 pub async fn run_namespaced(client: Client, metrics: Metrics, namespace: &str) {
     let api: Api<ObserverSet> = Api::namespaced(client.clone(), namespace);
     supervise(client, api, metrics).await
+}
+
+/// The conflict check before a task starts (one list of the namespace's ObserverSets and pods).
+/// A failed check lets the task start: the reconciler's `Conflict` phase still stops it.
+async fn starting_in_conflict(client: &Client, obs: &ObserverSet) -> Option<conflict::Conflict> {
+    conflict::find(client, obs).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "conflict check before starting the promotion automation failed");
+        None
+    })
 }
 
 async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics) {
@@ -110,6 +122,9 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics) {
                     stop(&mut running, &k);
                 } else if let Some(r) = running.get(&k) {
                     r.spec.send_replace(Arc::new(obs));
+                } else if let Some(c) = starting_in_conflict(&client, &obs).await {
+                    // The reconciler may not have marked it yet: checked here before starting.
+                    tracing::info!(namespace = %k.0, observerset = %k.1, other = %c.other, "promotion automation not started: an older ObserverSet selects the same pods");
                 } else {
                     let (spec, receiver) = watch::channel(Arc::new(obs));
                     let task = task::SetTask::new(client.clone(), metrics.clone(), &k.0, &k.1);

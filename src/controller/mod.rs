@@ -7,6 +7,7 @@
 //! the decision into status and Events (pure); `reconcile` applies it. `pods` routes pod events
 //! to the ObserverSets selecting them.
 
+pub mod conflict;
 mod observe;
 mod outcome;
 mod pods;
@@ -19,6 +20,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
@@ -77,8 +79,10 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
     let sets: Api<ObserverSet> = scoped(&client, namespace.as_deref());
     let config_maps: Api<ConfigMap> = scoped(&client, namespace.as_deref());
     let pods_api: Api<Pod> = scoped(&client, namespace.as_deref());
+    let siblings_api = sets.clone();
     let controller = Controller::new(sets, watcher::Config::default().any_semantic());
     let store = controller.store();
+    let sibling_store = store.clone();
     let managed = format!("{LABEL_MANAGED_BY}={FIELD_MANAGER}");
     tracing::info!(
         namespace = namespace.as_deref().unwrap_or("<all>"),
@@ -88,6 +92,16 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
         .owns(config_maps, watcher::Config::default().labels(&managed))
         .watches(pods_api, watcher::Config::default(), move |pod| {
             pods::observer_sets_selecting(&store.state(), &pod)
+        })
+        // An ObserverSet created, changed or deleted can start or end a conflict of its
+        // siblings (src/controller/conflict.rs).
+        .watches(siblings_api, watcher::Config::default(), move |changed| {
+            sibling_store
+                .state()
+                .into_iter()
+                .filter(|sibling| conflict::concerns(&changed, sibling))
+                .map(|sibling| ObjectRef::from_obj(sibling.as_ref()))
+                .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(async move { shutdown.wait().await })
         .run(reconcile, error_policy, ctx)

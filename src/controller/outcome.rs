@@ -141,6 +141,23 @@ pub fn status_invalid(
     }
 }
 
+/// The status of an ObserverSet in conflict with an older one: like [`status_invalid`], the
+/// rollout state is kept as it is, only phase and conditions change (naming the other set).
+pub fn status_conflict(
+    previous: &ObserverSetStatus,
+    generation: Option<i64>,
+    message: &str,
+    now: Timestamp,
+) -> ObserverSetStatus {
+    let values = condition_values(Phase::Conflict, previous.rollout.as_ref(), Some(message));
+    ObserverSetStatus {
+        observed_generation: generation,
+        phase: Some(Phase::Conflict),
+        conditions: merge_conditions(&previous.conditions, &values, generation, now),
+        ..previous.clone()
+    }
+}
+
 /// One Event to publish.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Note {
@@ -262,6 +279,38 @@ mod tests {
             ),
             status
         );
+    }
+
+    #[test]
+    fn conflict_keeps_the_rollout_state_and_names_the_other_set() {
+        let previous = ObserverSetStatus {
+            revision: 3,
+            effective_observers: vec![4],
+            ..Default::default()
+        };
+        let message = "ObserverSet kafka/old (older) already selects pod(s) b-0: ...";
+        let status = status_conflict(&previous, Some(5), message, now());
+        assert_eq!(status.phase, Some(Phase::Conflict));
+        assert_eq!(
+            (status.revision, status.effective_observers.clone()),
+            (3, vec![4])
+        );
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            ("False", "Conflict", message)
+        );
+        assert_eq!(ready.observed_generation, Some(5));
+        // Stable: the same verdict again changes nothing (no status write, no Event).
+        assert_eq!(status_conflict(&status, Some(5), message, now()), status);
     }
 
     #[test]

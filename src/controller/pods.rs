@@ -30,7 +30,10 @@ pub fn observer_sets_selecting(
         .collect()
 }
 
-fn selects(role: &RoleNodes, labels: &std::collections::BTreeMap<String, String>) -> bool {
+pub(super) fn selects(
+    role: &RoleNodes,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
     let sel = &role.selector;
     let empty = sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
         && sel.match_expressions.as_ref().is_none_or(|e| e.is_empty());

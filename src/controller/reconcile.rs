@@ -15,6 +15,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as Finalized};
 use kube::{Resource, ResourceExt};
 
+use super::conflict::{self, Conflict};
 use super::observe::{self, ObservedRole};
 use super::outcome;
 use super::Context;
@@ -72,6 +73,15 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         Ok(v) => v,
         Err(e) => return invalid(&api, &fresh, &previous, e.to_string(), None, ctx).await,
     };
+    // An older ObserverSet selecting the same pods keeps them: write nothing but our phase.
+    let conflict = conflict::find(&ctx.client, &fresh)
+        .await
+        .map_err(Error::kube(format!(
+            "listing the ObserverSets and pods of namespace {namespace} (conflict check)"
+        )))?;
+    if let Some(conflict) = conflict {
+        return conflicted(&api, &fresh, &previous, &conflict, ctx).await;
+    }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
     let observed = match observe::roles(&validated, &pods, &config_maps).await {
@@ -195,6 +205,38 @@ async fn invalid(
     Ok(retry
         .map(Action::requeue)
         .unwrap_or_else(Action::await_change))
+}
+
+/// Phase Conflict with a Ready=False message naming the older ObserverSet; nothing else is
+/// written (no ConfigMap, no nudge; the automation stands aside on the phase). A Warning Event
+/// when the verdict is new. Requeued at the resync interval; the sibling watch normally
+/// triggers the next reconcile sooner (the other set deleted or changed).
+async fn conflicted(
+    api: &Api<ObserverSet>,
+    fresh: &ObserverSet,
+    previous: &ObserverSetStatus,
+    conflict: &Conflict,
+    ctx: &Context,
+) -> Result<Action> {
+    let name = fresh.name_any();
+    let namespace = fresh.namespace().unwrap_or_default();
+    let message = conflict.message();
+    let next = outcome::status_conflict(
+        previous,
+        fresh.metadata.generation,
+        &message,
+        Timestamp::now(),
+    );
+    if next != *previous {
+        tracing::warn!(observerset = %format!("{namespace}/{name}"), other = %conflict.other, "{message}");
+        status::apply(api, &name, &next).await?;
+        ctx.events
+            .warning(&fresh.object_ref(&()), reason::CONFLICT, message)
+            .await;
+        ctx.metrics
+            .event_published(&ObserverSetLabels::new(&namespace, &name), reason::CONFLICT);
+    }
+    Ok(Action::requeue(ctx.resync))
 }
 
 async fn report(

@@ -1,15 +1,20 @@
 //! How the operator reaches the Kafka cluster (`spec.kafka`).
 
 use kube::KubeSchema;
+
+use super::bootstrap::{BOOTSTRAP_FORM, BOOTSTRAP_PATTERN};
 use serde::{Deserialize, Serialize};
 
 /// Connection to the Kafka cluster the observers belong to.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KafkaConnection {
-    /// Comma-separated `host:port` list of brokers, as in Kafka's `bootstrap.servers`.
+    /// Comma-separated `host:port` list of brokers, as in Kafka's `bootstrap.servers`: host a
+    /// DNS name, an IPv4 address or an `[IPv6]` address, port 1-65535; no spaces, no scheme, no
+    /// path, no empty entries; at most 4096 characters.
     #[x_kube(validation = Rule::new("self.trim() != ''").message("bootstrapServers must list at least one host:port"))]
-    #[schemars(length(min = 1))]
+    #[x_kube(validation = Rule::new(format!("self.matches(r'{BOOTSTRAP_PATTERN}')")).message(BOOTSTRAP_FORM))]
+    #[schemars(length(min = 1, max = 4096))]
     pub bootstrap_servers: String,
     /// TLS to the brokers; absent means plaintext.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,8 @@
 //! through the schema (patterns, ranges, enums) and CEL rules; `validate` then turns a raw spec
 //! into a [`ValidatedObserverSet`], the only model the rest of the operator works from.
 
+mod bootstrap;
+pub mod bounds;
 mod duration;
 mod kafka;
 mod nodes;
@@ -13,6 +15,7 @@ mod spec;
 mod status;
 mod validation;
 
+pub use bootstrap::{parse_bootstrap_servers, BootstrapError, BOOTSTRAP_FORM, BOOTSTRAP_PATTERN};
 pub use duration::{parse_duration, DurationError, DURATION_PATTERN};
 pub use kafka::{
     ClientCertSecretRef, KafkaConnection, SaslMechanism, SaslSecretRef, SaslSpec, SecretKeyRef,
@@ -28,7 +31,7 @@ pub use status::{
     RolloutStep, TopicHighWatermarks,
 };
 pub use validation::{
-    validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka,
+    is_label_key, validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka,
     ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
 };
 
@@ -92,7 +95,15 @@ mod tests {
     fn crd_carries_the_validation_rules() {
         let yaml = serde_norway::to_string(&ObserverSet::crd()).unwrap();
         for rule in [
-            "observers must be node ids >= 0",
+            "observers must be node ids >= 0 and <= 2147483647",
+            "promotion.promoted must be node ids >= 0 and <= 2147483647",
+            "promotion.confirmations must be between 1 and 100",
+            "promotion.maxConcurrentPromotions must be between 1 and 256",
+            "promotion.scanInterval must be between 100ms and 10m",
+            "rollout.jvmCacheTtl must be between 100ms and 1m",
+            "nodeId.label must be a label key",
+            "metadata.name must have at most 63 characters",
+            super::BOOTSTRAP_FORM,
             "observers must not list a node id twice",
             "every id in promotion.promoted must also be listed in observers",
             "nodeId needs exactly one of label or ordinalOffset",

@@ -2,6 +2,12 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::KubeSchema;
+
+use super::bounds::int_range_rule;
+
+/// RE2 pattern of a Kubernetes label key (`[prefix/]name`); the operator checks the same with
+/// `is_label_key`.
+pub const LABEL_KEY_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
 use serde::{Deserialize, Serialize};
 
 /// The pods of each Kafka role.
@@ -38,12 +44,16 @@ pub struct RoleNodes {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.label) != has(self.ordinalOffset)").message("nodeId needs exactly one of label or ordinalOffset"))]
 pub struct NodeIdSource {
-    /// A pod label whose value is the node id (e.g. `kafkaobserver.io/node-id`).
+    /// A pod label whose value is the node id (e.g. `kafkaobserver.io/node-id`): a label key,
+    /// `[prefix/]name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 317))]
+    #[x_kube(validation = Rule::new(format!("self.matches(r'{LABEL_KEY_PATTERN}')")).message("nodeId.label must be a label key, [prefix/]name, for example kafkaobserver.io/node-id"))]
     pub label: Option<String>,
     /// Node id = StatefulSet pod ordinal (the `-N` suffix of the pod name) + this offset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    /// At most 2147483647 (Kafka's largest node id); ordinal + offset must not exceed it either.
+    #[schemars(range(min = 0, max = 2147483647))]
+    #[x_kube(validation = Rule::new(int_range_rule(0, 2147483647)).message("nodeId.ordinalOffset must be between 0 and 2147483647"))]
     pub ordinal_offset: Option<i32>,
 }

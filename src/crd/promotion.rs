@@ -3,6 +3,7 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+use super::bounds::{int_range_rule, node_ids_rule, COOLDOWN, SCAN_INTERVAL, STABILIZATION_WINDOW};
 use super::duration::DURATION_PATTERN;
 use super::NodeId;
 
@@ -15,28 +16,34 @@ pub struct PromotionSpec {
     pub policy: PromotionPolicy,
     /// Observers promoted by hand; each must also be listed in `observers`.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), inner(range(min = 0, max = 2147483647)))]
+    #[x_kube(validation = Rule::new(node_ids_rule()).message("promotion.promoted must be node ids >= 0 and <= 2147483647 (Kafka's int32 node.id)"))]
     #[x_kube(validation = Rule::new("self.all(id, self.filter(x, x == id).size() == 1)").message("promotion.promoted must not list a node id twice"))]
     pub promoted: Vec<NodeId>,
     /// An observer lagging by more messages than this on any partition it hosts is not eligible.
     #[serde(default = "default_max_lag")]
     #[schemars(range(min = 0))]
+    #[x_kube(validation = Rule::new("self >= 0").message("promotion.maxLagMessages must be 0 or more"))]
     pub max_lag_messages: i64,
     /// Consecutive scans that must agree before the operator acts.
     #[serde(default = "default_confirmations")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 100))]
+    #[x_kube(validation = Rule::new(int_range_rule(1, 100)).message("promotion.confirmations must be between 1 and 100"))]
     pub confirmations: i32,
     /// How often the Kafka watcher polls the cluster.
     #[serde(default = "default_scan_interval")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 11))]
+    #[x_kube(validation = Rule::new(SCAN_INTERVAL.cel_rule()).message(Message::Message(SCAN_INTERVAL.cel_message())))]
     pub scan_interval: String,
     /// Minimum time between two automatic actions on the same broker.
     #[serde(default = "default_cooldown")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 11))]
+    #[x_kube(validation = Rule::new(COOLDOWN.cel_rule()).message(Message::Message(COOLDOWN.cel_message())))]
     pub cooldown: String,
     /// At most this many observers promoted automatically at the same time.
     #[serde(default = "default_max_concurrent")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 256))]
+    #[x_kube(validation = Rule::new(int_range_rule(1, 256)).message("promotion.maxConcurrentPromotions must be between 1 and 256"))]
     pub max_concurrent_promotions: i32,
     /// Which topics the policy looks at.
     #[serde(default)]
@@ -110,9 +117,13 @@ pub enum PromotionPolicy {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicFilter {
+    /// At most 64 regexes of at most 256 characters each.
     #[serde(default = "default_include")]
+    #[schemars(length(max = 64), inner(length(max = 256)))]
     pub include: Vec<String>,
+    /// At most 64 regexes of at most 256 characters each.
     #[serde(default = "default_exclude")]
+    #[schemars(length(max = 64), inner(length(max = 256)))]
     pub exclude: Vec<String>,
 }
 
@@ -134,14 +145,15 @@ fn default_exclude() -> Vec<String> {
 }
 
 /// Automatic demotion of what the operator promoted itself.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AutoDemote {
     #[serde(default = "default_true")]
     pub enabled: bool,
     /// How long the cluster must stay healthy before an automatic promotion is undone.
     #[serde(default = "default_stabilization")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 11))]
+    #[x_kube(validation = Rule::new(STABILIZATION_WINDOW.cel_rule()).message(Message::Message(STABILIZATION_WINDOW.cel_message())))]
     pub stabilization_window: String,
 }
 

@@ -2,10 +2,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use kube::KubeSchema;
+
+use super::bounds::{JVM_CACHE_TTL, ROLLOUT_TIMEOUT, SETTLE_TIME};
 use super::duration::DURATION_PATTERN;
 
 /// Rollout settings; every field has a default.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutSpec {
     /// How the operator learns that a pod has seen a revision.
@@ -17,11 +20,13 @@ pub struct RolloutSpec {
     pub agent_port: i32,
     /// Time mode: how long after the write and nudge a pod counts as acknowledged.
     #[serde(default = "default_settle_time")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 11))]
+    #[x_kube(validation = Rule::new(SETTLE_TIME.cel_rule()).message(Message::Message(SETTLE_TIME.cel_message())))]
     pub settle_time: String,
     /// A step not acknowledged by every pod within this time sets the Degraded phase.
     #[serde(default = "default_timeout")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 11))]
+    #[x_kube(validation = Rule::new(ROLLOUT_TIMEOUT.cel_rule()).message(Message::Message(ROLLOUT_TIMEOUT.cel_message())))]
     pub timeout: String,
     /// Agent mode, pods whose Kafka JVM does not report what it has loaded (an agent without
     /// `--loaded-file`, or a Kafka with the public patch set): the JVM's observer.ids cache TTL.
@@ -32,7 +37,8 @@ pub struct RolloutSpec {
     /// `KAFKA_OBSERVER_IDS_LOADED_FILE` and the agent's `--loaded-file`) acknowledge when the JVM
     /// reports the revision, and this setting does not apply to them.
     #[serde(default = "default_jvm_cache_ttl")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 11))]
+    #[x_kube(validation = Rule::new(JVM_CACHE_TTL.cel_rule()).message(Message::Message(JVM_CACHE_TTL.cel_message())))]
     pub jvm_cache_ttl: String,
 }
 

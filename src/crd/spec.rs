@@ -3,6 +3,7 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use super::bounds::node_ids_rule;
 use super::kafka::KafkaConnection;
 use super::nodes::NodesSpec;
 use super::promotion::PromotionSpec;
@@ -24,6 +25,7 @@ use super::NodeId;
     namespaced,
     status = "ObserverSetStatus",
     derive = "PartialEq",
+    validation = Rule::new("size(self.metadata.name) <= 63").message("metadata.name must have at most 63 characters: it becomes a label value of the observer ConfigMaps"),
     doc = "Observer replicas of one Kafka cluster: the declared observers, promotion policy and rollout of the observer.ids files",
     printcolumn(
         name = "Desired",
@@ -51,9 +53,10 @@ pub struct ObserverSetSpec {
     pub kafka: KafkaConnection,
     /// Which pods run controllers and brokers, and their node ids.
     pub nodes: NodesSpec,
-    /// Node ids that are observers in normal operation (non-negative, unique).
-    #[schemars(length(max = 256))]
-    #[x_kube(validation = Rule::new("self.all(id, id >= 0)").message("observers must be node ids >= 0"))]
+    /// Node ids that are observers in normal operation: Kafka node ids (0 to 2147483647), unique,
+    /// at most 256.
+    #[schemars(length(max = 256), inner(range(min = 0, max = 2147483647)))]
+    #[x_kube(validation = Rule::new(node_ids_rule()).message("observers must be node ids >= 0 and <= 2147483647 (Kafka's int32 node.id)"))]
     #[x_kube(validation = Rule::new("self.all(id, self.filter(x, x == id).size() == 1)").message("observers must not list a node id twice"))]
     pub observers: Vec<NodeId>,
     /// Promotion policy and manual promotions.

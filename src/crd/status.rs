@@ -57,6 +57,9 @@ pub enum Phase {
     Degraded,
     /// The spec cannot be used; see the Ready condition's message for what to fix.
     Invalid,
+    /// An older ObserverSet in the namespace selects the same pods: nothing is written, nudged
+    /// or automated for this one; the Ready condition names the other.
+    Conflict,
 }
 
 /// Per-role view: what the role's ConfigMap holds and which pods confirmed it.

@@ -12,7 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use regex::Regex;
 
-use super::duration::parse_duration;
+use super::bootstrap::{parse_bootstrap_servers, BootstrapError};
+use super::bounds::{
+    DurationFieldError, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT, MAX_IDS,
+    MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL, SETTLE_TIME,
+    STABILIZATION_WINDOW, TOPIC_PATTERN_MAX_LENGTH,
+};
 use super::kafka::{SaslSpec, TlsSpec};
 use super::nodes::{NodeIdSource, RoleNodes};
 use super::promotion::PromotionPolicy;
@@ -23,12 +28,10 @@ use super::{NodeId, Role};
 /// One thing wrong with a spec, worded as what to change.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SpecViolation {
-    #[error("spec.kafka.bootstrapServers is empty: list at least one host:port, comma-separated")]
-    NoBootstrapServers,
-    #[error(
-        "spec.kafka.bootstrapServers entry {0:?} is not host:port: write it like kafka-bootstrap.kafka.svc:9092"
-    )]
-    BadBootstrapServer(String),
+    #[error("metadata.name {0:?} has {len} characters: use at most 63 (it becomes a label value of the observer ConfigMaps)", len = .0.len())]
+    NameTooLong(String),
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
     #[error(
         "spec.nodes has neither controllers nor brokers: add a selector for at least one role"
     )]
@@ -37,29 +40,36 @@ pub enum SpecViolation {
     ControllersMissing,
     #[error("spec.nodes.{0}s.selector is empty and would match every pod: add matchLabels or matchExpressions")]
     EmptySelector(Role),
+    #[error("spec.nodes.{0}s.selector is not a valid label selector ({1}): use operators In, NotIn, Exists or DoesNotExist with values only for In and NotIn")]
+    BadSelector(Role, String),
     #[error("spec.nodes.{0}s.nodeId must set exactly one of label or ordinalOffset")]
     NodeIdSource(Role),
-    #[error("spec.nodes.{0}s.nodeId.ordinalOffset is {1}: use a value >= 0")]
+    #[error("spec.nodes.{0}s.nodeId.label {1:?} is not a label key: write [prefix/]name, for example kafkaobserver.io/node-id")]
+    NodeIdLabel(Role, String),
+    #[error(
+        "spec.nodes.{0}s.nodeId.ordinalOffset is {1}: use a value between 0 and {MAX_NODE_ID}"
+    )]
     NegativeOffset(Role, i32),
-    #[error("spec.observers contains {0}: node ids are >= 0")]
-    NegativeObserver(NodeId),
+    #[error("spec.{field} contains {id}: Kafka node ids are between 0 and {MAX_NODE_ID}")]
+    NodeIdOutOfRange { field: &'static str, id: NodeId },
+    #[error("spec.{field} lists {count} ids: list at most {MAX_IDS}")]
+    TooManyIds { field: &'static str, count: usize },
     #[error("spec.observers lists {0} more than once: list each node id once")]
     DuplicateObserver(NodeId),
     #[error("spec.promotion.promoted lists {0}, which is not in spec.observers: promote only declared observers")]
     PromotedNotObserver(NodeId),
     #[error("spec.promotion.promoted lists {0} more than once: list each node id once")]
     DuplicatePromoted(NodeId),
-    #[error("spec.promotion.confirmations is {0}: use 1 or more")]
+    #[error("spec.promotion.confirmations is {0}: use {min} to {max}", min = CONFIRMATIONS.0, max = CONFIRMATIONS.1)]
     Confirmations(i32),
-    #[error("spec.promotion.maxConcurrentPromotions is {0}: use 1 or more")]
+    #[error("spec.promotion.maxConcurrentPromotions is {0}: use {min} to {max}", min = MAX_CONCURRENT.0, max = MAX_CONCURRENT.1)]
     MaxConcurrent(i32),
     #[error("spec.promotion.maxLagMessages is {0}: use 0 or more")]
     MaxLag(i64),
-    #[error("spec.{field}: {source}")]
-    Duration {
-        field: &'static str,
-        source: super::duration::DurationError,
-    },
+    #[error(transparent)]
+    Duration(#[from] DurationFieldError),
+    #[error("spec.promotion.topics.{list} has {count} patterns: use at most {MAX_TOPIC_PATTERNS}")]
+    TooManyTopicPatterns { list: &'static str, count: usize },
     #[error("spec.promotion.topics.{list}[{index}] {pattern:?} is not a valid regex: {message}")]
     TopicRegex {
         list: &'static str,
@@ -167,7 +177,15 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     let spec = &obs.spec;
     let mut errors = Vec::new();
 
-    let bootstrap_servers = bootstrap_list(&spec.kafka.bootstrap_servers, &mut errors);
+    let name = obs.name_any();
+    if name.len() > 63 {
+        errors.push(SpecViolation::NameTooLong(name.clone()));
+    }
+    let bootstrap_servers =
+        parse_bootstrap_servers(&spec.kafka.bootstrap_servers).unwrap_or_else(|bad| {
+            errors.extend(bad.into_iter().map(SpecViolation::from));
+            Vec::new()
+        });
 
     let roles = role_selections(
         spec.nodes.controllers.as_ref(),
@@ -175,43 +193,35 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
         &mut errors,
     );
 
-    let observers = unique_ids(
-        &spec.observers,
-        SpecViolation::DuplicateObserver,
-        &mut errors,
-    );
-    for &id in spec.observers.iter().filter(|&&id| id < 0) {
-        errors.push(SpecViolation::NegativeObserver(id));
-    }
+    let observers = node_ids("observers", &spec.observers, &mut errors);
+    let observers = unique_ids(&observers, SpecViolation::DuplicateObserver, &mut errors);
     let p = &spec.promotion;
-    let promoted = unique_ids(&p.promoted, SpecViolation::DuplicatePromoted, &mut errors);
+    let promoted = node_ids("promotion.promoted", &p.promoted, &mut errors);
+    let promoted = unique_ids(&promoted, SpecViolation::DuplicatePromoted, &mut errors);
     for &id in promoted.iter().filter(|id| !observers.contains(id)) {
         errors.push(SpecViolation::PromotedNotObserver(id));
     }
-    if p.confirmations < 1 {
+    if !(CONFIRMATIONS.0..=CONFIRMATIONS.1).contains(&p.confirmations) {
         errors.push(SpecViolation::Confirmations(p.confirmations));
     }
-    if p.max_concurrent_promotions < 1 {
+    if !(MAX_CONCURRENT.0..=MAX_CONCURRENT.1).contains(&p.max_concurrent_promotions) {
         errors.push(SpecViolation::MaxConcurrent(p.max_concurrent_promotions));
     }
     if p.max_lag_messages < 0 {
         errors.push(SpecViolation::MaxLag(p.max_lag_messages));
     }
-    let mut duration = |field: &'static str, value: &str| {
-        parse_duration(value).unwrap_or_else(|source| {
-            errors.push(SpecViolation::Duration { field, source });
+    let mut duration = |bounds: super::bounds::DurationBounds, value: &str| {
+        bounds.parse(value).unwrap_or_else(|e| {
+            errors.push(e.into());
             Duration::ZERO
         })
     };
-    let scan_interval = duration("promotion.scanInterval", &p.scan_interval);
-    let cooldown = duration("promotion.cooldown", &p.cooldown);
-    let stabilization = duration(
-        "promotion.autoDemote.stabilizationWindow",
-        &p.auto_demote.stabilization_window,
-    );
-    let settle_time = duration("rollout.settleTime", &spec.rollout.settle_time);
-    let timeout = duration("rollout.timeout", &spec.rollout.timeout);
-    let jvm_cache_ttl = duration("rollout.jvmCacheTtl", &spec.rollout.jvm_cache_ttl);
+    let scan_interval = duration(SCAN_INTERVAL, &p.scan_interval);
+    let cooldown = duration(COOLDOWN, &p.cooldown);
+    let stabilization = duration(STABILIZATION_WINDOW, &p.auto_demote.stabilization_window);
+    let settle_time = duration(SETTLE_TIME, &spec.rollout.settle_time);
+    let timeout = duration(ROLLOUT_TIMEOUT, &spec.rollout.timeout);
+    let jvm_cache_ttl = duration(JVM_CACHE_TTL, &spec.rollout.jvm_cache_ttl);
     let topics_include = compile_all("include", &p.topics.include, &mut errors);
     let topics_exclude = compile_all("exclude", &p.topics.exclude, &mut errors);
 
@@ -229,7 +239,7 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
         return Err(SpecError { violations: errors });
     }
     Ok(ValidatedObserverSet {
-        name: obs.name_any(),
+        name,
         namespace: obs.namespace().unwrap_or_default(),
         generation: obs.metadata.generation,
         kafka: ValidatedKafka {
@@ -264,27 +274,6 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     })
 }
 
-fn bootstrap_list(raw: &str, errors: &mut Vec<SpecViolation>) -> Vec<String> {
-    let servers: Vec<String> = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
-    if servers.is_empty() {
-        errors.push(SpecViolation::NoBootstrapServers);
-    }
-    for server in &servers {
-        let well_formed = server.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !well_formed {
-            errors.push(SpecViolation::BadBootstrapServer(server.clone()));
-        }
-    }
-    servers
-}
-
 fn role_selections(
     controllers: Option<&RoleNodes>,
     brokers: Option<&RoleNodes>,
@@ -315,12 +304,21 @@ fn role_selection(
         .is_some_and(|e| !e.is_empty());
     if !has_labels && !has_exprs {
         errors.push(SpecViolation::EmptySelector(role));
+    } else if let Err(e) = kube::core::Selector::try_from(sel.clone()) {
+        errors.push(SpecViolation::BadSelector(role, e.to_string()));
     }
     let node_id = match &nodes.node_id {
         NodeIdSource {
             label: Some(label),
             ordinal_offset: None,
-        } if !label.is_empty() => NodeIdRule::Label(label.clone()),
+        } if is_label_key(label) => NodeIdRule::Label(label.clone()),
+        NodeIdSource {
+            label: Some(label),
+            ordinal_offset: None,
+        } => {
+            errors.push(SpecViolation::NodeIdLabel(role, label.clone()));
+            return None;
+        }
         NodeIdSource {
             label: None,
             ordinal_offset: Some(offset),
@@ -345,6 +343,51 @@ fn role_selection(
     })
 }
 
+/// The ids that are Kafka node ids; reports the others and an over-long list.
+fn node_ids(field: &'static str, ids: &[NodeId], errors: &mut Vec<SpecViolation>) -> Vec<NodeId> {
+    if ids.len() > MAX_IDS {
+        errors.push(SpecViolation::TooManyIds {
+            field,
+            count: ids.len(),
+        });
+    }
+    let (good, bad): (Vec<NodeId>, Vec<NodeId>) = ids.iter().partition(|&&id| id >= 0);
+    errors.extend(
+        bad.into_iter()
+            .map(|id| SpecViolation::NodeIdOutOfRange { field, id }),
+    );
+    good
+}
+
+/// A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63
+/// characters (alphanumerics, `-`, `_`, `.`; alphanumeric at both ends).
+pub fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            })
+    });
+    name_ok && prefix_ok
+}
+
 fn unique_ids(
     ids: &[NodeId],
     dup: fn(NodeId) -> SpecViolation,
@@ -365,20 +408,40 @@ fn compile_all(
     patterns: &[String],
     errors: &mut Vec<SpecViolation>,
 ) -> Vec<Regex> {
+    if patterns.len() > MAX_TOPIC_PATTERNS {
+        errors.push(SpecViolation::TooManyTopicPatterns {
+            list,
+            count: patterns.len(),
+        });
+    }
     patterns
         .iter()
         .enumerate()
-        .filter_map(|(index, pattern)| match Regex::new(pattern) {
-            Ok(re) => Some(re),
-            Err(e) => {
-                errors.push(SpecViolation::TopicRegex {
-                    list,
-                    index,
-                    pattern: pattern.clone(),
-                    message: e.to_string(),
-                });
-                None
+        .filter_map(|(index, pattern)| {
+            let compiled = if pattern.len() > TOPIC_PATTERN_MAX_LENGTH {
+                Err(format!(
+                    "{} characters, use at most {TOPIC_PATTERN_MAX_LENGTH}",
+                    pattern.len()
+                ))
+            } else {
+                Regex::new(pattern).map_err(|e| e.to_string())
+            };
+            match compiled {
+                Ok(re) => Some(re),
+                Err(message) => {
+                    errors.push(SpecViolation::TopicRegex {
+                        list,
+                        index,
+                        pattern: pattern.clone(),
+                        message,
+                    });
+                    None
+                }
             }
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "validation_tests.rs"]
+mod tests;

@@ -49,6 +49,13 @@ pub enum DereferenceError {
     },
     #[error("pod {pod} (selected as {role}) has no StatefulSet ordinal (no {POD_INDEX_LABEL} label, no -N name suffix): use nodeId.label instead of ordinalOffset")]
     NoOrdinal { pod: String, role: Role },
+    #[error("pod {pod} (selected as {role}) resolves to node id {value}, which is not a Kafka node id (0 to 2147483647): fix its {source_of_id}")]
+    NodeIdOutOfRange {
+        pod: String,
+        role: Role,
+        value: i64,
+        source_of_id: String,
+    },
     #[error("pods {first} and {second} (selected as {role}) both resolve to node id {node_id}: fix the selector or the node id source")]
     DuplicateNodeId {
         first: String,
@@ -71,7 +78,7 @@ pub fn node_id_of(pod: &Pod, role: Role, rule: &NodeIdRule) -> Result<NodeId, De
                     label: label.clone(),
                 }
             })?;
-            value
+            let id: NodeId = value
                 .trim()
                 .parse()
                 .map_err(|_| DereferenceError::BadLabel {
@@ -79,12 +86,22 @@ pub fn node_id_of(pod: &Pod, role: Role, rule: &NodeIdRule) -> Result<NodeId, De
                     role,
                     label: label.clone(),
                     value: value.clone(),
-                })
+                })?;
+            if id < 0 {
+                return Err(DereferenceError::NodeIdOutOfRange {
+                    pod: name,
+                    role,
+                    value: id.into(),
+                    source_of_id: format!("label {label}"),
+                });
+            }
+            Ok(id)
         }
         NodeIdRule::OrdinalOffset(offset) => {
             let from_label = labels
                 .and_then(|l| l.get(POD_INDEX_LABEL))
-                .and_then(|v| v.parse::<NodeId>().ok());
+                .and_then(|v| v.parse::<NodeId>().ok())
+                .filter(|&n| n >= 0);
             let from_name = name
                 .rsplit_once('-')
                 .and_then(|(_, n)| n.parse::<NodeId>().ok());
@@ -94,7 +111,16 @@ pub fn node_id_of(pod: &Pod, role: Role, rule: &NodeIdRule) -> Result<NodeId, De
                     pod: name.clone(),
                     role,
                 })?;
-            Ok(ordinal + offset)
+            ordinal
+                .checked_add(*offset)
+                .filter(|&id| id >= 0)
+                .ok_or_else(|| DereferenceError::NodeIdOutOfRange {
+                    pod: name,
+                    role,
+                    value: i64::from(ordinal) + i64::from(*offset),
+                    source_of_id: "nodeId.ordinalOffset (ordinal + offset exceeds 2147483647)"
+                        .into(),
+                })
         }
     }
 }
@@ -251,6 +277,49 @@ mod tests {
                     running: true,
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn node_ids_outside_kafkas_range_are_refused() {
+        let by_label = NodeIdRule::Label("id".into());
+        let err =
+            node_id_of(&pod("b-0", &[("id", "-1")], None), Role::Broker, &by_label).unwrap_err();
+        assert!(
+            matches!(err, DereferenceError::NodeIdOutOfRange { value: -1, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("fix its label id"), "{err}");
+        // Too large for an int32: not a node id at all.
+        assert!(matches!(
+            node_id_of(
+                &pod("b-0", &[("id", "2147483648")], None),
+                Role::Broker,
+                &by_label
+            ),
+            Err(DereferenceError::BadLabel { .. })
+        ));
+        let offset = NodeIdRule::OrdinalOffset(i32::MAX);
+        assert_eq!(
+            node_id_of(&pod("b-0", &[], None), Role::Broker, &offset),
+            Ok(i32::MAX)
+        );
+        let err = node_id_of(&pod("b-1", &[], None), Role::Broker, &offset).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DereferenceError::NodeIdOutOfRange {
+                    value: 2147483648,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // A negative pod-index label is ignored; the name's ordinal is used.
+        let labelled = pod("b-2", &[(POD_INDEX_LABEL, "-5")], None);
+        assert_eq!(
+            node_id_of(&labelled, Role::Broker, &NodeIdRule::OrdinalOffset(0)),
+            Ok(2)
         );
     }
 

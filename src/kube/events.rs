@@ -23,6 +23,8 @@ pub mod reason {
     pub const DRIFT_RESTORED: &str = "DriftRestored";
     /// The spec or the selected pods cannot be used.
     pub const INVALID: &str = "Invalid";
+    /// An older ObserverSet selects the same pods; this one stands aside.
+    pub const CONFLICT: &str = "Conflict";
     /// Deletion waits: pods still mount the ConfigMaps (deletionPolicy Delete).
     pub const DELETION_BLOCKED: &str = "DeletionBlocked";
     /// Deletion finished (ConfigMaps retained or deleted).

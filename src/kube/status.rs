@@ -63,6 +63,21 @@ pub fn condition_values(
                 value(DEGRADED, true, "Invalid", why),
             ]
         }
+        (Phase::Conflict, _) => {
+            let why = problem
+                .unwrap_or("another ObserverSet selects the same pods")
+                .to_string();
+            [
+                value(READY, false, "Conflict", why.clone()),
+                value(
+                    PROGRESSING,
+                    false,
+                    "Conflict",
+                    "nothing is rolled out while another ObserverSet holds the pods".into(),
+                ),
+                value(DEGRADED, true, "Conflict", why),
+            ]
+        }
         (Phase::Degraded, r) => {
             let msg = match r {
                 Some(r) => format!(

@@ -122,6 +122,75 @@ impl Bed {
         }
     }
 
+    /// Installs the CRD of this build (`ObserverSet::crd()`, what `kafka-observer-operator crd`
+    /// of the same source prints) by server-side apply under operator.sh's field manager, and
+    /// waits until it is Established. Unlike `operator("crd")` it does not depend on which build
+    /// last wrote the shared release binary.
+    pub async fn install_crd_of_this_build(&self) {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::CustomResourceExt;
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let crd = ObserverSet::crd();
+        let name = crd.metadata.name.clone().expect("CRD name");
+        // Established stays true across schema updates, so readiness is judged by a probe that
+        // only this build's schema refuses (the confirmations bound). The bed is shared: another
+        // session may install its own build's CRD meanwhile, so the apply is repeated until the
+        // probe passes.
+        let probe = serde_json::json!({
+            "apiVersion": "kafkaobserver.io/v1alpha1",
+            "kind": "ObserverSet",
+            "metadata": {"name": "schema-probe"},
+            "spec": {
+                "kafka": {"bootstrapServers": "probe:9092"},
+                "nodes": {"controllers": {"selector": {"matchLabels": {"probe": "x"}}, "nodeId": {"ordinalOffset": 0}}},
+                "observers": [],
+                "promotion": {"confirmations": 101}
+            }
+        });
+        let sets: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            "default",
+            &kube::api::ApiResource::erase::<ObserverSet>(&()),
+        );
+        let probe: kube::api::DynamicObject = serde_json::from_value(probe).unwrap();
+        let pp = kube::api::PatchParams::apply("koo-testbed").force();
+        wait_for(
+            Duration::from_secs(60),
+            "the apiserver to serve this build's CRD",
+            || {
+                let (api, sets, probe, crd, name, pp) = (
+                    api.clone(),
+                    sets.clone(),
+                    probe.clone(),
+                    crd.clone(),
+                    name.clone(),
+                    pp.clone(),
+                );
+                async move {
+                    api.patch(&name, &pp, &kube::api::Patch::Apply(&crd))
+                        .await
+                        .expect("install the ObserverSet CRD");
+                    let dry = PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    };
+                    for _ in 0..10 {
+                        if let Err(kube::Error::Api(e)) = sets.create(&dry, &probe).await {
+                            if e.message
+                                .contains("promotion.confirmations must be between 1 and 100")
+                            {
+                                return Some(());
+                            }
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    None
+                }
+            },
+        )
+        .await;
+    }
+
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(self.dir.join("logs/operator.log")).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
