@@ -36,7 +36,7 @@ fn operator_binary() -> std::path::PathBuf {
         .arg("crd")
         .output()
         .unwrap_or_else(|e| panic!("run {} crd: {e}", bin.display()));
-    let ours = serde_yaml::to_string(&kafka_observer_operator::crd::ObserverSet::crd()).unwrap();
+    let ours = serde_norway::to_string(&kafka_observer_operator::crd::ObserverSet::crd()).unwrap();
     assert!(
         String::from_utf8_lossy(&out.stdout) == ours,
         "{} is not a build of this source (its CRD differs); rebuild it, or point KOO_OPERATOR_BIN at one",
@@ -67,7 +67,7 @@ fn refuse_a_foreign_shared_operator(bed: &Bed) {
     let Ok(out) = Command::new(&exe).arg("crd").output() else {
         return; // not running
     };
-    let ours = serde_yaml::to_string(&kafka_observer_operator::crd::ObserverSet::crd()).unwrap();
+    let ours = serde_norway::to_string(&kafka_observer_operator::crd::ObserverSet::crd()).unwrap();
     assert!(
         String::from_utf8_lossy(&out.stdout) == ours,
         "the bed's shared operator (pid {pid}) runs another build and watches every namespace, \
