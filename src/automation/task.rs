@@ -95,7 +95,8 @@ impl SetTask {
         }
     }
 
-    /// One scan and decision; returns the scan interval to keep.
+    /// One scan and decision; returns when to scan next (sooner while a candidate awaits its
+    /// confirmations: PolicyHistory::next_scan_after).
     async fn step(&mut self, obs: &ObserverSet) -> Result<Duration, AutomationError> {
         let validated = validate(obs).map_err(|e| AutomationError::Invalid(e.to_string()))?;
         let interval = validated
@@ -142,9 +143,12 @@ impl SetTask {
             self.run_elections(obs, &decision).await;
         }
         self.record(obs, &snapshot, &config, &decision, now).await?;
+        let next = decision
+            .next_history
+            .next_scan_after(interval, config.confirmations);
         self.history = Some(decision.next_history.clone());
         self.report_held_back(obs, &decision).await;
-        Ok(interval)
+        Ok(next)
     }
 
     fn watcher_for(&mut self, bootstrap: &[String]) -> Result<&mut KafkaWatcher, AutomationError> {

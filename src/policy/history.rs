@@ -1,6 +1,7 @@
 //! What the engine remembers between scans. `decide` never mutates it: it returns the next one.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -48,7 +49,34 @@ pub struct PolicyHistory {
     pub last_known_hw: HashMap<TopicPartition, i64>,
 }
 
+/// A candidate seen by fewer scans than `confirmations` is re-checked after this fraction of the
+/// scan interval: the confirmations still count independent, consecutive scans, but a real loss
+/// is confirmed in a fraction of a second instead of whole scan intervals.
+pub const CONFIRMATION_RESCAN_DIVISOR: u32 = 5;
+/// The shortest re-check (the CRD's minimum scan interval).
+pub const MIN_RESCAN: Duration = Duration::from_millis(100);
+
 impl PolicyHistory {
+    /// Whether some promotion candidate has been seen, but not yet by `confirmations`
+    /// consecutive scans.
+    pub fn confirming(&self, confirmations: u32) -> bool {
+        self.promote_streak
+            .values()
+            .any(|&n| n > 0 && n < confirmations)
+    }
+
+    /// When to scan next: `scan_interval`, or a fifth of it (at least 100 ms) while a candidate
+    /// awaits its confirmations.
+    pub fn next_scan_after(&self, scan_interval: Duration, confirmations: u32) -> Duration {
+        if self.confirming(confirmations) {
+            (scan_interval / CONFIRMATION_RESCAN_DIVISOR)
+                .max(MIN_RESCAN)
+                .min(scan_interval)
+        } else {
+            scan_interval
+        }
+    }
+
     /// Rebuilds the durable part of the history from `status.autoPromotions` after a restart:
     /// each promotion also starts the cooldown of its broker.
     pub fn from_auto_promotions(auto_promotions: Vec<AutoPromotion>) -> Self {

@@ -278,3 +278,72 @@ fn dry_run_plans_the_promotion_at_the_scan_the_live_run_makes_it() {
     assert!(firsts.0.is_some(), "the live run never promoted");
     assert_eq!(firsts.0, firsts.1);
 }
+
+#[test]
+fn a_candidate_awaiting_confirmations_is_rechecked_after_a_fifth_of_the_scan_interval() {
+    use std::time::Duration;
+    let second = Duration::from_secs(1);
+    let mut h = PolicyHistory::default();
+    assert_eq!(h.next_scan_after(second, 2), second, "nothing seen");
+    h.promote_streak.insert(4, 1);
+    assert!(h.confirming(2));
+    assert_eq!(h.next_scan_after(second, 2), Duration::from_millis(200));
+    assert_eq!(
+        h.next_scan_after(Duration::from_millis(300), 2),
+        Duration::from_millis(100),
+        "never below 100 ms"
+    );
+    assert_eq!(
+        h.next_scan_after(Duration::from_millis(100), 2),
+        Duration::from_millis(100)
+    );
+    h.promote_streak.insert(4, 2);
+    assert!(
+        !h.confirming(2),
+        "confirmed (acted on, or held back by cooldown or limits)"
+    );
+    assert_eq!(h.next_scan_after(second, 2), second);
+    assert_eq!(
+        h.next_scan_after(second, 1),
+        second,
+        "one confirmation: nothing awaits"
+    );
+}
+
+#[test]
+fn a_loss_is_confirmed_by_the_quick_recheck_and_a_blip_is_not() {
+    // Broker 2 lost: the first scan starts the streak and asks for a quick re-check; the second
+    // confirms and promotes. A blip (healthy again at the re-check) resets the streak.
+    let c = config(PolicyKind::UnderMinIsr);
+    let first = run(
+        &snapshot(at(0), &[2], broker_2_lost(3)),
+        &c,
+        &PolicyHistory::default(),
+        0,
+    );
+    assert!(first.actions.is_empty());
+    assert!(first.next_history.confirming(c.confirmations));
+    let blip = run(
+        &snapshot(at(1), &[], healthy(3)),
+        &c,
+        &first.next_history,
+        1,
+    );
+    assert!(blip.actions.is_empty());
+    assert!(
+        !blip.next_history.confirming(c.confirmations),
+        "{:?}",
+        blip.next_history
+    );
+    let second = run(
+        &snapshot(at(1), &[2], broker_2_lost(3)),
+        &c,
+        &first.next_history,
+        1,
+    );
+    assert!(
+        matches!(&second.actions[..], [Action::Promote { node_id: 4, .. }]),
+        "{second:?}"
+    );
+    assert!(!second.next_history.confirming(c.confirmations));
+}
