@@ -316,6 +316,14 @@ async fn main() -> anyhow::Result<()> {
                 .filter(|(_, isr)| isr.contains(&leader) && !isr.contains(&OBSERVER))
         })
         .await?;
+        // The demotion started the broker's cooldown: the next run measures a promotion the
+        // cooldown does not hold back.
+        if run < args.runs {
+            let cooldown = kafka_observer_operator::crd::parse_duration(
+                &sets.get(&args.observerset).await?.spec.promotion.cooldown,
+            )?;
+            tokio::time::sleep(cooldown + Duration::from_secs(2)).await;
+        }
     }
     let col = |k: &str| p50(rows.iter().map(|r| r[k]).collect());
     println!("BENCH promotion p50 over {} runs (s):", rows.len());

@@ -5,7 +5,8 @@
 # chart's pods lead). The ObserverSet is (re)applied from examples/kafka/observerset/ with the
 # bootstrap Service's ClusterIP (the local operator does not resolve cluster DNS names).
 # Each run stops the partition leader (a lost zone) and waits for the promotion, then starts it
-# again and waits for the demotion (stabilization window 30 s): about 1 minute per run.
+# again, waits for the demotion (stabilization window 30 s) and for the cooldown (30 s) it
+# started: about 1.5 minutes per run.
 # Prints the split per run, the p50 of each step and the floor (what the file delivery and
 # Kafka take). Environment: KOO_BENCH_RUNS (5).
 set -euo pipefail
