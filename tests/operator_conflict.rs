@@ -5,8 +5,8 @@
 //! The test owns its state: namespace `refuse-test` with three pods that never schedule (a
 //! nodeSelector no node has; selection is by label only), and an operator process of this build
 //! (`CARGO_BIN_EXE_kafka-observer-operator`) watching only that namespace, without leader
-//! election, on its own metrics port. The bed's shared operator is neither needed nor touched
-//! (if it runs, it reconciles these sets too; a build of the same source agrees).
+//! election, on its own metrics port. The bed's shared operator, which watches every namespace,
+//! is stopped for the test and started again afterwards (`Bed::pause_operator`).
 
 mod operator_support;
 
@@ -260,6 +260,8 @@ async fn newer_observer_set_selecting_the_same_pods_is_in_conflict_until_the_old
         return;
     };
     refuse_a_foreign_shared_operator(&bed);
+    // This test's operator is the only writer for its sets: the shared one is paused meanwhile.
+    let _paused = bed.pause_operator();
     bed.install_crd_of_this_build().await;
     ensure_namespace(&bed).await;
     create_pods(&bed).await;
