@@ -219,9 +219,9 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
     // The ObserverSet, as found; the promotion spec this test needs.
     let existing = api.get_opt(SET).await.expect("get kafka/kafka");
     let found = existing.is_some();
-    if !found {
-        support::apply_observer_set(&api, &bed.example_observer_set()).await;
-    }
+    // Always the example with the bed's bootstrap (the Service's ClusterIP): the promotion drill
+    // leaves it with the cluster DNS name, which the operator as a local process cannot resolve.
+    support::apply_observer_set(&api, &bed.example_observer_set()).await;
     let current: Value = serde_json::to_value(api.get(SET).await.unwrap()).unwrap();
     let restore = Restore {
         bed: &bed,
