@@ -1,6 +1,7 @@
 //! Acknowledged means loaded, on real JVMs: a second copy of the example cluster
 //! (examples/kafka/) in namespace `kafka-j` of the bed, its controllers re-reading observer.ids
-//! only every 30 s (`KAFKA_OBSERVER_IDS_TTL_MS=30000`), an ObserverSet `kafka-j/kafka` and the
+//! only every 30 s (`KAFKA_OBSERVER_IDS_TTL_MS=30000`, directory watch off with
+//! `KAFKA_OBSERVER_IDS_WATCH=false`), an ObserverSet `kafka-j/kafka` and the
 //! bed's operator. A promotion is superseded by a demotion right after the controllers' JVMs
 //! reported it, so at least one controller's JVM loads the demotion's revision close to 30 s after
 //! its file holds it. Asserted for every revision: when the brokers' ConfigMap changes, every
@@ -105,7 +106,11 @@ async fn slow_controllers(bed: &Bed) {
     let sets: Api<StatefulSet> = Api::namespaced(bed.client.clone(), NS);
     let patch = json!({"spec": {"template": {"spec": {"containers": [{
         "name": "kafka",
-        "env": [{"name": "KAFKA_OBSERVER_IDS_TTL_MS", "value": TTL.as_millis().to_string()}]
+        "env": [
+            {"name": "KAFKA_OBSERVER_IDS_TTL_MS", "value": TTL.as_millis().to_string()},
+            // Without the directory watch, a JVM re-reads its file only every TTL.
+            {"name": "KAFKA_OBSERVER_IDS_WATCH", "value": "false"}
+        ]
     }]}}}});
     sets.patch(
         "kafka-controller",

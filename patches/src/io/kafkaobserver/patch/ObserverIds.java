@@ -171,9 +171,19 @@ public final class ObserverIds {
         refresh(now, true);
     }
 
+    /** {@code KAFKA_OBSERVER_IDS_WATCH=false}: no directory watch, the TTL alone (a JVM that may
+     *  lag its file by up to the TTL, as the operator's acknowledgement test needs). */
+    static final String WATCH_ENV = "KAFKA_OBSERVER_IDS_WATCH";
+
+    static final WatchOpener NO_WATCH = dir -> {
+        throw new IOException("disabled by $" + WATCH_ENV + "=false");
+    };
+
     static ObserverIds fromEnvironment(Map<String, String> env, LongSupplier nanoClock) {
+        String watch = env.get(WATCH_ENV);
+        WatchOpener opener = watch != null && watch.trim().equalsIgnoreCase("false") ? NO_WATCH : DEFAULT_WATCH;
         return new ObserverIds(pathFrom(env), env.get(FALLBACK_ENV), ttlFrom(env), nanoClock,
-            loadedFileFrom(env));
+            loadedFileFrom(env), opener);
     }
 
     static Path loadedFileFrom(Map<String, String> env) {
