@@ -1,15 +1,11 @@
 //! Snapshots and configs for the plugin's unit tests: the bed's layout (brokers 1-3 primaries,
 //! broker 4 a declared observer, min ISR 2) unless a test changes it.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use crate::policy::{
-    BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyKind, SourceHealth,
-    TopicFilter,
-};
+use crate::policy::{BrokerId, BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
 
 pub fn at(secs: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
@@ -49,23 +45,8 @@ pub fn snapshot(partitions: Vec<PartitionState>) -> ClusterSnapshot {
     }
 }
 
-pub fn config(policy: PolicyKind) -> PolicyConfig {
-    PolicyConfig {
-        policy,
-        observers: BTreeSet::from([4]),
-        promoted: BTreeSet::new(),
-        acknowledged_observers: BTreeSet::from([4]),
-        max_lag_messages: 1000,
-        confirmations: 2,
-        cooldown: Duration::from_secs(300),
-        max_concurrent_promotions: 1,
-        topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
-        dry_run: false,
-        auto_demote_after: Some(Duration::from_secs(60)),
-        unclean_takeover: false,
-        stale_after: Duration::from_secs(3),
-    }
-}
+/// The engine's own test config (observer 4, confirmations 2, cooldown 5 min, window 60 s).
+pub use crate::policy::fixtures::config;
 
 /// Broker `id` stopped: unregistered, out of every ISR, no longer leader.
 pub fn stop(s: &mut ClusterSnapshot, id: BrokerId) {
