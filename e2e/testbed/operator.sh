@@ -90,11 +90,14 @@ up() {
   printf '\n==== %s operator start\n' "$(date -u +%FT%TZ)" >> "$logfile"
   # A stable identity: a restarted process holds the same Lease again at once instead of waiting
   # for the previous holder's lease to expire.
+  # Descriptors 3-9 closed: the daemon must not keep what its starter held open (a caller's
+  # `flock` on a lock file would stay locked for the operator's whole life).
   KUBECONFIG="$kubeconfig" \
   RUST_LOG="${RUST_LOG:-info}" LOG_FORMAT="${LOG_FORMAT:-text}" \
   METRICS_LISTEN="$metrics" LEADER_ELECT=true LEASE_NAME=kafka-observer-operator \
   POD_NAMESPACE="$lease_ns" POD_NAME="testbed-operator" \
-    setsid "$bin" run ${KOO_OPERATOR_ARGS:-} >> "$logfile" 2>&1 < /dev/null &
+    setsid "$bin" run ${KOO_OPERATOR_ARGS:-} >> "$logfile" 2>&1 < /dev/null \
+      3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   echo $! > "$pidfile"
   # Until setsid has exec'd the binary, `alive` would call the process dead.
   for _ in $(seq 50); do alive && break; sleep 0.1; done
