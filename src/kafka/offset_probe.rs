@@ -23,6 +23,12 @@ pub enum ProbeError {
         address: String,
         source: std::io::Error,
     },
+    #[error("broker {broker} at {address} did not accept a connection within {timeout:?}")]
+    ConnectTimeout {
+        broker: i32,
+        address: String,
+        timeout: Duration,
+    },
     #[error("broker {broker} at {address} did not answer within {timeout:?}")]
     Timeout {
         broker: i32,
@@ -37,11 +43,19 @@ pub enum ProbeError {
     TooLarge { broker: i32, size: i64 },
 }
 
+/// How long a broker may take to accept the probe's connection, unless the whole request's
+/// timeout is shorter. A live broker accepts within milliseconds, even across zones; a stopped
+/// pod's address usually drops the SYN instead of refusing it, and until the controller fences
+/// that broker (`broker.session.timeout.ms`) every scan would otherwise wait the full request
+/// timeout for it, delaying the first sight of the under-min-ISR state the fencing causes.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// Sends ListOffsets requests; one short-lived connection per request.
 #[derive(Debug)]
 pub struct OffsetProbe {
     client_id: String,
     timeout: Duration,
+    connect_timeout: Duration,
     next_correlation: AtomicI32,
 }
 
@@ -50,8 +64,15 @@ impl OffsetProbe {
         OffsetProbe {
             client_id: client_id.into(),
             timeout,
+            connect_timeout: timeout.min(DEFAULT_CONNECT_TIMEOUT),
             next_correlation: AtomicI32::new(1),
         }
+    }
+
+    /// Sets how long a connection may take to be accepted (at most the request timeout).
+    pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout.min(self.timeout);
+        self
     }
 
     /// Offsets of `partitions` (grouped by topic) as broker `broker` at `address` sees them.
@@ -70,7 +91,15 @@ impl OffsetProbe {
                 address: address.to_string(),
                 source,
             };
-            let mut stream = TcpStream::connect(address).await.map_err(io)?;
+            let mut stream =
+                tokio::time::timeout(self.connect_timeout, TcpStream::connect(address))
+                    .await
+                    .map_err(|_| ProbeError::ConnectTimeout {
+                        broker,
+                        address: address.to_string(),
+                        timeout: self.connect_timeout,
+                    })?
+                    .map_err(io)?;
             stream.write_all(&request).await.map_err(io)?;
             let size = i64::from(stream.read_i32().await.map_err(io)?);
             let size = usize::try_from(size)
@@ -134,6 +163,42 @@ mod tests {
             "{result:?}"
         );
         assert!(start.elapsed() < Duration::from_secs(2));
+    }
+
+    /// A stopped pod's address drops the SYN instead of refusing it. A listener whose accept
+    /// queue is full does the same on loopback: the kernel drops further SYNs.
+    #[tokio::test]
+    async fn a_broker_that_does_not_accept_times_out_on_the_connect_timeout() {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(0).unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut queued = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(address))
+                .await
+            {
+                Ok(Ok(stream)) => queued.push(stream),
+                Ok(Err(e)) => panic!("loopback connect refused: {e}"),
+                Err(_) => break,
+            }
+            assert!(queued.len() < 64, "the accept queue never filled up");
+        }
+        // The request timeout is far away: only the connect timeout can end this query.
+        let probe = OffsetProbe::new("t", Duration::from_secs(60))
+            .with_connect_timeout(Duration::from_millis(200));
+        let result = probe
+            .query(
+                1,
+                &address.to_string(),
+                OffsetKind::LocalLogEnd,
+                &[("t", vec![0])],
+            )
+            .await;
+        assert!(
+            matches!(result, Err(ProbeError::ConnectTimeout { .. })),
+            "{result:?}"
+        );
     }
 
     #[tokio::test]

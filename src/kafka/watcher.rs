@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
-use super::offset_probe::OffsetProbe;
+use super::offset_probe::{OffsetProbe, DEFAULT_CONNECT_TIMEOUT};
 use super::scan::{
     read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
 };
@@ -25,6 +25,9 @@ pub struct WatcherOptions {
     /// refusing) must not make every snapshot older than the engine's staleness limit
     /// (3 scan intervals, at least 3 s) while the controller has not fenced it yet.
     pub probe_timeout: Duration,
+    /// How long a broker may take to accept the probe's connection (see
+    /// `offset_probe::DEFAULT_CONNECT_TIMEOUT`).
+    pub probe_connect_timeout: Duration,
     /// Topic configs change rarely: `min.insync.replicas` is re-read this often (and for new topics).
     pub config_refresh: Duration,
 }
@@ -34,6 +37,7 @@ impl Default for WatcherOptions {
         WatcherOptions {
             request_timeout: Duration::from_secs(5),
             probe_timeout: Duration::from_secs(2),
+            probe_connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             config_refresh: Duration::from_secs(30),
         }
     }
@@ -53,9 +57,10 @@ impl KafkaWatcher {
     pub fn new(settings: &ConnectionSettings, options: WatcherOptions) -> Result<Self, KafkaError> {
         // The probe speaks plain Kafka protocol only; with TLS or SASL log end offsets stay
         // unknown, and the engine then never promotes (it never acts on unknown lag).
-        let probe = settings
-            .is_plaintext()
-            .then(|| OffsetProbe::new("kafka-observer-operator", options.probe_timeout));
+        let probe = settings.is_plaintext().then(|| {
+            OffsetProbe::new("kafka-observer-operator", options.probe_timeout)
+                .with_connect_timeout(options.probe_connect_timeout)
+        });
         Ok(KafkaWatcher {
             admin: settings.admin_client()?,
             probe,
@@ -101,6 +106,20 @@ impl KafkaWatcher {
             tracing::debug!(error = %e, "offset probe failed");
         }
         assemble(started, &md, &self.min_isr, &offsets)
+    }
+
+    /// A glance between scans: the metadata alone (one request; no configs, no offsets), with
+    /// the last known `min.insync.replicas`, every registered broker taken as reachable and
+    /// every offset unknown. Good for noticing that the ISR changed, never for deciding: the
+    /// engine decides only on full scans.
+    pub async fn glance(&self) -> Result<ClusterSnapshot, KafkaError> {
+        let started = Utc::now();
+        let md = read_metadata(&self.admin, self.options.request_timeout).await?;
+        let offsets = Offsets {
+            reachable: md.brokers.keys().map(|&b| (b, true)).collect(),
+            ..Offsets::default()
+        };
+        Ok(assemble(started, &md, &self.min_isr, &offsets))
     }
 
     async fn refresh_min_isr(&mut self, md: &Metadata) {
