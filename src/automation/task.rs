@@ -3,6 +3,7 @@
 //! engine's memory in status. The memory is restored from `status.engineState` when the task
 //! starts (operator start-up, leadership acquired), before the first decision.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,10 @@ use super::AutomationError;
 use crate::crd::{validate, ObserverSet};
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{Metrics, ObserverSetLabels};
-use crate::policy::{decide, Action, ClusterSnapshot, Decision, PolicyConfig, PolicyHistory};
+use crate::policy::{
+    self, decide, Action, ClusterSnapshot, Decision, PolicyConfig, PolicyHistory, PolicyKind,
+    TopicPartition,
+};
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {
@@ -35,9 +39,14 @@ pub mod reason {
     pub const AUTOMATION_FAILED: &str = "AutomationFailed";
     pub const STATE_RESTORED: &str = "EngineStateRestored";
     pub const STATE_DISCARDED: &str = "EngineStateDiscarded";
+    pub const OBSERVER_ONLY_PARTITIONS: &str = "ObserverOnlyPartitions";
 }
 
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often the task glances at the metadata between scans, unless a glance takes more than a
+/// tenth of that (then ten times its duration: glances never take more than a tenth of the time).
+const GLANCE_PERIOD: Duration = Duration::from_millis(100);
 
 pub(super) struct SetTask {
     client: Client,
@@ -52,6 +61,14 @@ pub(super) struct SetTask {
     /// The `status.engineState` last written (or found when the task started).
     saved: Option<LastWrite>,
     previously_triggered: usize,
+    /// What the last glances need: the config of the last successful step (None after a failed
+    /// one: then the task just sleeps), the partitions that triggered in its scan, and how long
+    /// the last glance took.
+    glance_config: Option<PolicyConfig>,
+    seen_triggers: BTreeSet<TopicPartition>,
+    glance_cost: Duration,
+    /// The watched partitions whose replicas were all observers in the last scan.
+    misplaced: Vec<TopicPartition>,
     last_held_back: Option<String>,
     last_error: Option<String>,
 }
@@ -71,6 +88,10 @@ impl SetTask {
             history: None,
             saved: None,
             previously_triggered: 0,
+            glance_config: None,
+            seen_triggers: BTreeSet::new(),
+            glance_cost: Duration::ZERO,
+            misplaced: Vec::new(),
             last_held_back: None,
             last_error: None,
         }
@@ -91,13 +112,49 @@ impl SetTask {
                     Duration::from_secs(5)
                 }
             };
-            tokio::time::sleep(interval.saturating_sub(started.elapsed())).await;
+            self.wait_for_next_scan(started + interval).await;
+        }
+    }
+
+    /// Sleeps until `until`, glancing at the metadata every [`GLANCE_PERIOD`] on the way: when a
+    /// partition newly triggers the policy, the wait ends and the next scan starts at once
+    /// instead of up to a scan interval later. Only the full scans count as confirmations.
+    async fn wait_for_next_scan(&mut self, until: Instant) {
+        loop {
+            let wake = Instant::now() + GLANCE_PERIOD.max(self.glance_cost * 10);
+            let glancing = self
+                .glance_config
+                .as_ref()
+                .is_some_and(|c| c.policy != PolicyKind::Manual);
+            if !glancing || wake >= until {
+                tokio::time::sleep_until(until.into()).await;
+                return;
+            }
+            tokio::time::sleep_until(wake.into()).await;
+            let Some((_, watcher)) = &self.watcher else {
+                continue;
+            };
+            let started = Instant::now();
+            let glance = watcher.glance().await;
+            self.glance_cost = started.elapsed();
+            let (Ok(snapshot), Some(config), Some(history)) =
+                (glance, &self.glance_config, &self.history)
+            else {
+                // A failed glance changes nothing: the next scan reports what is wrong.
+                continue;
+            };
+            let now = policy::triggered(&snapshot, config, history);
+            if let Some(new) = now.difference(&self.seen_triggers).next() {
+                tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, partition = %new, "a glance at the metadata shows a new trigger: scanning now");
+                return;
+            }
         }
     }
 
     /// One scan and decision; returns when to scan next (sooner while a candidate awaits its
     /// confirmations: PolicyHistory::next_scan_after).
     async fn step(&mut self, obs: &ObserverSet) -> Result<Duration, AutomationError> {
+        self.glance_config = None;
         let validated = validate(obs).map_err(|e| AutomationError::Invalid(e.to_string()))?;
         let interval = validated
             .promotion
@@ -125,6 +182,9 @@ impl SetTask {
         let history = self.history.clone().unwrap_or_default();
         let now = Utc::now();
         let decision = decide(&snapshot, &config, &history, now);
+        self.seen_triggers = policy::triggered(&snapshot, &config, &history);
+        let misplaced = policy::observer_only_partitions(&snapshot, &config, &history);
+        self.report_misplaced(obs, misplaced).await;
         let latency = Utc::now()
             .signed_duration_since(snapshot.taken_at)
             .to_std()
@@ -147,6 +207,7 @@ impl SetTask {
             .next_history
             .next_scan_after(interval, config.confirmations);
         self.history = Some(decision.next_history.clone());
+        self.glance_config = Some(config);
         self.report_held_back(obs, &decision).await;
         Ok(next)
     }
@@ -356,6 +417,28 @@ impl SetTask {
     /// an unclean takeover waits or is impossible (`AutomationHeldBack`: window, cooldown,
     /// leadership that cannot move, min ISR, takeover not allowed), each time the explanation
     /// changes.
+    /// A Warning Event and log line when the set of observer-only partitions changes to a
+    /// non-empty one (the engine lets none of them trigger a promotion: `policy::misplaced_reason`).
+    async fn report_misplaced(&mut self, obs: &ObserverSet, misplaced: Vec<TopicPartition>) {
+        if misplaced == self.misplaced {
+            return;
+        }
+        if misplaced.is_empty() {
+            tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "no watched partition has only observers as replicas any more");
+        } else {
+            let note = policy::misplaced_reason(&misplaced);
+            tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, reason = reason::OBSERVER_ONLY_PARTITIONS, "{note}");
+            self.publish(
+                obs,
+                EventType::Warning,
+                reason::OBSERVER_ONLY_PARTITIONS,
+                note,
+            )
+            .await;
+        }
+        self.misplaced = misplaced;
+    }
+
     async fn report_held_back(&mut self, obs: &ObserverSet, decision: &Decision) {
         let promoting = decision.triggered_partitions > 0;
         let demoting = !decision.next_history.auto_promotions.is_empty();

@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::config::PolicyConfig;
-use super::health::{assess, triggers, Health};
+use super::health::{assess, observer_only, triggers, Health};
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
 use super::{demotion, promotion, takeover};
@@ -133,12 +133,7 @@ pub fn decide(
     }
 
     let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
-    let observers_now: BTreeSet<BrokerId> = config
-        .observers
-        .iter()
-        .copied()
-        .filter(|id| !config.promoted.contains(id) && !auto.contains(id))
-        .collect();
+    let observers_now = observers_now(config, history);
     let interesting: BTreeSet<BrokerId> = config
         .observers
         .iter()
@@ -164,7 +159,7 @@ pub fn decide(
         .partitions
         .iter()
         .zip(&health)
-        .filter(|(p, h)| config.topics.watches(&p.topic) && triggers(config.policy, **h))
+        .filter(|(p, h)| triggering(config, &observers_now, p, **h))
         .count();
     let scan = Scan {
         snapshot,
@@ -178,6 +173,10 @@ pub fn decide(
     };
 
     let mut out = Outcome::default();
+    let misplaced = observer_only_partitions(snapshot, config, history);
+    if !misplaced.is_empty() {
+        out.reasons.push(misplaced_reason(&misplaced));
+    }
     demotion::plan(&scan, &mut next, &mut out);
     promotion::plan(&scan, &mut next, &mut out);
     takeover::plan(&scan, &mut out);
@@ -194,6 +193,78 @@ pub fn decide(
         dry_run: config.dry_run,
         triggered_partitions,
     }
+}
+
+/// Brokers that count as observers now: declared, and promoted neither by hand nor by us.
+fn observers_now(config: &PolicyConfig, history: &PolicyHistory) -> BTreeSet<BrokerId> {
+    let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
+    config
+        .observers
+        .iter()
+        .copied()
+        .filter(|id| !config.promoted.contains(id) && !auto.contains(id))
+        .collect()
+}
+
+/// Whether a partition in this state counts toward the policy's trigger. A partition whose
+/// replicas are all observers never does (see `health::observer_only`).
+pub(super) fn triggering(
+    config: &PolicyConfig,
+    observers_now: &BTreeSet<BrokerId>,
+    p: &PartitionState,
+    health: Health,
+) -> bool {
+    config.topics.watches(&p.topic)
+        && triggers(config.policy, health)
+        && !observer_only(p, |b| observers_now.contains(&b))
+}
+
+/// Watched partitions whose replicas are all observers right now: a placement to fix by
+/// reassignment, which the engine reports and never answers with a promotion.
+pub fn observer_only_partitions(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    history: &PolicyHistory,
+) -> Vec<TopicPartition> {
+    let observers = observers_now(config, history);
+    snapshot
+        .partitions
+        .iter()
+        .filter(|p| config.topics.watches(&p.topic))
+        .filter(|p| observer_only(p, |b| observers.contains(&b)))
+        .map(PartitionState::id)
+        .collect()
+}
+
+/// The engine's reason for the partitions `observer_only_partitions` found.
+pub fn misplaced_reason(partitions: &[TopicPartition]) -> String {
+    let names: Vec<String> = partitions.iter().map(ToString::to_string).collect();
+    format!(
+        "{} {} only observers as replicas: the observer patch lets an observer lead such a partition, and promoting it would make it a primary everywhere, so these do not trigger a promotion; reassign them to primary brokers (kafka-reassign-partitions)",
+        summarize(&names),
+        if partitions.len() == 1 { "has" } else { "have" }
+    )
+}
+
+/// The watched partitions whose state triggers the policy in `snapshot`: the same judgement
+/// `decide` counts in `triggered_partitions`, without deciding anything. The automation runs it
+/// on metadata glances between scans to notice a new trigger at once (a hint to scan now; the
+/// decision still needs full scans and their confirmations).
+pub fn triggered(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    history: &PolicyHistory,
+) -> BTreeSet<TopicPartition> {
+    let observers = observers_now(config, history);
+    snapshot
+        .partitions
+        .iter()
+        .filter(|p| {
+            let health = assess(p, snapshot, |b| observers.contains(&b));
+            triggering(config, &observers, p, health)
+        })
+        .map(PartitionState::id)
+        .collect()
 }
 
 /// Actions and reasons collected by the planning steps, in the order they were decided.

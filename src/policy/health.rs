@@ -56,6 +56,14 @@ pub fn assess(
     }
 }
 
+/// Whether every replica of the partition is an observer (Kafka lets a topic be created so, for
+/// example an RF 1 topic placed on an observer; the patch then keeps an observer leading it).
+/// Promoting its observer would make that broker a primary for every partition it hosts, to fix
+/// a placement: the engine does not let such a partition trigger a promotion, and reports it.
+pub fn observer_only(p: &PartitionState, is_observer: impl Fn(BrokerId) -> bool) -> bool {
+    !p.replicas.is_empty() && p.replicas.iter().all(|&r| is_observer(r))
+}
+
 /// Whether the policy promotes for a partition in this state. Each policy also covers the more
 /// severe states of the policies below it: LeaderIsObserver < UnderMinIsr < UnderReplicated.
 pub fn triggers(policy: PolicyKind, health: Health) -> bool {

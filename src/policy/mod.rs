@@ -23,8 +23,8 @@ mod tests;
 mod tests_demotion;
 
 pub use config::{PolicyConfig, PolicyKind, TopicFilter};
-pub use decide::{decide, Action, Decision};
-pub use health::{assess, Health};
+pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered, Action, Decision};
+pub use health::{assess, observer_only, Health};
 pub use history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 pub use manual::{check_demotion, check_promotion, led_by, CheckReport};
 pub use snapshot::{

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::config::PolicyKind;
-use super::decide::{list_partitions, Action, Outcome, Scan};
-use super::health::{triggers, Health};
+use super::decide::{list_partitions, triggering, Action, Outcome, Scan};
+use super::health::Health;
 use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
 
@@ -115,7 +115,7 @@ fn candidate<'a>(scan: &'a Scan, x: BrokerId) -> Candidate<'a> {
         }
         match scan.health[i] {
             Health::Unknown => unknown.push(p),
-            h if triggers(config.policy, h) => triggered.push((h, p)),
+            h if triggering(config, &scan.observers_now, p, h) => triggered.push((h, p)),
             _ => {}
         }
     }

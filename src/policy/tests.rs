@@ -347,3 +347,83 @@ fn a_loss_is_confirmed_by_the_quick_recheck_and_a_blip_is_not() {
     );
     assert!(!second.next_history.confirming(c.confirmations));
 }
+
+/// An RF 1 topic placed on the observer: the patch lets 4 lead it, and it is "under min ISR"
+/// (observers never count). Promoting 4 would make it a primary for every partition it hosts to
+/// fix one placement: the engine does not, and says why.
+#[test]
+fn an_observer_only_partition_never_triggers_a_promotion() {
+    let mut parts = healthy(1);
+    parts.push(partition("rf1", 0, &[4], &[4], Some(4), 100));
+    let cfg = config(PolicyKind::UnderReplicated);
+    let d = scans(&parts, &[], &cfg, PolicyHistory::default(), 0, 5);
+    assert!(d.actions.is_empty(), "{d:?}");
+    assert_eq!(d.triggered_partitions, 0);
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.starts_with("rf1-0 has only observers as replicas")),
+        "{:?}",
+        d.reasons
+    );
+    let snap = snapshot(at(0), &[], parts.clone());
+    let history = PolicyHistory::default();
+    assert!(triggered(&snap, &cfg, &history).is_empty());
+    assert_eq!(
+        observer_only_partitions(&snap, &cfg, &history),
+        vec![TopicPartition {
+            topic: "rf1".into(),
+            partition: 0
+        }]
+    );
+}
+
+/// The observer-only partition does not hide a real trigger: broker 2 lost still promotes 4.
+#[test]
+fn an_observer_only_partition_does_not_mask_a_real_trigger() {
+    let mut parts = broker_2_lost(1);
+    parts.push(partition("rf1", 0, &[4], &[4], Some(4), 100));
+    let d = scans(
+        &parts,
+        &[2],
+        &config(PolicyKind::UnderMinIsr),
+        PolicyHistory::default(),
+        0,
+        2,
+    );
+    assert!(
+        matches!(&d.actions[..], [Action::Promote { node_id: 4, .. }]),
+        "{d:?}"
+    );
+}
+
+/// Demoting 4 would turn a partition whose only primary is 4 into an observer-only one under
+/// min ISR: the engine keeps 4 promoted.
+#[test]
+fn no_demotion_makes_a_partition_observer_only() {
+    let mut parts = healthy(1);
+    let mut p = partition("rf1", 0, &[4], &[4], Some(4), 100);
+    p.min_isr = Some(1);
+    parts.push(p);
+    let d = scans(
+        &parts,
+        &[],
+        &config(PolicyKind::UnderMinIsr),
+        super::fixtures::promoted_4_at(0),
+        400,
+        3,
+    );
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::Demote { .. } | Action::MoveLeadership { .. })),
+        "{d:?}"
+    );
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.starts_with("broker 4: stays promoted") && r.contains("rf1-0")),
+        "{:?}",
+        d.reasons
+    );
+}
