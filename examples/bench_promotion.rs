@@ -1,8 +1,8 @@
 //! Promotion latency on the bed (`make bench-promotion`, driven by e2e/bench/promotion.sh).
 //!
 //! Each run: a topic with replicas 1,2,4 and min ISR 2 (broker 4 the observer), an acks=all
-//! producer sending a record every 25 ms; the partition leader is stopped (`kafka.sh stop`: a
-//! lost zone); the bench records, on this machine's clock, when each step of the automatic
+//! producer sending a record every 25 ms (retrying every 100 ms); the partition leader is stopped
+//! (`kafka.sh stop`: a lost zone); the bench records, on this machine's clock, when each step of the automatic
 //! promotion became visible, then starts the broker again and waits for the automatic demotion.
 //! Sources: metadata polled every 50 ms (ISR), watches on the ObserverSet's status and on its two
 //! ConfigMaps, the producer's acknowledgements.
@@ -223,6 +223,11 @@ async fn main() -> anyhow::Result<()> {
         .set("acks", "all")
         .set("linger.ms", "0")
         .set("message.timeout.ms", "120000")
+        // Retry every 100 ms: librdkafka's default backoff grows to 1 s over the repeated
+        // NOT_ENOUGH_REPLICAS answers of a partition under min ISR, which would measure the
+        // client's backoff, not when the cluster accepts writes again.
+        .set("retry.backoff.ms", "100")
+        .set("retry.backoff.max.ms", "100")
         .create()?;
     // The producer: a record every 25 ms; acknowledgement times after the stop go to `acks`.
     let acks: Arc<Mutex<Vec<f64>>> = Arc::default();

@@ -195,15 +195,14 @@ pub fn decide(
     }
 }
 
-/// Brokers that count as observers now: declared, and promoted neither by hand nor by us.
+/// Brokers that count as observers now: declared, and promoted neither by hand nor by us (the
+/// effective set the reconciler writes, from the engine's own history).
 fn observers_now(config: &PolicyConfig, history: &PolicyHistory) -> BTreeSet<BrokerId> {
-    let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
-    config
-        .observers
-        .iter()
-        .copied()
-        .filter(|id| !config.promoted.contains(id) && !auto.contains(id))
-        .collect()
+    crate::plan::effective::effective_set(
+        &config.observers,
+        &config.promoted,
+        history.auto_promotions.iter().map(|p| p.node_id),
+    )
 }
 
 /// Whether a partition in this state counts toward the policy's trigger. A partition whose
