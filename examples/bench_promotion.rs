@@ -2,8 +2,9 @@
 //!
 //! Each run: a topic with replicas 1,2,4 and min ISR 2 (broker 4 the observer), an acks=all
 //! producer sending a record every 25 ms (retrying every 100 ms); the partition leader is stopped
-//! (`kafka.sh stop`: a lost zone); the bench records, on this machine's clock, when each step of the automatic
-//! promotion became visible, then starts the broker again and waits for the automatic demotion.
+//! (`kafka.sh stop`: a lost zone); the bench records, on this machine's clock, when each step of
+//! the automatic promotion became visible, then starts the broker again and waits for the
+//! automatic demotion.
 //! Sources: metadata polled every 50 ms (ISR), watches on the ObserverSet's status and on its two
 //! ConfigMaps, the producer's acknowledgements.
 //!
