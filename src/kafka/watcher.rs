@@ -43,6 +43,11 @@ impl Default for WatcherOptions {
     }
 }
 
+/// A probe slower than this has the scan read the metadata again before it assembles the snapshot.
+const SLOW_PROBE: Duration = Duration::from_millis(100);
+/// How long that second metadata read may take; without it the first one is used.
+const REREAD_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Reads one Kafka cluster. Construct with [`KafkaWatcher::new`], then call [`KafkaWatcher::scan`]
 /// or hand it to [`KafkaWatcher::run`].
 pub struct KafkaWatcher {
@@ -80,7 +85,7 @@ impl KafkaWatcher {
     pub async fn scan(&mut self) -> ClusterSnapshot {
         // Stamped with the start: what the engine sees is at least this old.
         let started = Utc::now();
-        let md = match read_metadata(&self.admin, self.options.request_timeout).await {
+        let mut md = match read_metadata(&self.admin, self.options.request_timeout).await {
             Ok(md) => md,
             Err(e) => {
                 return ClusterSnapshot {
@@ -94,6 +99,7 @@ impl KafkaWatcher {
             }
         };
         self.refresh_min_isr(&md).await;
+        let probing = Instant::now();
         let offsets = match &self.probe {
             Some(probe) => read_offsets(probe, &md).await,
             // Without the probe, trust the metadata for liveness and leave offsets unknown.
@@ -104,6 +110,19 @@ impl KafkaWatcher {
         };
         for e in &offsets.errors {
             tracing::debug!(error = %e, "offset probe failed");
+        }
+        if probing.elapsed() >= SLOW_PROBE {
+            // A broker kept the probe waiting (a stopped pod until the controller fences it):
+            // the ISR and leaders are read again so that what the fencing changed meanwhile is
+            // seen now, not a scan later. Offsets stay those of the probe.
+            if let Ok(fresh) = read_metadata(
+                &self.admin,
+                self.options.request_timeout.min(REREAD_TIMEOUT),
+            )
+            .await
+            {
+                md = fresh;
+            }
         }
         assemble(started, &md, &self.min_isr, &offsets)
     }
