@@ -1,7 +1,9 @@
 //! Asks one broker for offsets of the replicas it hosts, over a plain Kafka connection.
 //! See `list_offsets` for why this is not done through librdkafka.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -50,6 +52,13 @@ pub enum ProbeError {
 /// timeout for it, delaying the first sight of the under-min-ISR state the fencing causes.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// The connect timeout for a broker whose last connection attempt timed out: it is most likely
+/// stopped, and until the controller fences it each scan would wait the full connect timeout for
+/// it. Every [`FULL_RETRY_EVERY`]th consecutive attempt gets the full timeout again, so a live
+/// broker that is merely far away (a remote zone) is not locked out by one slow connect.
+pub const SUSPECT_CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+pub const FULL_RETRY_EVERY: u32 = 5;
+
 /// Sends ListOffsets requests; one short-lived connection per request.
 #[derive(Debug)]
 pub struct OffsetProbe {
@@ -57,6 +66,8 @@ pub struct OffsetProbe {
     timeout: Duration,
     connect_timeout: Duration,
     next_correlation: AtomicI32,
+    /// Consecutive connect timeouts per broker (absent: the last attempt connected).
+    connect_failures: Mutex<HashMap<i32, u32>>,
 }
 
 impl OffsetProbe {
@@ -66,6 +77,7 @@ impl OffsetProbe {
             timeout,
             connect_timeout: timeout.min(DEFAULT_CONNECT_TIMEOUT),
             next_correlation: AtomicI32::new(1),
+            connect_failures: Mutex::default(),
         }
     }
 
@@ -73,6 +85,31 @@ impl OffsetProbe {
     pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout.min(self.timeout);
         self
+    }
+
+    fn connect_timeout_for(&self, broker: i32) -> Duration {
+        let failures = self.failures().get(&broker).copied().unwrap_or(0);
+        if failures > 0 && failures % FULL_RETRY_EVERY != 0 {
+            SUSPECT_CONNECT_TIMEOUT.min(self.connect_timeout)
+        } else {
+            self.connect_timeout
+        }
+    }
+
+    fn record_connect(&self, broker: i32, in_time: bool) {
+        let mut failures = self.failures();
+        if in_time {
+            failures.remove(&broker);
+        } else {
+            *failures.entry(broker).or_default() += 1;
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<i32, u32>> {
+        // A panic while holding this lock leaves a plain counter map behind: still usable.
+        self.connect_failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Offsets of `partitions` (grouped by topic) as broker `broker` at `address` sees them.
@@ -84,6 +121,7 @@ impl OffsetProbe {
         topics: &[(&str, Vec<i32>)],
     ) -> Result<Vec<PartitionOffset>, ProbeError> {
         let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let connect_timeout = self.connect_timeout_for(broker);
         let request = encode_request(correlation, &self.client_id, kind, topics);
         let exchange = async {
             let io = |source| ProbeError::Io {
@@ -91,15 +129,16 @@ impl OffsetProbe {
                 address: address.to_string(),
                 source,
             };
-            let mut stream =
-                tokio::time::timeout(self.connect_timeout, TcpStream::connect(address))
-                    .await
-                    .map_err(|_| ProbeError::ConnectTimeout {
-                        broker,
-                        address: address.to_string(),
-                        timeout: self.connect_timeout,
-                    })?
-                    .map_err(io)?;
+            let connected =
+                tokio::time::timeout(connect_timeout, TcpStream::connect(address)).await;
+            self.record_connect(broker, connected.is_ok());
+            let mut stream = connected
+                .map_err(|_| ProbeError::ConnectTimeout {
+                    broker,
+                    address: address.to_string(),
+                    timeout: connect_timeout,
+                })?
+                .map_err(io)?;
             stream.write_all(&request).await.map_err(io)?;
             let size = i64::from(stream.read_i32().await.map_err(io)?);
             let size = usize::try_from(size)
@@ -184,21 +223,32 @@ mod tests {
             }
             assert!(queued.len() < 64, "the accept queue never filled up");
         }
-        // The request timeout is far away: only the connect timeout can end this query.
+        // The request timeout is far away: only the connect timeout can end this query. After a
+        // connect timeout the broker is a suspect: shorter attempts, the full one every fifth.
         let probe = OffsetProbe::new("t", Duration::from_secs(60))
-            .with_connect_timeout(Duration::from_millis(200));
-        let result = probe
-            .query(
-                1,
-                &address.to_string(),
-                OffsetKind::LocalLogEnd,
-                &[("t", vec![0])],
-            )
-            .await;
-        assert!(
-            matches!(result, Err(ProbeError::ConnectTimeout { .. })),
-            "{result:?}"
-        );
+            .with_connect_timeout(Duration::from_millis(300));
+        let mut timeouts = Vec::new();
+        for _ in 0..6 {
+            let result = probe
+                .query(
+                    1,
+                    &address.to_string(),
+                    OffsetKind::LocalLogEnd,
+                    &[("t", vec![0])],
+                )
+                .await;
+            match result {
+                Err(ProbeError::ConnectTimeout { timeout, .. }) => {
+                    timeouts.push(timeout.as_millis())
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(timeouts, [300, 100, 100, 100, 100, 300]);
+        // Another broker is no suspect, and a connection in time clears the suspicion.
+        assert_eq!(probe.connect_timeout_for(2), Duration::from_millis(300));
+        probe.record_connect(1, true);
+        assert_eq!(probe.connect_timeout_for(1), Duration::from_millis(300));
     }
 
     #[tokio::test]
