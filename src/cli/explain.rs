@@ -404,10 +404,15 @@ fn confirmation_check(
             Some(true),
             format!("{before}; this scan makes {} of {n}", counted + 1),
         ),
+        (false, Some(k)) if view.restored => check(
+            "confirmations",
+            Some(k >= n),
+            format!("{before}; this scan makes {k} of {n}"),
+        ),
         (false, Some(k)) => check(
             "confirmations",
-            if view.restored { Some(k >= n) } else { None },
-            format!("{before}; this scan makes {k} of {n}"),
+            None,
+            format!("{before}; this scan alone makes {k} of {n}"),
         ),
         (false, None) => check(
             "confirmations",

@@ -109,7 +109,7 @@ fn the_operators_confirmation_count_completes_the_promotion() {
     assert!(
         detail(&e, "confirmations")
             .0
-            .ends_with("; this scan makes 1 of 2"),
+            .ends_with("; this scan alone makes 1 of 2"),
         "{:?}",
         detail(&e, "confirmations")
     );
