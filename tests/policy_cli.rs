@@ -366,6 +366,8 @@ async fn explain_reads_the_operators_memory(
     kubeconfig: &std::path::Path,
 ) {
     const HOUR: i64 = 3600;
+    // The bed's operator automates `cli` (started if an earlier test left it down).
+    bed.operator("up");
     let api = bed.observer_sets(ns);
     let bootstrap = bed.bootstrap.clone();
     patch_promotion(
