@@ -6,7 +6,7 @@
 # `status -o json` and `plan` (BENCH_RUNS runs each, default 5; wall time of the whole command,
 # scan included), prints p50 and max, then deletes the topics and waits until the metadata no
 # longer lists them (the bed as found). Hold the bed lock for the whole run
-# (`flock /tmp/koo-bed.lock make bench-status`).
+# (`flock -o /tmp/koo-bed.lock make bench-status`).
 #
 # The layout, and why: the bed's brokers are small (-Xmx256m, a 512 MiB container limit, 20,000
 # open files each). Every replica costs a broker one open file (its active segment) and heap, so
