@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-promotion bench-operator bench-policy bench-node crds crds-check fmt clippy \
+        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-promotion bench-operator bench-policy bench-node bench-status crds crds-check fmt clippy \
         node-packages node-tools images image alerts-check promtool
 
 all: build
@@ -96,7 +96,7 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
-bench: bench-kafka bench-promotion bench-operator bench-policy bench-node bench-watch
+bench: bench-kafka bench-promotion bench-operator bench-policy bench-node bench-watch bench-status
 
 bench-kafka: testbed-up
 	bash e2e/bench/kafka.sh
@@ -110,6 +110,12 @@ bench-operator: testbed-up
 
 bench-policy: testbed-up
 	bash e2e/bench/policy.sh
+
+# kubectl observer status/plan at up to 50,000 partitions on the bed (topics created until the
+# brokers' heap guard stops it, then deleted again): prints STATUS-BENCH lines with p50/max and
+# the plugin's CPU time. Hold the bed lock: flock -o /tmp/koo-bed.lock make bench-status.
+bench-status: testbed-up
+	bash e2e/bench/status-50k.sh
 
 # observer.ids change (kubelet-style ..data swap) -> loaded in the JVM of one patched node on
 # 127.0.8.1 (no bed needed): prints WATCH-BENCH with min/median/p90/max in ms.

@@ -368,7 +368,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    // Paused time: a timer fires only once every task is idle, so `settle` returns after the
+    // runner has handled the change, however loaded the machine (no real sleeps).
+    #[tokio::test(start_paused = true)]
     async fn work_runs_only_while_leading_and_restarts_on_reacquisition() {
         let (sender, receiver) = watch::channel(false);
         let leadership = Leadership { receiver };
@@ -432,7 +434,7 @@ mod tests {
         assert_eq!(running.load(Ordering::SeqCst), 0);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn on_shutdown_work_may_finish_its_step() {
         let (_sender, receiver) = watch::channel(true);
         let shutdown = Shutdown::new();

@@ -69,7 +69,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    #[tokio::test]
+    // Paused time: the 20 ms sleep returns once the waiter is idle, the timeouts are exact.
+    #[tokio::test(start_paused = true)]
     async fn waiters_wake_on_trigger_and_late_waiters_return_at_once() {
         let shutdown = Shutdown::new();
         let waiter = tokio::spawn({

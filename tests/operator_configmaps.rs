@@ -157,7 +157,9 @@ async fn configmaps_written_restored_and_retained() {
         sets.get_opt("alpha").await.unwrap().is_none().then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // No wait needed: the finalizer goes only after the owner references are dropped, so once
+    // the set is gone the lists are final (and without owners the garbage collector has nothing
+    // to delete).
     for role in ["controller", "broker"] {
         let n = format!("alpha-observers-{role}");
         let cm: ConfigMap = get_cm(&cms, &n)

@@ -334,7 +334,27 @@ async fn brokers_wait_until_the_controllers_jvms_report_the_revision() {
     set_promoted(&bed, &[]).await;
     let last = ready_with(&bed, &[4]).await;
     assert_eq!(last, n + 1, "the demotion superseded the promotion");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The watch and the poller record asynchronously: wait until they hold what the checks
+    // below read (the brokers' write of n + 1, every controller's file and JVM at n + 1).
+    let last = n + 1;
+    wait_for(
+        T,
+        &format!("the watch and the poller to record revision {last}"),
+        || {
+            let (t, writes, agents) = (timeline.clone(), writes.clone(), agents.clone());
+            async move {
+                let t = t.lock().unwrap();
+                let written = writes.lock().unwrap().iter().any(|w| w.revision == last);
+                (written
+                    && agents.iter().all(|(pod, _)| {
+                        let k = (pod.clone(), last);
+                        t.file.contains_key(&k) && t.jvm.contains_key(&k)
+                    }))
+                .then_some(())
+            }
+        },
+    )
+    .await;
     poller.abort();
     watch.abort();
     // Diagnostics only: the Recorder folds repeated Events into a series that keeps its first note.

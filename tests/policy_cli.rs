@@ -1,7 +1,11 @@
 //! `kubectl observer` (the plugin binary) against the test bed: the replica status table reads
 //! the real cluster (roles, leader, ISR, caught-up state per replica), the summary has one line
 //! per broker, `plan` and `explain` give the engine's view of the healthy cluster, and manual
-//! promote/demote go through the ObserverSet with the engine's pre-checks.
+//! promote/demote go through the ObserverSet with the engine's pre-checks. Then the bed's
+//! operator promotes observer 4 automatically (the test's topic with min.insync.replicas 3: its
+//! two primaries alone are under min ISR) and `explain` shows what the operator saved in
+//! `status.engineState`: the stabilization window once the topic is healthy again, and the
+//! cooldown after the automatic demotion.
 
 #[path = "operator_support/mod.rs"]
 mod support;
@@ -9,6 +13,8 @@ mod support;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, TimeDelta, Utc};
+use kube::api::{Patch, PatchParams};
 use serde_json::{json, Value};
 
 const TOPIC: &str = "policy-test-cli";
@@ -151,6 +157,8 @@ async fn status_table_and_manual_promotion_with_pre_checks() {
         .promoted
         .is_empty());
 
+    explain_reads_the_operators_memory(&bed, &ns, &kubeconfig).await;
+
     bed.drop_namespace(&ns).await;
     let _ = testbed.run_tool(
         "kafka-topics",
@@ -289,4 +297,210 @@ fn summary_plan_and_explain(kubeconfig: &std::path::Path, ns: &str) {
         three.starts_with("broker 3 is not a declared observer (spec.observers): a primary replica, which the engine never promotes or demotes"),
         "{three}"
     );
+}
+
+fn set_min_isr(testbed: &koo_testbed::TestBed, bootstrap: &str, n: u32) {
+    testbed
+        .run_tool(
+            "kafka-configs",
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                TOPIC,
+                "--add-config",
+                &format!("min.insync.replicas={n}"),
+            ],
+        )
+        .expect("set the topic's min.insync.replicas");
+}
+
+async fn patch_promotion(
+    api: &kube::Api<kafka_observer_operator::crd::ObserverSet>,
+    promotion: Value,
+) {
+    api.patch(
+        "cli",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"promotion": promotion}})),
+    )
+    .await
+    .expect("patch spec.promotion of cli");
+}
+
+/// `status.engineState.brokers[node]` of the ObserverSet.
+fn engine_broker(status: &Value, node: i64) -> Option<Value> {
+    status["engineState"]["brokers"]
+        .as_array()?
+        .iter()
+        .find(|b| b["nodeId"] == json!(node))
+        .cloned()
+}
+
+fn time(v: &Value) -> DateTime<Utc> {
+    v.as_str()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(|| panic!("not a timestamp: {v}"))
+}
+
+fn check<'a>(e: &'a Value, rule: &str) -> &'a Value {
+    e["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["rule"] == json!(rule))
+        .unwrap_or_else(|| panic!("no check {rule}: {e:#}"))
+}
+
+/// The bed's operator automates `cli` (policy UnderMinIsr on the test's topic, cooldown and
+/// stabilization window one hour): it promotes 4 while the topic needs min ISR 3, saves the
+/// window's start once the topic is back at min ISR 2, and after a demotion (window and cooldown
+/// briefly 0) the demotion's time. `explain 4` must show exactly those saved times.
+async fn explain_reads_the_operators_memory(
+    bed: &support::Bed,
+    ns: &str,
+    kubeconfig: &std::path::Path,
+) {
+    const HOUR: i64 = 3600;
+    // The bed's operator automates `cli` (started if an earlier test left it down).
+    bed.operator("up");
+    let api = bed.observer_sets(ns);
+    let bootstrap = bed.bootstrap.clone();
+    patch_promotion(
+        &api,
+        json!({
+            "policy": "UnderMinIsr", "confirmations": 1, "scanInterval": "1s", "cooldown": "1h",
+            "maxLagMessages": 1000, "dryRun": false,
+            "topics": {"include": [format!("^{TOPIC}$")], "exclude": []},
+            "autoDemote": {"enabled": true, "stabilizationWindow": "1h"}
+        }),
+    )
+    .await;
+    set_min_isr(&bed.testbed, &bootstrap, 3);
+    support::wait_for(
+        Duration::from_secs(120),
+        "the operator's automatic promotion of 4 in status.autoPromotions",
+        || async {
+            let s = support::status_of(&api, "cli").await;
+            (s["autoPromotions"].as_array().map(|a| a.len()) == Some(1)
+                && s["autoPromotions"][0]["nodeId"] == json!(4))
+            .then_some(())
+        },
+    )
+    .await;
+
+    // Healthy without 4 again: the operator starts the stabilization window and saves it.
+    set_min_isr(&bed.testbed, &bootstrap, 2);
+    let saved = support::wait_for(
+        Duration::from_secs(120),
+        "status.engineState.brokers[4].recoveredSince",
+        || async {
+            let s = support::status_of(&api, "cli").await;
+            engine_broker(&s, 4).filter(|b| b.get("recoveredSince").is_some())
+        },
+    )
+    .await;
+    // Both saved by the operator (microseconds; status.autoPromotions keeps whole seconds).
+    let since = time(&saved["recoveredSince"]);
+    assert_eq!(saved["lastAction"], json!("Promote"), "{saved}");
+    let promoted_at = time(&saved["lastActionAt"]);
+    let e: Value =
+        serde_json::from_str(&plugin_ok(kubeconfig, ns, &["explain", "4", "-o", "json"])).unwrap();
+    assert_eq!(
+        (
+            e["question"].clone(),
+            e["role"].clone(),
+            e["eligible"].clone()
+        ),
+        (json!("demotion"), json!("promoted"), json!(false)),
+        "{e:#}"
+    );
+    assert_eq!(e["operatorMemory"]["restored"], json!(true), "{e:#}");
+    let memory = &e["memory"];
+    assert_eq!(time(&memory["healthyWithoutSince"]), since, "{e:#}");
+    let due = since + TimeDelta::seconds(HOUR);
+    assert_eq!(time(&memory["demotionDueAt"]), due, "{e:#}");
+    assert_eq!(memory["lastAction"], json!("promote"));
+    assert_eq!(time(&memory["lastActionAt"]), promoted_at);
+    assert_eq!(
+        time(&memory["cooldownUntil"]),
+        promoted_at + TimeDelta::seconds(HOUR)
+    );
+    let window = check(&e, "stabilization window");
+    assert_eq!(window["ok"], json!(false));
+    let detail = window["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(&format!(
+            "healthy without it since {since} (the operator's timer): the window ends at {due} (in "
+        )),
+        "{detail}"
+    );
+    let verdict = e["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("broker 4: automatically promoted, demotion in ")
+            && verdict.ends_with(&format!(" at {due} (stabilization window since {since})")),
+        "{verdict}"
+    );
+
+    // The demotion (window and cooldown 0), then the cooldown back at one hour: the operator
+    // saves the demotion's time, which status.autoPromotions no longer shows.
+    patch_promotion(
+        &api,
+        json!({"cooldown": "0s", "autoDemote": {"enabled": true, "stabilizationWindow": "0s"}}),
+    )
+    .await;
+    support::wait_for(
+        Duration::from_secs(60),
+        "the operator's automatic demotion of 4",
+        || async {
+            let s = support::status_of(&api, "cli").await;
+            s["autoPromotions"]
+                .as_array()
+                .is_some_and(|a| a.is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    patch_promotion(&api, json!({"cooldown": "1h"})).await;
+    let demoted_at = support::wait_for(
+        Duration::from_secs(60),
+        "status.engineState.brokers[4].lastAction Demote",
+        || async {
+            let s = support::status_of(&api, "cli").await;
+            engine_broker(&s, 4)
+                .filter(|b| b["lastAction"] == json!("Demote"))
+                .map(|b| time(&b["lastActionAt"]))
+        },
+    )
+    .await;
+    let e: Value =
+        serde_json::from_str(&plugin_ok(kubeconfig, ns, &["explain", "4", "-o", "json"])).unwrap();
+    assert_eq!(
+        (e["question"].clone(), e["role"].clone()),
+        (json!("promotion"), json!("observer")),
+        "{e:#}"
+    );
+    assert_eq!(e["memory"]["lastAction"], json!("demote"), "{e:#}");
+    assert_eq!(time(&e["memory"]["lastActionAt"]), demoted_at);
+    let until = demoted_at + TimeDelta::seconds(HOUR);
+    assert_eq!(time(&e["memory"]["cooldownUntil"]), until);
+    let cooldown = check(&e, "cooldown");
+    assert_eq!(cooldown["ok"], json!(false));
+    let detail = cooldown["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(&format!("cooldown runs until {until} (in "))
+            && detail.ends_with(&format!(
+                "): its last automatic action was demote at {demoted_at}"
+            )),
+        "{detail}"
+    );
+    let plan: Value =
+        serde_json::from_str(&plugin_ok(kubeconfig, ns, &["plan", "-o", "json"])).unwrap();
+    let timers = &plan["now"]["brokers"];
+    assert_eq!(timers[0]["nodeId"], json!(4), "{plan:#}");
+    assert_eq!(time(&timers[0]["cooldownUntil"]), until, "{plan:#}");
 }

@@ -54,6 +54,10 @@ pub struct Snapshot {
     #[serde(serialize_with = "rfc3339")]
     pub seen_at: DateTime<Utc>,
     pub source: Source,
+    /// Which report of this file since the agent started: 1 for its first read, one more on
+    /// every change. Orders two reports exactly where the millisecond `seenAt` stamps of two
+    /// quick changes may be equal (readers that do not know the field ignore it).
+    pub sequence: u64,
 }
 
 /// The outcome of one read of the file.
@@ -125,6 +129,7 @@ impl Snapshot {
                     sha256: Some(sha256_hex(bytes)),
                     seen_at: now,
                     source: Source::File,
+                    sequence: 1,
                 }
             }
             Observation::Missing => Self::empty(Source::Missing, now),
@@ -140,6 +145,7 @@ impl Snapshot {
             sha256: None,
             seen_at: now,
             source,
+            sequence: 1,
         }
     }
 
@@ -166,7 +172,11 @@ pub fn next(
     let candidate = read(observation, now);
     match previous {
         Some(prev) if prev.same_as(&candidate) => None,
-        _ => Some(candidate),
+        Some(prev) => Some(Snapshot {
+            sequence: prev.sequence + 1,
+            ..candidate
+        }),
+        None => Some(candidate),
     }
 }
 
@@ -258,6 +268,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!((second.revision, second.seen_at), (Some(8), at(9)));
+        // The sequence orders the two reports, whatever their stamps.
+        assert_eq!((first.sequence, second.sequence), (1, 2));
+        let same_ms = next(
+            Snapshot::from_observation,
+            Some(&second),
+            &content(FILE),
+            at(9),
+        )
+        .unwrap();
+        assert_eq!((same_ms.seen_at, same_ms.sequence), (at(9), 3));
+        assert_eq!(serde_json::to_value(&same_ms).unwrap()["sequence"], 3);
     }
 
     #[test]
@@ -368,5 +389,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back.revision, Some(7));
+        assert_eq!((gone.sequence, back.sequence), (2, 3));
     }
 }

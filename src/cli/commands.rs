@@ -10,6 +10,7 @@ use regex::Regex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::memory::{operator_memory, OperatorMemory};
 use super::{
     explain, plan_view, render_explain, render_plan, render_summary, render_table, replica_rows,
     summarize, Cli, CliError, Command, Output, Roles, StatusArgs, StatusFilter,
@@ -101,14 +102,13 @@ async fn watcher(cli: &Cli, validated: &ValidatedObserverSet) -> Result<KafkaWat
 
 /// The engine's config and history exactly as the automation builds them when its task starts:
 /// `spec.promotion.promoted` only (automatic promotions are in the history), the history rebuilt
-/// from `status.autoPromotions`.
+/// from `status.autoPromotions` and merged with `status.engineState` by the same rules.
 struct EngineInputs {
-    validated: ValidatedObserverSet,
     config: PolicyConfig,
-    history: PolicyHistory,
+    memory: OperatorMemory,
 }
 
-fn engine_inputs(obs: &ObserverSet) -> Result<EngineInputs, CliError> {
+fn engine_inputs(obs: &ObserverSet, now: DateTime<Utc>) -> Result<EngineInputs, CliError> {
     let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
     let acknowledged = obs
         .status
@@ -132,11 +132,14 @@ fn engine_inputs(obs: &ObserverSet) -> Result<EngineInputs, CliError> {
         })
         .collect();
     auto.sort_by_key(|p| p.at);
-    Ok(EngineInputs {
-        validated,
-        config,
-        history: PolicyHistory::from_auto_promotions(auto),
-    })
+    let saved = obs.status.as_ref().and_then(|s| s.engine_state.as_ref());
+    let memory = operator_memory(
+        PolicyHistory::from_auto_promotions(auto),
+        saved,
+        &config,
+        now,
+    );
+    Ok(EngineInputs { config, memory })
 }
 
 fn print_doc(doc: &impl Serialize, output: Output) -> Result<(), CliError> {
@@ -425,9 +428,12 @@ async fn edit_promoted(
 }
 
 async fn plan(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliError> {
-    let inputs = engine_inputs(obs)?;
-    let snapshot = watcher(cli, &inputs.validated).await?.scan().await;
-    let view = plan_view(&snapshot, &inputs.config, &inputs.history, Utc::now());
+    let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
+    let snapshot = watcher(cli, &validated).await?.scan().await;
+    // The memory is restored at the decision's time, as the operator's task does.
+    let now = Utc::now();
+    let inputs = engine_inputs(obs, now)?;
+    let view = plan_view(&snapshot, &inputs.config, &inputs.memory, now);
     let status = obs.status.clone().unwrap_or_default();
     if output != Output::Table {
         let doc = json!({
@@ -476,15 +482,11 @@ async fn explain_broker(
     node_id: i32,
     output: Output,
 ) -> Result<(), CliError> {
-    let inputs = engine_inputs(obs)?;
-    let snapshot = watcher(cli, &inputs.validated).await?.scan().await;
-    let e = explain(
-        &snapshot,
-        &inputs.config,
-        &inputs.history,
-        Utc::now(),
-        node_id,
-    );
+    let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
+    let snapshot = watcher(cli, &validated).await?.scan().await;
+    let now = Utc::now();
+    let inputs = engine_inputs(obs, now)?;
+    let e = explain(&snapshot, &inputs.config, &inputs.memory, now, node_id);
     match output {
         Output::Table => print!("{}", render_explain(&e)),
         output => print_doc(&with_name(obs, &e)?, output)?,

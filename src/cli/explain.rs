@@ -8,11 +8,12 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
 use super::explain_demotion::explain_demotion;
-use super::plan_view::{policy_name, single_scan_notes};
+use super::memory::{broker_memory, from_now, BrokerMemory, MemoryView, OperatorMemory};
+use super::plan_view::{memory_notes, policy_name};
 use super::replica_table::ReplicaRole;
 use crate::policy::{
-    assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Health, PartitionState,
-    PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
+    assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Decision, Health,
+    PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
 };
 
 /// One rule and how this broker fares against it.
@@ -40,6 +41,10 @@ pub struct Explanation {
     pub checks: Vec<Check>,
     /// The engine's actions and reasons that name this broker, in its words.
     pub engine: Vec<String>,
+    /// Where the engine's history came from (`status.engineState` restored or not).
+    pub operator_memory: MemoryView,
+    /// What the operator remembers of this broker: confirmations, window, cooldown.
+    pub memory: BrokerMemory,
     pub notes: Vec<String>,
 }
 
@@ -154,14 +159,15 @@ fn scan_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: DateTime<U
 }
 
 /// Explains broker `x`. `config` is the engine's (promoted = `spec.promotion.promoted` only),
-/// `history` the one rebuilt from `status.autoPromotions`.
+/// `memory` the operator's history (`status.autoPromotions` and `status.engineState`).
 pub fn explain(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
-    history: &PolicyHistory,
+    memory: &OperatorMemory,
     now: DateTime<Utc>,
     x: BrokerId,
 ) -> Explanation {
+    let history = &memory.history;
     let decision = decide(snapshot, config, history, now);
     let auto: BTreeSet<BrokerId> = history.auto_promotions.iter().map(|p| p.node_id).collect();
     let declared = config.observers.contains(&x);
@@ -209,6 +215,8 @@ pub fn explain(
         verdict: String::new(),
         checks,
         engine,
+        operator_memory: memory.view.clone(),
+        memory: broker_memory(history, &decision.next_history, config, now, x),
         notes: Vec::new(),
     };
     if !declared {
@@ -218,28 +226,12 @@ pub fn explain(
         );
         return out;
     }
-    out.notes = single_scan_notes(config, history);
+    out.notes = memory_notes(config, history, &memory.view);
     match role {
         ReplicaRole::Observer => explain_promotion(
-            snapshot,
-            config,
-            history,
-            now,
-            x,
-            &hosted,
-            &decision.actions,
-            &mut out,
+            snapshot, config, history, now, x, &hosted, &decision, &mut out,
         ),
-        _ => explain_demotion(
-            snapshot,
-            config,
-            history,
-            now,
-            x,
-            by_hand,
-            &decision.actions,
-            &mut out,
-        ),
+        _ => explain_demotion(snapshot, config, now, x, by_hand, &decision, &mut out),
     }
     out
 }
@@ -252,9 +244,10 @@ fn explain_promotion(
     now: DateTime<Utc>,
     x: BrokerId,
     hosted: &[&PartitionState],
-    actions: &[Action],
+    decision: &Decision,
     out: &mut Explanation,
 ) {
+    let actions = &decision.actions;
     out.question = "promotion";
     let policy = policy_name(config.policy);
     out.checks.push(check(
@@ -330,28 +323,17 @@ fn explain_promotion(
     let lag = lag_check(snapshot, config, x);
     let caught_up = lag.detail.clone();
     out.checks.push(lag);
-    out.checks.push(check(
-        "confirmations",
-        None,
-        format!("{} consecutive scans must agree", config.confirmations),
+    let promoted_now = actions
+        .iter()
+        .any(|a| matches!(a, Action::Promote { node_id, .. } if *node_id == x));
+    out.checks.push(confirmation_check(
+        config,
+        &out.memory,
+        &out.operator_memory,
+        decision.next_history.promote_streak.get(&x).copied(),
+        promoted_now,
     ));
-    let cooldown = TimeDelta::from_std(config.cooldown).unwrap_or(TimeDelta::MAX);
-    out.checks
-        .push(match history.cooling_until(x, cooldown, now) {
-            Some(until) => check(
-                "cooldown",
-                Some(false),
-                format!("cooldown runs until {until}"),
-            ),
-            None => check(
-                "cooldown",
-                Some(true),
-                format!(
-                    "no automatic promotion of it recorded within cooldown {}s",
-                    config.cooldown.as_secs()
-                ),
-            ),
-        });
+    out.checks.push(cooldown_check(config, &out.memory, now));
     let in_force = history.auto_promotions.len();
     out.checks.push(check(
         "concurrency",
@@ -400,6 +382,68 @@ fn explain_promotion(
     };
 }
 
+/// The confirmations rule with the operator's count: what it counted before this scan (from
+/// `status.engineState`) and where this scan leaves the count.
+fn confirmation_check(
+    config: &PolicyConfig,
+    memory: &BrokerMemory,
+    view: &MemoryView,
+    after: Option<u32>,
+    promoted_now: bool,
+) -> Check {
+    let n = config.confirmations;
+    let counted = memory.confirmations_counted.unwrap_or(0);
+    let before = if view.restored {
+        format!("the operator has counted {counted} of {n} consecutive scans")
+    } else {
+        format!("the operator's count is unknown ({})", view.summary)
+    };
+    match (promoted_now, after) {
+        (true, _) => check(
+            "confirmations",
+            Some(true),
+            format!("{before}; this scan makes {} of {n}", counted + 1),
+        ),
+        (false, Some(k)) if view.restored => check(
+            "confirmations",
+            Some(k >= n),
+            format!("{before}; this scan makes {k} of {n}"),
+        ),
+        (false, Some(k)) => check(
+            "confirmations",
+            None,
+            format!("{before}; this scan alone makes {k} of {n}"),
+        ),
+        (false, None) => check(
+            "confirmations",
+            None,
+            format!("{before}; not a candidate on this scan, so the count starts again"),
+        ),
+    }
+}
+
+/// The cooldown rule: from the last automatic action the operator remembers.
+pub(super) fn cooldown_check(config: &PolicyConfig, m: &BrokerMemory, now: DateTime<Utc>) -> Check {
+    match (m.cooldown_until, m.last_action, m.last_action_at) {
+        (Some(until), Some(kind), Some(at)) => check(
+            "cooldown",
+            Some(false),
+            format!(
+                "cooldown runs until {until} ({}): its last automatic action was {kind} at {at}",
+                from_now(until, now)
+            ),
+        ),
+        _ => check(
+            "cooldown",
+            Some(true),
+            format!(
+                "no automatic action on it within cooldown {}s",
+                config.cooldown.as_secs()
+            ),
+        ),
+    }
+}
+
 /// The explanation as text: the verdict, then each rule.
 pub fn render_explain(e: &Explanation) -> String {
     let mut out = format!("{}\n", e.verdict);
@@ -414,6 +458,7 @@ pub fn render_explain(e: &Explanation) -> String {
     for l in &e.engine {
         out += &format!("  engine: {l}\n");
     }
+    out += &super::memory::render_memory(&e.operator_memory);
     for n in &e.notes {
         out += &format!("  note: {n}\n");
     }

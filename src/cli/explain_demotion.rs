@@ -1,24 +1,24 @@
 //! `kubectl observer explain ID` for a promoted broker: whether its demotion is possible now
 //! (by hand: `kubectl observer demote`'s pre-checks; automatic: the engine's demotion rules).
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 
-use super::explain::{check, Explanation};
+use super::explain::{check, cooldown_check, Check, Explanation};
+use super::memory::{from_now, BrokerMemory, MemoryView};
 use crate::policy::{
-    check_demotion, led_by, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory,
+    check_demotion, led_by, Action, BrokerId, ClusterSnapshot, Decision, PolicyConfig,
 };
 
-#[allow(clippy::too_many_arguments)]
 pub(super) fn explain_demotion(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
-    history: &PolicyHistory,
     now: DateTime<Utc>,
     x: BrokerId,
     by_hand: bool,
-    actions: &[Action],
+    decision: &Decision,
     out: &mut Explanation,
 ) {
+    let actions = &decision.actions;
     out.question = "demotion";
     let led = led_by(snapshot, x);
     out.checks.push(check(
@@ -78,23 +78,11 @@ pub(super) fn explain_demotion(
             format!("enabled, stabilizationWindow {}s", w.as_secs()),
         ),
     });
-    let cooldown = TimeDelta::from_std(config.cooldown).unwrap_or(TimeDelta::MAX);
-    out.checks
-        .push(match history.cooling_until(x, cooldown, now) {
-            Some(until) => check(
-                "cooldown",
-                Some(false),
-                format!("cooldown runs until {until}"),
-            ),
-            None => check(
-                "cooldown",
-                Some(true),
-                format!(
-                    "cooldown {}s passed since its promotion",
-                    config.cooldown.as_secs()
-                ),
-            ),
-        });
+    if config.auto_demote_after.is_some() {
+        out.checks
+            .push(window_check(&out.memory, &out.operator_memory, now));
+    }
+    out.checks.push(cooldown_check(config, &out.memory, now));
     let step = actions.iter().find(|a| a.node_id() == x);
     out.eligible = matches!(
         step,
@@ -106,6 +94,13 @@ pub(super) fn explain_demotion(
         }
         Some(Action::MoveLeadership { reason, .. }) => {
             format!("broker {x}: leadership moves first ({reason})")
+        }
+        _ if waiting(&out.memory, now).is_some() => {
+            let (due, what) = waiting(&out.memory, now).unwrap_or((now, String::new()));
+            format!(
+                "broker {x}: automatically promoted, demotion {} at {due} ({what})",
+                from_now(due, now)
+            )
         }
         _ => {
             let why: Vec<&String> = out
@@ -126,4 +121,51 @@ pub(super) fn explain_demotion(
             }
         }
     };
+}
+
+/// The stabilization window: since when the cluster has been healthy without the broker (the
+/// operator's timer from `status.engineState`, or this scan) and when the window ends.
+fn window_check(m: &BrokerMemory, view: &MemoryView, now: DateTime<Utc>) -> Check {
+    match (m.healthy_without_since, m.demotion_due_at) {
+        (Some(since), Some(due)) => {
+            let from = if since < now {
+                "the operator's timer"
+            } else if view.restored {
+                "starting with this scan"
+            } else {
+                "starting with this scan; the operator's running timer is unknown without status.engineState"
+            };
+            check(
+                "stabilization window",
+                Some(due <= now),
+                format!(
+                    "healthy without it since {since} ({from}): the window ends at {due} ({})",
+                    from_now(due, now)
+                ),
+            )
+        }
+        _ => check(
+            "stabilization window",
+            Some(false),
+            "not running: the cluster is not healthy without it (see engine)",
+        ),
+    }
+}
+
+/// When the demotion of a broker healthy without it is due, and what it waits for: the
+/// stabilization window, then the cooldown. `None` when it waits for neither.
+fn waiting(m: &BrokerMemory, now: DateTime<Utc>) -> Option<(DateTime<Utc>, String)> {
+    let (since, window_ends) = m.healthy_without_since.zip(m.demotion_due_at)?;
+    let cooldown_ends = m.cooldown_until.filter(|u| *u > window_ends);
+    let due = cooldown_ends.unwrap_or(window_ends);
+    (due > now).then(|| {
+        let window = format!("stabilization window since {since}");
+        match cooldown_ends {
+            Some(until) if window_ends > now => {
+                (due, format!("{window}, then the cooldown until {until}"))
+            }
+            Some(until) => (due, format!("cooldown until {until}")),
+            None => (due, window),
+        }
+    })
 }

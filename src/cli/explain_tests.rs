@@ -1,5 +1,5 @@
 use super::*;
-use crate::cli::fixtures::{at, config, partition, snapshot, stop};
+use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
 use crate::policy::AutoPromotion;
 
 fn ok(e: &Explanation, rule: &str) -> Option<bool> {
@@ -12,7 +12,7 @@ fn healthy_observer_is_not_needed_and_caught_up() {
     let e = explain(
         &s,
         &config(PolicyKind::Manual),
-        &PolicyHistory::default(),
+        &memory(PolicyHistory::default()),
         at(1),
         4,
     );
@@ -34,7 +34,7 @@ fn a_primary_is_not_a_declared_observer() {
     let e = explain(
         &s,
         &config(PolicyKind::UnderMinIsr),
-        &PolicyHistory::default(),
+        &memory(PolicyHistory::default()),
         at(1),
         3,
     );
@@ -56,7 +56,7 @@ fn needed_but_lagging_observer_is_not_promoted() {
     stop(&mut s, 2);
     let mut c = config(PolicyKind::UnderMinIsr);
     c.max_lag_messages = 10;
-    let e = explain(&s, &c, &PolicyHistory::default(), at(1), 4);
+    let e = explain(&s, &c, &memory(PolicyHistory::default()), at(1), 4);
     assert_eq!(ok(&e, "needed"), Some(true));
     assert_eq!(ok(&e, "caught up"), Some(false));
     assert_eq!(ok(&e, "topic filters"), Some(true));
@@ -86,7 +86,7 @@ fn needed_caught_up_observer_is_promoted_with_one_confirmation() {
     stop(&mut s, 2);
     let mut c = config(PolicyKind::UnderMinIsr);
     c.confirmations = 1;
-    let e = explain(&s, &c, &PolicyHistory::default(), at(1), 4);
+    let e = explain(&s, &c, &memory(PolicyHistory::default()), at(1), 4);
     assert!(e.eligible);
     assert!(
         e.verdict.starts_with("observer 4: would be promoted now"),
@@ -94,7 +94,7 @@ fn needed_caught_up_observer_is_promoted_with_one_confirmation() {
         e.verdict
     );
     let c2 = config(PolicyKind::UnderMinIsr);
-    let e = explain(&s, &c2, &PolicyHistory::default(), at(1), 4);
+    let e = explain(&s, &c2, &memory(PolicyHistory::default()), at(1), 4);
     assert!(!e.eligible);
     assert!(
         e.verdict.contains("promotion confirmed by 1 of 2"),
@@ -113,7 +113,13 @@ fn auto_promoted_broker_waits_for_cooldown_and_leadership() {
         at: at(-10),
         reason: "r".into(),
     }]);
-    let e = explain(&s, &config(PolicyKind::UnderMinIsr), &history, at(1), 4);
+    let e = explain(
+        &s,
+        &config(PolicyKind::UnderMinIsr),
+        &memory(history),
+        at(1),
+        4,
+    );
     assert_eq!(
         (e.role, e.question, e.eligible),
         (ReplicaRole::Promoted, "demotion", false)
@@ -132,7 +138,7 @@ fn hand_promoted_broker_is_never_demoted_by_the_engine() {
     let s = snapshot(vec![partition("orders", 0, &[1, 2, 3, 4])]);
     let mut c = config(PolicyKind::UnderMinIsr);
     c.promoted.insert(4);
-    let e = explain(&s, &c, &PolicyHistory::default(), at(1), 4);
+    let e = explain(&s, &c, &memory(PolicyHistory::default()), at(1), 4);
     assert_eq!(e.question, "demotion");
     assert!(
         e.verdict

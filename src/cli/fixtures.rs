@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use crate::policy::{BrokerId, BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
+use super::memory::{operator_memory, OperatorMemory};
+use crate::policy::{
+    BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyHistory, PolicyKind, SourceHealth,
+};
 
 pub fn at(secs: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
@@ -64,4 +67,9 @@ pub fn stop(s: &mut ClusterSnapshot, id: BrokerId) {
             p.leader = p.isr.first().copied();
         }
     }
+}
+
+/// The operator's memory without `status.engineState`: `history` as rebuilt from the status.
+pub fn memory(history: PolicyHistory) -> OperatorMemory {
+    operator_memory(history, None, &config(PolicyKind::Manual), at(0))
 }

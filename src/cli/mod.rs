@@ -8,6 +8,7 @@ mod explain;
 mod explain_demotion;
 #[cfg(test)]
 mod fixtures;
+mod memory;
 mod plan_view;
 mod replica_table;
 mod status_view;
@@ -17,7 +18,8 @@ use thiserror::Error;
 
 pub use commands::run;
 pub use explain::{explain, render_explain, Check, Explanation};
-pub use plan_view::{plan_view, render_plan, PlanView, PlannedAction};
+pub use memory::{operator_memory, BrokerMemory, MemoryView, OperatorMemory};
+pub use plan_view::{plan_view, render_plan, BrokerTimers, PlanView, PlannedAction};
 pub use replica_table::{render_table, replica_rows, ReplicaRole, ReplicaRow};
 pub use status_view::{
     render_summary, summarize, Attention, AttentionLine, BrokerLine, Roles, StatusFilter,

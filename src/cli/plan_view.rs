@@ -1,11 +1,19 @@
 //! `kubectl observer plan`: what the engine would do now and why. Pure: the engine's own
 //! `policy::decide` on one fresh scan, with the config and history the operator's automation
-//! builds from the ObserverSet (spec, `status.effectiveObservers`, `status.autoPromotions`).
+//! has (spec, `status.effectiveObservers`, `status.autoPromotions` and `status.engineState`:
+//! [`super::memory`]).
+
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::policy::{decide, Action, ClusterSnapshot, PolicyConfig, PolicyHistory, PolicyKind};
+use super::memory::{
+    broker_memory, from_now, render_memory, BrokerMemory, MemoryView, OperatorMemory,
+};
+use crate::policy::{
+    decide, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PolicyKind,
+};
 
 /// One action the engine would take, in the order it would take them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -34,40 +42,111 @@ pub struct PlanView {
     pub reasons: Vec<String>,
     /// Watched partitions whose state triggers the policy in this scan.
     pub triggered_partitions: usize,
-    /// What a single scan from the plugin cannot know.
+    /// Where the engine's history came from (`status.engineState` restored or not).
+    pub operator_memory: MemoryView,
+    /// The timers and counts the operator keeps per broker, for every broker it remembers.
+    pub brokers: Vec<BrokerTimers>,
+    /// What the plugin cannot know without the operator's memory.
     pub notes: Vec<String>,
+}
+
+/// One broker's entry of [`PlanView::brokers`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerTimers {
+    pub node_id: BrokerId,
+    #[serde(flatten)]
+    pub memory: BrokerMemory,
+    /// The same, for people (the text view).
+    #[serde(skip)]
+    pub text: Vec<String>,
 }
 
 pub fn policy_name(p: PolicyKind) -> String {
     format!("{p:?}")
 }
 
-/// The rebuilt history only holds what the status records: these limits apply.
-pub fn single_scan_notes(config: &PolicyConfig, history: &PolicyHistory) -> Vec<String> {
+/// Without `status.engineState` the history only holds what `status.autoPromotions` records:
+/// these limits apply (with it, the counts and timers are the operator's own).
+pub fn memory_notes(
+    config: &PolicyConfig,
+    history: &PolicyHistory,
+    memory: &MemoryView,
+) -> Vec<String> {
     let mut notes = Vec::new();
+    if memory.restored {
+        return notes;
+    }
     if config.confirmations > 1 && config.policy != PolicyKind::Manual {
         notes.push(format!(
-            "this is one scan: it counts as 1 of the {} confirmations a promotion needs; the operator counts consecutive scans in its own memory",
+            "without the operator's memory this scan counts as 1 of the {} confirmations a promotion needs; the operator may have counted more",
             config.confirmations
         ));
     }
     if !history.auto_promotions.is_empty() && config.auto_demote_after.is_some() {
         notes.push(
-            "the stabilization window of a demotion is counted from this scan; the operator's running window is in its own memory"
+            "without the operator's memory the stabilization window of a demotion is counted from this scan; the operator's running window may be further along"
                 .into(),
         );
     }
     notes
 }
 
+/// The per-broker text of a [`BrokerMemory`]: confirmations, window, cooldown.
+pub fn describe_memory(m: &BrokerMemory, config: &PolicyConfig, now: DateTime<Utc>) -> Vec<String> {
+    let mut parts = Vec::new();
+    if let Some(k) = m.confirmations_counted {
+        parts.push(format!(
+            "confirmations counted {k} of {}",
+            config.confirmations
+        ));
+    }
+    if let (Some(since), Some(due)) = (m.healthy_without_since, m.demotion_due_at) {
+        parts.push(format!(
+            "demotion due at {due} ({}; stabilization window since {since})",
+            from_now(due, now)
+        ));
+    }
+    if let (Some(until), Some(kind), Some(at)) = (m.cooldown_until, m.last_action, m.last_action_at)
+    {
+        parts.push(format!(
+            "cooldown until {until} ({}; after its {kind} at {at})",
+            from_now(until, now)
+        ));
+    }
+    parts
+}
+
 /// Runs the engine's decision on `snapshot` and describes it.
 pub fn plan_view(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
-    history: &PolicyHistory,
+    memory: &OperatorMemory,
     now: DateTime<Utc>,
 ) -> PlanView {
+    let history = &memory.history;
     let decision = decide(snapshot, config, history, now);
+    let next = &decision.next_history;
+    let remembered: BTreeSet<BrokerId> = history
+        .promote_streak
+        .keys()
+        .chain(next.recovered_since.keys())
+        .chain(history.last_action.keys())
+        .copied()
+        .collect();
+    let brokers: Vec<BrokerTimers> = remembered
+        .into_iter()
+        .map(|node_id| {
+            let memory = broker_memory(history, next, config, now, node_id);
+            let text = describe_memory(&memory, config, now);
+            BrokerTimers {
+                node_id,
+                memory,
+                text,
+            }
+        })
+        .filter(|b| !b.text.is_empty())
+        .collect();
     let actions: Vec<PlannedAction> = decision
         .actions
         .iter()
@@ -107,7 +186,9 @@ pub fn plan_view(
         actions,
         reasons: decision.reasons,
         triggered_partitions: decision.triggered_partitions,
-        notes: single_scan_notes(config, history),
+        operator_memory: memory.view.clone(),
+        brokers,
+        notes: memory_notes(config, history, &memory.view),
     }
 }
 
@@ -133,6 +214,10 @@ pub fn render_plan(v: &PlanView) -> String {
         "  watched partitions triggering the policy: {}\n",
         v.triggered_partitions
     );
+    out += &render_memory(&v.operator_memory);
+    for b in &v.brokers {
+        out += &format!("  broker {}: {}\n", b.node_id, b.text.join("; "));
+    }
     for n in &v.notes {
         out += &format!("  note: {n}\n");
     }
@@ -142,7 +227,7 @@ pub fn render_plan(v: &PlanView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::fixtures::{at, config, partition, snapshot, stop};
+    use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
 
     #[test]
     fn healthy_manual_cluster_plans_nothing() {
@@ -150,7 +235,7 @@ mod tests {
         let v = plan_view(
             &s,
             &config(PolicyKind::Manual),
-            &PolicyHistory::default(),
+            &memory(PolicyHistory::default()),
             at(1),
         );
         assert!(v.actions.is_empty());
@@ -168,7 +253,7 @@ mod tests {
         stop(&mut s, 2);
         let mut c = config(PolicyKind::UnderMinIsr);
         c.confirmations = 1;
-        let v = plan_view(&s, &c, &PolicyHistory::default(), at(1));
+        let v = plan_view(&s, &c, &memory(PolicyHistory::default()), at(1));
         assert_eq!(v.verdict, "1 action(s)");
         assert_eq!((v.actions[0].action, v.actions[0].node_id), ("promote", 4));
         assert!(v.notes.is_empty());
@@ -186,7 +271,7 @@ mod tests {
         let v = plan_view(
             &s,
             &config(PolicyKind::UnderMinIsr),
-            &PolicyHistory::default(),
+            &memory(PolicyHistory::default()),
             at(1),
         );
         assert!(v.actions.is_empty());
@@ -204,7 +289,7 @@ mod tests {
         let v = plan_view(
             &s,
             &config(PolicyKind::UnderMinIsr),
-            &PolicyHistory::default(),
+            &memory(PolicyHistory::default()),
             at(60),
         );
         assert!(
