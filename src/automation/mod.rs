@@ -3,15 +3,17 @@
 //! what to do, runs the leader elections that must precede a demotion (or an opted-in unclean
 //! takeover), and records promotions and demotions in `status.autoPromotions` and the decision
 //! in `status.plan`, and saves the engine's memory in `status.engineState` (restored by the task
-//! of a successor operator, `engine_state`). It writes only those three fields, by server-side
-//! apply under its own field manager; the reconciler rolls out the resulting effective set
-//! (controllers first).
+//! of a successor operator, `engine_state`), what it sees of the partitions in
+//! `status.partitions` (`partitions`) and its actions in its own entries of `status.history`
+//! (`crate::history`). It writes only those fields, by server-side apply under its own field
+//! manager; the reconciler rolls out the resulting effective set (controllers first).
 //!
 //! Run it only while holding the leader lease: dropping the future returned by [`run`] stops
 //! every per-ObserverSet task.
 
 pub mod engine_state;
 mod metrics;
+pub mod partitions;
 mod status;
 mod task;
 
