@@ -58,12 +58,7 @@ pub fn entry(
 type Key = (i64, NodeId, EngineActionKind, String);
 
 fn key(e: &HistoryEntry) -> Key {
-    (
-        e.at.0.as_microsecond(),
-        e.node_id,
-        e.action,
-        e.who.clone(),
-    )
+    (e.at.0.as_microsecond(), e.node_id, e.action, e.who.clone())
 }
 
 /// Newest first; ties broken by the rest of the key so the order is total.
@@ -179,11 +174,23 @@ pub fn manual_entries(
             continue;
         }
         let (reason, field) = if change.promoted.contains(&id) {
-            ("spec change: listed in spec.promotion.promoted", SpecField::Promoted)
+            (
+                "spec change: listed in spec.promotion.promoted",
+                SpecField::Promoted,
+            )
         } else {
-            ("spec change: no longer in spec.observers", SpecField::Observers)
+            (
+                "spec change: no longer in spec.observers",
+                SpecField::Observers,
+            )
         };
-        out.push(entry(now, EngineActionKind::Promote, id, reason, &who(field)));
+        out.push(entry(
+            now,
+            EngineActionKind::Promote,
+            id,
+            reason,
+            &who(field),
+        ));
     }
     for &id in change.after.difference(&before) {
         let newest_of_id = history
@@ -194,16 +201,30 @@ pub fn manual_entries(
             continue;
         }
         let by_promoted = newest_of_id.is_some_and(|e| {
-            !is_automatic(e) && e.action == EngineActionKind::Promote && e.reason.contains("promoted")
+            !is_automatic(e)
+                && e.action == EngineActionKind::Promote
+                && e.reason.contains("promoted")
         });
         // Joining the set means it is in spec.observers and not promoted: either it was
         // promoted by hand before, or it is newly declared.
         let (reason, field) = if by_promoted {
-            ("spec change: removed from spec.promotion.promoted", SpecField::Promoted)
+            (
+                "spec change: removed from spec.promotion.promoted",
+                SpecField::Promoted,
+            )
         } else {
-            ("spec change: listed in spec.observers", SpecField::Observers)
+            (
+                "spec change: listed in spec.observers",
+                SpecField::Observers,
+            )
         };
-        out.push(entry(now, EngineActionKind::Demote, id, reason, &who(field)));
+        out.push(entry(
+            now,
+            EngineActionKind::Demote,
+            id,
+            reason,
+            &who(field),
+        ));
     }
     out
 }

@@ -48,7 +48,12 @@ fn a_retried_election_is_recorded_once() {
 #[test]
 fn each_writer_sends_only_its_own_entries() {
     let h = record(
-        &[manual(1, Promote, 4, "spec change: listed in spec.promotion.promoted")],
+        &[manual(
+            1,
+            Promote,
+            4,
+            "spec change: listed in spec.promotion.promoted",
+        )],
         vec![auto(2, Promote, 5, "1 partition(s) under min ISR: t-0")],
     );
     assert_eq!(own(&h, true).len(), 1);
@@ -154,7 +159,12 @@ fn manual_and_automatic_changes_are_told_apart() {
     let after = BTreeSet::from([4, 5, 6, 7]);
     let none = BTreeSet::new();
     let history = vec![
-        manual(10, Promote, 4, "spec change: listed in spec.promotion.promoted"),
+        manual(
+            10,
+            Promote,
+            4,
+            "spec change: listed in spec.promotion.promoted",
+        ),
         auto(11, Demote, 5, "broker 5: healthy for 5m"),
     ];
     let change = SpecChange {
@@ -167,7 +177,12 @@ fn manual_and_automatic_changes_are_told_apart() {
     let e = manual_entries(&change, &history, t(12));
     assert_eq!(e.len(), 1);
     assert_eq!(
-        (e[0].action, e[0].node_id, e[0].reason.as_str(), e[0].who.as_str()),
+        (
+            e[0].action,
+            e[0].node_id,
+            e[0].reason.as_str(),
+            e[0].who.as_str()
+        ),
         (
             Demote,
             4,

@@ -60,7 +60,8 @@ impl Operator {
             .expect("a free port")
             .port();
         let metrics = format!("127.0.0.1:{port}");
-        let log = std::env::temp_dir().join(format!("koo-status-history-{}.log", std::process::id()));
+        let log =
+            std::env::temp_dir().join(format!("koo-status-history-{}.log", std::process::id()));
         let file = std::fs::File::create(&log).expect("operator log file");
         let child = Command::new(env!("CARGO_BIN_EXE_kafka-observer-operator"))
             .args(["run", "--namespace", ns, "--leader-election", "off"])
@@ -89,7 +90,12 @@ impl Operator {
 
     fn scrape(&self) -> String {
         let out = Command::new("curl")
-            .args(["-sf", "-m", "2", &format!("http://{}/metrics", self.metrics)])
+            .args([
+                "-sf",
+                "-m",
+                "2",
+                &format!("http://{}/metrics", self.metrics),
+            ])
             .output()
             .expect("curl");
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -134,7 +140,30 @@ fn actions(status: &Value) -> Vec<(String, i64, String, String)> {
 }
 
 fn entry(action: &str, node: i64, who: &str, reason: &str) -> (String, i64, String, String) {
-    (action.into(), node, who.into(), reason.chars().take(40).collect())
+    (
+        action.into(),
+        node,
+        who.into(),
+        reason.chars().take(40).collect(),
+    )
+}
+
+/// Partitions of the whole cluster whose ISR lists broker 4, from a metadata request.
+fn partitions_with_4_in_isr(bootstrap: &str) -> i64 {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(None, Duration::from_secs(10))
+        .expect("cluster metadata");
+    metadata
+        .topics()
+        .iter()
+        .flat_map(|t| t.partitions())
+        .filter(|p| p.isr().contains(&4))
+        .count() as i64
 }
 
 async fn wait_status(
@@ -196,9 +225,13 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
         MANAGER,
         "spec change: listed in spec.promotion.promoted",
     );
-    wait_status(&api, &op, Duration::from_secs(30), "the manual promotion", |s| {
-        actions(s) == vec![manual_promote.clone()] && ready(s)
-    })
+    wait_status(
+        &api,
+        &op,
+        Duration::from_secs(30),
+        "the manual promotion",
+        |s| actions(s) == vec![manual_promote.clone()] && ready(s),
+    )
     .await;
     api.patch(SET, &pp, &Patch::Apply(promoted(json!([]))))
         .await
@@ -209,46 +242,86 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
         MANAGER,
         "spec change: removed from spec.promotion.promoted",
     );
-    let s = wait_status(&api, &op, Duration::from_secs(30), "the manual demotion", |s| {
-        actions(s) == vec![manual_promote.clone(), manual_demote.clone()] && ready(s)
-    })
+    let s = wait_status(
+        &api,
+        &op,
+        Duration::from_secs(30),
+        "the manual demotion",
+        |s| actions(s) == vec![manual_promote.clone(), manual_demote.clone()] && ready(s),
+    )
     .await;
     assert_eq!(s["lastAction"]["action"], "Demote");
     assert_eq!(s["lastAction"]["who"], MANAGER);
 
     // 2. Automatic: broker 2 lost, 4 promoted; the view shows the partition under min ISR.
     let killed = bed.testbed.stop_node(2).expect("stop broker 2");
-    let under = wait_status(&api, &op, Duration::from_secs(90), "the partition under min ISR in status.partitions", |s| {
-        s["partitions"]["underMinIsr"] == json!(1)
-    })
+    let under = wait_status(
+        &api,
+        &op,
+        Duration::from_secs(90),
+        "the partition under min ISR in status.partitions",
+        |s| s["partitions"]["underMinIsr"] == json!(1),
+    )
     .await;
     let p = &under["partitions"]["entries"][0];
     assert_eq!(
-        (&p["topic"], &p["partition"], &p["state"], &p["isr"], &p["minIsr"]),
-        (&json!(TOPIC), &json!(0), &json!("UnderMinIsr"), &json!(1), &json!(2)),
+        (
+            &p["topic"],
+            &p["partition"],
+            &p["state"],
+            &p["isr"],
+            &p["minIsr"]
+        ),
+        (
+            &json!(TOPIC),
+            &json!(0),
+            &json!("UnderMinIsr"),
+            &json!(1),
+            &json!(2)
+        ),
         "{under:#}"
     );
     assert_eq!(under["partitions"]["omittedPartitions"], json!(0));
-    let auto_promote = entry("Promote", 4, "automation", "1 partition(s) under min ISR: status-history-test-0");
-    let s = wait_status(&api, &op, Duration::from_secs(60), "the automatic promotion", |s| {
-        actions(s).len() == 3 && s["lastAction"]["who"] == "automation"
-    })
+    let auto_promote = entry(
+        "Promote",
+        4,
+        "automation",
+        "1 partition(s) under min ISR: status-history-test-0",
+    );
+    let s = wait_status(
+        &api,
+        &op,
+        Duration::from_secs(60),
+        "the automatic promotion",
+        |s| actions(s).len() == 3 && s["lastAction"]["who"] == "automation",
+    )
     .await;
     assert_eq!(
         actions(&s),
-        vec![manual_promote.clone(), manual_demote.clone(), auto_promote.clone()],
+        vec![
+            manual_promote.clone(),
+            manual_demote.clone(),
+            auto_promote.clone()
+        ],
         "the automation's write kept the reconciler's entries: {s:#}"
     );
 
     // 3. Broker 2 back: 4 demoted automatically; the reconciler follows with lastAction.
     killed.start().expect("start broker 2");
-    let s = wait_status(&api, &op, Duration::from_secs(150), "the automatic demotion", |s| {
-        actions(s).len() == 4 && s["lastAction"]["action"] == "Demote" && ready(s)
-    })
+    let s = wait_status(
+        &api,
+        &op,
+        Duration::from_secs(150),
+        "the automatic demotion",
+        |s| actions(s).len() == 4 && s["lastAction"]["action"] == "Demote" && ready(s),
+    )
     .await;
     let got = actions(&s);
     assert_eq!(&got[..3], &[manual_promote, manual_demote, auto_promote]);
-    assert_eq!((got[3].0.as_str(), got[3].1, got[3].2.as_str()), ("Demote", 4, "automation"));
+    assert_eq!(
+        (got[3].0.as_str(), got[3].1, got[3].2.as_str()),
+        ("Demote", 4, "automation")
+    );
     assert_eq!(s["lastAction"]["who"], "automation");
     // Each loop owns exactly its entries (managedFields), so neither removes the other's.
     let obj: Value = serde_json::to_value(api.get(SET).await.unwrap()).unwrap();
@@ -263,20 +336,40 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
             .sum()
     };
     let automatic = history(&s).iter().filter(|e| e.2 == "automation").count();
-    assert_eq!(owned("kafka-observer-operator-automation"), automatic, "{obj:#}");
+    assert_eq!(
+        owned("kafka-observer-operator-automation"),
+        automatic,
+        "{obj:#}"
+    );
     assert_eq!(owned("kafka-observer-operator-rollout"), 2, "{obj:#}");
 
-    // The view once broker 2 is back in the ISR, and the gauge: 4 an observer again, in no ISR.
-    wait_status(&api, &op, Duration::from_secs(60), "no partition under min ISR", |s| {
-        s["partitions"]["underMinIsr"] == json!(0)
+    // The gauge, now that 4 is an observer again and acknowledged: the partitions whose ISR
+    // lists it, as Kafka's own metadata says (read until the two agree: both come from scans).
+    let series = format!(
+        "kafka_observer_observers_in_isr{{namespace=\"{ns}\",observerset=\"{SET}\",node_id=\"4\"}} "
+    );
+    let (gauge, kafka) = support::wait_for(Duration::from_secs(60), &series, || async {
+        let text = op.scrape();
+        let gauge: i64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))?
+            .trim()
+            .parse()
+            .ok()?;
+        let kafka = partitions_with_4_in_isr(&bed.bootstrap);
+        (gauge == kafka).then_some((gauge, kafka))
     })
     .await;
-    let series = format!(
-        "kafka_observer_observers_in_isr{{namespace=\"{ns}\",observerset=\"{SET}\",node_id=\"4\"}} 0"
-    );
-    support::wait_for(Duration::from_secs(60), &series, || async {
-        op.scrape().contains(&series).then_some(())
-    })
+    println!("observers_in_isr of 4: {gauge} (Kafka's metadata: {kafka})");
+
+    // The view once broker 2 is back in the ISR.
+    wait_status(
+        &api,
+        &op,
+        Duration::from_secs(60),
+        "no partition under min ISR",
+        |s| s["partitions"]["underMinIsr"] == json!(0),
+    )
     .await;
 
     // 4. The wide columns, by the bed's real kubectl.
@@ -285,18 +378,51 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
         .testbed
         .run_tool(
             "kubectl",
-            &["--kubeconfig", &kubeconfig.to_string_lossy(), "-n", &ns, "get", "obs", SET, "-o", "wide"],
+            &[
+                "--kubeconfig",
+                &kubeconfig.to_string_lossy(),
+                "-n",
+                &ns,
+                "get",
+                "obs",
+                SET,
+                "-o",
+                "wide",
+            ],
         )
         .expect("kubectl get obs -o wide");
     println!("{wide}");
-    let lines: Vec<Vec<&str>> = wide.lines().map(|l| l.split_whitespace().collect()).collect();
+    let lines: Vec<Vec<&str>> = wide
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     assert_eq!(
         lines[0],
-        vec!["NAME", "DESIRED", "EFFECTIVE", "PHASE", "LAST-ACTION", "NODE", "BY", "ACTION-AGE", "UNDER-MIN-ISR", "AGE"],
+        vec![
+            "NAME",
+            "DESIRED",
+            "EFFECTIVE",
+            "PHASE",
+            "LAST-ACTION",
+            "NODE",
+            "BY",
+            "ACTION-AGE",
+            "UNDER-MIN-ISR",
+            "AGE"
+        ],
         "{wide}"
     );
     assert_eq!(
-        (lines[1][0], lines[1][1], lines[1][2], lines[1][3], lines[1][4], lines[1][5], lines[1][6], lines[1][8]),
+        (
+            lines[1][0],
+            lines[1][1],
+            lines[1][2],
+            lines[1][3],
+            lines[1][4],
+            lines[1][5],
+            lines[1][6],
+            lines[1][8]
+        ),
         (SET, "[4]", "[4]", "Ready", "Demote", "4", "automation", "0"),
         "{wide}"
     );
@@ -304,16 +430,29 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
         .testbed
         .run_tool(
             "kubectl",
-            &["--kubeconfig", &kubeconfig.to_string_lossy(), "-n", &ns, "get", "obs", SET],
+            &[
+                "--kubeconfig",
+                &kubeconfig.to_string_lossy(),
+                "-n",
+                &ns,
+                "get",
+                "obs",
+                SET,
+            ],
         )
         .expect("kubectl get obs");
-    assert!(!plain.contains("LAST-ACTION"), "priority 1 columns only with -o wide: {plain}");
+    assert!(
+        !plain.contains("LAST-ACTION"),
+        "priority 1 columns only with -o wide: {plain}"
+    );
 
     // The reconciler's finalizer needs the operator: delete the set while it runs.
     api.delete(SET, &Default::default()).await.unwrap();
-    support::wait_for(Duration::from_secs(60), "the ObserverSet deleted", || async {
-        api.get_opt(SET).await.unwrap().is_none().then_some(())
-    })
+    support::wait_for(
+        Duration::from_secs(60),
+        "the ObserverSet deleted",
+        || async { api.get_opt(SET).await.unwrap().is_none().then_some(()) },
+    )
     .await;
     drop(op);
     bed.drop_namespace(&ns).await;

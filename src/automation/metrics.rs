@@ -303,13 +303,18 @@ mod tests {
         };
         m.set_observers_in_isr(&set, &counts);
         let text = render(&registry);
-        let series = |id: i32, v: i64| format!("kafka_observer_observers_in_isr{{namespace=\"kafka\",observerset=\"kafka\",node_id=\"{id}\"}} {v}\n");
+        let series = |id: i32, v: i64| {
+            format!("kafka_observer_observers_in_isr{{namespace=\"kafka\",observerset=\"kafka\",node_id=\"{id}\"}} {v}\n")
+        };
         assert!(text.contains(&series(4, 2)), "{text}");
         assert!(text.contains(&series(5, 0)), "{text}");
         // 5 promoted: its series goes; the set forgotten: all go.
         m.set_observers_in_isr(&set, &BTreeMap::from([(4, 0)]));
         let text = render(&registry);
-        assert!(text.contains(&series(4, 0)) && !text.contains("node_id=\"5\""), "{text}");
+        assert!(
+            text.contains(&series(4, 0)) && !text.contains("node_id=\"5\""),
+            "{text}"
+        );
         m.forget(&set);
         assert!(!render(&registry).contains("kafka_observer_observers_in_isr{"));
     }

@@ -48,8 +48,7 @@ pub fn view(
     };
     let mut listed: Vec<(PartitionCondition, usize, u32)> = Vec::new();
     for (i, p) in snapshot.partitions.iter().enumerate() {
-        if !config.topics.watches(&p.topic) || !p.replicas.iter().any(|r| interesting.contains(r))
-        {
+        if !config.topics.watches(&p.topic) || !p.replicas.iter().any(|r| interesting.contains(r)) {
             continue;
         }
         let live_isr = p
@@ -280,9 +279,12 @@ mod tests {
                 p
             })
             .collect();
-        let healthy = view(&snapshot(at(1), &[], healed), &cfg(), &BTreeSet::new(), |p| {
-            p.high_watermark
-        });
+        let healthy = view(
+            &snapshot(at(1), &[], healed),
+            &cfg(),
+            &BTreeSet::new(),
+            |p| p.high_watermark,
+        );
         assert_eq!((healthy.under_min_isr, healthy.at_min_isr), (0, 2));
         assert!(write_due(Some(&first), &healthy));
         assert_eq!(taken_at(&first), Some(at(0)));

@@ -223,7 +223,10 @@ mod tests {
             },
         ];
         let at = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
-        assert_eq!(history_entries(&decision(actions.clone(), true), at), vec![]);
+        assert_eq!(
+            history_entries(&decision(actions.clone(), true), at),
+            vec![]
+        );
         let got: Vec<(EngineActionKind, i32, String, String)> =
             history_entries(&decision(actions, false), at)
                 .into_iter()
@@ -232,8 +235,18 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (EngineActionKind::MoveLeadership, 5, "m".into(), "automation".into()),
-                (EngineActionKind::Promote, 4, "p".into(), "automation".into()),
+                (
+                    EngineActionKind::MoveLeadership,
+                    5,
+                    "m".into(),
+                    "automation".into()
+                ),
+                (
+                    EngineActionKind::Promote,
+                    4,
+                    "p".into(),
+                    "automation".into()
+                ),
             ]
         );
     }

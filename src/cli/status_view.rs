@@ -370,8 +370,10 @@ fn render_history(history: &[HistoryEntry]) -> String {
             ]
         })
         .collect();
-    format!("\nlast {} action(s), newest first (status.history):\n", history.len())
-        + &columns(&["AT", "ACTION", "NODE", "WHO", "WHY"], &rows)
+    format!(
+        "\nlast {} action(s), newest first (status.history):\n",
+        history.len()
+    ) + &columns(&["AT", "ACTION", "NODE", "WHO", "WHY"], &rows)
 }
 
 /// The summary as text: the broker table, the partitions needing attention, the history.

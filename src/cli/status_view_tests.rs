@@ -199,14 +199,35 @@ fn history_is_shown_newest_first_and_capped() {
     let at = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap();
     // As the apiserver may return it: the two writers' entries in no particular order.
     let history = vec![
-        crate::history::entry(at(10), EngineActionKind::Promote, 4, "1 partition(s) under min ISR: t-0", "automation"),
-        crate::history::entry(at(30), EngineActionKind::Demote, 4, "spec change: listed in spec.observers", "kubectl-observer"),
-        crate::history::entry(at(20), EngineActionKind::Demote, 4, "broker 4: healthy", "automation"),
+        crate::history::entry(
+            at(10),
+            EngineActionKind::Promote,
+            4,
+            "1 partition(s) under min ISR: t-0",
+            "automation",
+        ),
+        crate::history::entry(
+            at(30),
+            EngineActionKind::Demote,
+            4,
+            "spec change: listed in spec.observers",
+            "kubectl-observer",
+        ),
+        crate::history::entry(
+            at(20),
+            EngineActionKind::Demote,
+            4,
+            "broker 4: healthy",
+            "automation",
+        ),
     ];
     let s = snapshot(vec![partition("orders", 0, &[1, 2, 3, 4])]);
     let v = summarize(&s, &roles(), &StatusFilter::default(), 20).with_history(&history, 2);
     let text = render_summary(&v, 10);
-    let tail: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("last ")).collect();
+    let tail: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("last "))
+        .collect();
     assert_eq!(
         tail,
         vec![
