@@ -136,8 +136,12 @@ pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
         "autoPromotions": auto,
         "plan": plan,
         "engineState": owned.engine_state,
-        "history": owned.history,
     });
+    // Left out when empty, which removes the entries this manager owned just as `[]` would,
+    // and keeps an operator whose CRD predates the field writing until it has something to say.
+    if !owned.history.is_empty() {
+        status["history"] = json!(owned.history);
+    }
     if let Some(p) = owned.partitions {
         status["partitions"] = json!(p);
     }
@@ -301,10 +305,9 @@ mod tests {
         assert_eq!(body["kind"], "ObserverSet");
         assert!(body["status"]["engineState"]["savedAt"].is_string());
         assert_eq!(body["status"]["autoPromotions"], json!([]));
-        assert_eq!(
-            body["status"]["history"],
-            json!([]),
-            "an empty list removes the entries this manager owned"
+        assert!(
+            body["status"].get("history").is_none(),
+            "left out, it removes the entries this manager owned, as an empty list would"
         );
         assert!(body["status"]["plan"]["at"].is_string());
         assert!(body["status"].get("partitions").is_none());

@@ -372,7 +372,10 @@ impl SetTask {
                 &Patch::Apply(&body),
             )
             .await
-            .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
+            .map_err(|e| match super::stale_crd(&e) {
+                Some(m) => AutomationError::StaleCrd(obs.name_any(), m),
+                None => AutomationError::Status(obs.name_any(), e),
+            })?;
             let bytes = serde_json::to_vec(&state).map_or(0, |v| v.len());
             let why = due.map_or("WithStatus", WriteReason::label);
             self.metrics

@@ -168,10 +168,17 @@ pub fn status_patch(status: &ObserverSetStatus) -> serde_json::Value {
         for key in FOREIGN_FIELDS {
             map.remove(key);
         }
-        map.insert(
-            "history".into(),
-            serde_json::to_value(crate::history::own(&status.history, false)).unwrap_or_default(),
-        );
+        // Left out when empty (same effect under server-side apply: this manager's entries
+        // go), so an operator upgraded before its CRD keeps rolling out.
+        let own = crate::history::own(&status.history, false);
+        if own.is_empty() {
+            map.remove("history");
+        } else {
+            map.insert(
+                "history".into(),
+                serde_json::to_value(own).unwrap_or_default(),
+            );
+        }
     }
     json!({
         "apiVersion": "kafkaobserver.io/v1alpha1",
@@ -185,9 +192,13 @@ pub async fn apply(api: &Api<ObserverSet>, name: &str, status: &ObserverSetStatu
     let params = PatchParams::apply(STATUS_FIELD_MANAGER).force();
     api.patch_status(name, &params, &Patch::Apply(&status_patch(status)))
         .await
-        .map_err(Error::kube(format!(
-            "writing the status of ObserverSet {name}"
-        )))?;
+        .map_err(|e| {
+            let hint = match crate::automation::stale_crd(&e) {
+                Some(_) => " (the installed ObserverSet CRD is older than this operator: apply the CRD of this version first, kubectl apply --server-side -f crds/observerset.yaml; helm never upgrades crds/)",
+                None => "",
+            };
+            Error::kube(format!("writing the status of ObserverSet {name}{hint}"))(e)
+        })?;
     Ok(())
 }
 
@@ -244,7 +255,7 @@ mod tests {
         assert!(patch["status"].get("plan").is_none());
         assert!(patch["status"].get("engineState").is_none());
         assert!(patch["status"].get("partitions").is_none());
-        assert_eq!(patch["status"]["history"], json!([]));
+        assert!(patch["status"].get("history").is_none());
         assert!(
             patch["status"].get("rollout").is_none(),
             "a finished rollout is dropped"
