@@ -6,6 +6,7 @@
 //! do the I/O.
 
 pub mod crd;
+pub mod history;
 pub mod observer_ids;
 pub mod plan;
 // The reconciler and its Kubernetes shell.

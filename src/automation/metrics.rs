@@ -1,7 +1,9 @@
 //! The automation's own metric families: detections, automatic promotions and demotions, leader
-//! elections it ran, and decision latency. Registered in the operator's registry by
+//! elections it ran, decision latency, and observers found in the ISR. Registered in the operator's registry by
 //! `crate::metrics::Metrics::new` through [`AutomationMetrics::register`].
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -12,6 +14,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::metrics::ObserverSetLabels;
+use crate::policy::{BrokerId, ClusterSnapshot};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
@@ -46,6 +49,28 @@ pub struct AutomationMetrics {
     decision_latency: Family<ObserverSetLabels, Histogram>,
     state_writes: Family<StateWriteLabels, Counter>,
     state_bytes: Family<ObserverSetLabels, Gauge>,
+    observers_in_isr: Family<NodeLabels, Gauge>,
+    /// The node ids each ObserverSet has an `observers_in_isr` series for, so that a node that
+    /// stops being an observer, and a forgotten ObserverSet, lose theirs.
+    isr_nodes: Arc<Mutex<HashMap<ObserverSetLabels, BTreeSet<BrokerId>>>>,
+}
+
+/// For each observer in `observers`: the partitions whose ISR lists it (0 for none). The patch
+/// keeps observers out of the ISR, so anything but 0 for long means a broker or controller
+/// without the patch, a wrong `observer.ids`, or a demotion whose ISR shrink has not happened yet.
+pub fn observers_in_isr(
+    snapshot: &ClusterSnapshot,
+    observers: &BTreeSet<BrokerId>,
+) -> BTreeMap<BrokerId, usize> {
+    let mut counts: BTreeMap<BrokerId, usize> = observers.iter().map(|&o| (o, 0)).collect();
+    for p in &snapshot.partitions {
+        for r in &p.isr {
+            if let Some(n) = counts.get_mut(r) {
+                *n += 1;
+            }
+        }
+    }
+    counts
 }
 
 fn latency_histogram() -> Histogram {
@@ -65,6 +90,8 @@ impl AutomationMetrics {
             decision_latency: Family::new_with_constructor(latency_histogram),
             state_writes: Family::default(),
             state_bytes: Family::default(),
+            observers_in_isr: Family::default(),
+            isr_nodes: Arc::default(),
         };
         registry.register(
             "automation_detections",
@@ -106,7 +133,32 @@ impl AutomationMetrics {
             "Size of the latest status.engineState written, in bytes of JSON",
             m.state_bytes.clone(),
         );
+        registry.register(
+            "observers_in_isr",
+            "Partitions whose ISR lists this observer (declared, acknowledged, not promoted by hand or automatically), in the latest scan",
+            m.observers_in_isr.clone(),
+        );
         m
+    }
+
+    /// Sets `observers_in_isr` for the observers of one ObserverSet from a scan
+    /// ([`observers_in_isr`]); series of nodes no longer in `counts` are removed.
+    pub fn set_observers_in_isr(
+        &self,
+        set: &ObserverSetLabels,
+        counts: &BTreeMap<BrokerId, usize>,
+    ) {
+        let mut known = self.isr_nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let nodes = known.entry(set.clone()).or_default();
+        for gone in nodes.iter().filter(|n| !counts.contains_key(n)) {
+            self.observers_in_isr.remove(&node(set, *gone));
+        }
+        *nodes = counts.keys().copied().collect();
+        for (&id, &n) in counts {
+            self.observers_in_isr
+                .get_or_create(&node(set, id))
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Records a write of `status.engineState` of `bytes` bytes, due for `reason`.
@@ -165,6 +217,10 @@ impl AutomationMetrics {
         self.triggered_partitions.remove(set);
         self.decision_latency.remove(set);
         self.state_bytes.remove(set);
+        let mut known = self.isr_nodes.lock().unwrap_or_else(|e| e.into_inner());
+        for id in known.remove(set).unwrap_or_default() {
+            self.observers_in_isr.remove(&node(set, id));
+        }
     }
 }
 
@@ -213,5 +269,53 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kafka_observer_automation_promotions_total{namespace=\"kafka\",observerset=\"kafka\",node_id=\"4\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn observers_in_isr_counts_partitions_and_drops_former_observers() {
+        use crate::policy::{PartitionState, SourceHealth};
+        let p = |isr: &[BrokerId]| PartitionState {
+            topic: "t".into(),
+            partition: 0,
+            replicas: vec![1, 2, 4, 5],
+            isr: isr.to_vec(),
+            leader: Some(1),
+            min_isr: Some(2),
+            high_watermark: Some(0),
+            log_end_offsets: Default::default(),
+        };
+        let snapshot = ClusterSnapshot {
+            taken_at: chrono::Utc::now(),
+            source: SourceHealth::Healthy,
+            brokers: Default::default(),
+            partitions: vec![p(&[1, 2, 4]), p(&[1, 4]), p(&[1, 2])],
+        };
+        let counts = observers_in_isr(&snapshot, &BTreeSet::from([4, 5]));
+        assert_eq!(counts, BTreeMap::from([(4, 2), (5, 0)]));
+
+        let mut registry = Registry::with_prefix("kafka_observer");
+        let m = AutomationMetrics::register(&mut registry);
+        let set = ObserverSetLabels::new("kafka", "kafka");
+        let render = |registry: &Registry| {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+            text
+        };
+        m.set_observers_in_isr(&set, &counts);
+        let text = render(&registry);
+        let series = |id: i32, v: i64| {
+            format!("kafka_observer_observers_in_isr{{namespace=\"kafka\",observerset=\"kafka\",node_id=\"{id}\"}} {v}\n")
+        };
+        assert!(text.contains(&series(4, 2)), "{text}");
+        assert!(text.contains(&series(5, 0)), "{text}");
+        // 5 promoted: its series goes; the set forgotten: all go.
+        m.set_observers_in_isr(&set, &BTreeMap::from([(4, 0)]));
+        let text = render(&registry);
+        assert!(
+            text.contains(&series(4, 0)) && !text.contains("node_id=\"5\""),
+            "{text}"
+        );
+        m.forget(&set);
+        assert!(!render(&registry).contains("kafka_observer_observers_in_isr{"));
     }
 }

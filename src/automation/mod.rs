@@ -3,15 +3,17 @@
 //! what to do, runs the leader elections that must precede a demotion (or an opted-in unclean
 //! takeover), and records promotions and demotions in `status.autoPromotions` and the decision
 //! in `status.plan`, and saves the engine's memory in `status.engineState` (restored by the task
-//! of a successor operator, `engine_state`). It writes only those three fields, by server-side
-//! apply under its own field manager; the reconciler rolls out the resulting effective set
-//! (controllers first).
+//! of a successor operator, `engine_state`), what it sees of the partitions in
+//! `status.partitions` (`partitions`) and its actions in its own entries of `status.history`
+//! (`crate::history`). It writes only those fields, by server-side apply under its own field
+//! manager; the reconciler rolls out the resulting effective set (controllers first).
 //!
 //! Run it only while holding the leader lease: dropping the future returned by [`run`] stops
 //! every per-ObserverSet task.
 
 pub mod engine_state;
 mod metrics;
+pub mod partitions;
 mod status;
 mod task;
 
@@ -49,6 +51,21 @@ pub enum AutomationError {
         "cannot write status.autoPromotions/status.plan of ObserverSet {0}: {1} (does the operator's role allow patching observersets/status?)"
     )]
     Status(String, #[source] kube::Error),
+    #[error(
+        "cannot write the status of ObserverSet {0}: the installed ObserverSet CRD is older than this operator ({1}); apply the CRD of this version first (kubectl apply --server-side -f crds/observerset.yaml: helm never upgrades crds/)"
+    )]
+    StaleCrd(String, String),
+}
+
+/// Whether a status write failed because the CRD's schema lacks a field this build writes
+/// (an operator upgraded without its CRD): server-side apply refuses undeclared fields.
+pub fn stale_crd(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(s) if s.message.contains("field not declared in schema") => {
+            Some(s.message.clone())
+        }
+        _ => None,
+    }
 }
 
 struct Running {
@@ -148,5 +165,29 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics) {
         }
         // Reap aborted tasks so the set does not grow.
         while tasks.try_join_next().is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crd_older_than_the_operator_is_named_as_such() {
+        // What the apiserver answered on the bed when this build wrote status.history against
+        // the previous CRD.
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 500, "reason": "InternalError",
+            "message": "failed to create typed patch object (/; kafkaobserver.io/v1alpha1, Kind=ObserverSet): .status.history: field not declared in schema"
+        }))
+        .unwrap();
+        let e = kube::Error::Api(Box::new(status));
+        let m = stale_crd(&e).expect("recognized");
+        let text = AutomationError::StaleCrd("kafka".into(), m).to_string();
+        assert!(
+            text.contains("older than this operator") && text.contains(".status.history"),
+            "{text}"
+        );
+        assert!(stale_crd(&kube::Error::LinesCodecMaxLineLengthExceeded).is_none());
     }
 }

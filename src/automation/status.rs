@@ -1,13 +1,18 @@
 //! Pure mapping between the engine's history and decision and the status fields the automation
-//! owns: `status.autoPromotions`, `status.plan` and `status.engineState` (encoded by
-//! `super::engine_state`).
+//! owns: `status.autoPromotions`, `status.plan`, `status.engineState` (encoded by
+//! `super::engine_state`), `status.partitions` (`super::partitions`) and its own entries of
+//! `status.history` (`crate::history`).
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
-use crate::crd::{self, EngineState, ObserverSetStatus, PlanAction, PlanActionKind, PlanStatus};
+use crate::crd::{
+    self, EngineActionKind, EngineState, HistoryEntry, ObserverSetStatus, PartitionsStatus,
+    PlanAction, PlanActionKind, PlanStatus,
+};
+use crate::history;
 use crate::policy::{self, Action, Decision};
 
 /// Field manager of the automation's status writes; distinct from the reconciler's, so server-side
@@ -80,6 +85,26 @@ pub fn plan(decision: &Decision, at: DateTime<Utc>) -> PlanStatus {
     }
 }
 
+/// The history entries of the actions a live decision carries out (none in a dry run).
+pub fn history_entries(decision: &Decision, at: DateTime<Utc>) -> Vec<HistoryEntry> {
+    if decision.dry_run {
+        return Vec::new();
+    }
+    decision
+        .actions
+        .iter()
+        .map(|a| {
+            let kind = match a {
+                Action::Promote { .. } => EngineActionKind::Promote,
+                Action::Demote { .. } => EngineActionKind::Demote,
+                Action::MoveLeadership { .. } => EngineActionKind::MoveLeadership,
+                Action::UncleanElect { .. } => EngineActionKind::UncleanElect,
+            };
+            history::entry(at, kind, a.node_id(), a.reason(), history::AUTOMATION)
+        })
+        .collect()
+}
+
 /// Whether writing `plan` and `auto` would change what the status holds (the plan's time aside):
 /// the automation writes only on a change, not once a scan.
 pub fn differs(
@@ -93,18 +118,37 @@ pub fn differs(
         || current_plan.is_none_or(|c| c.dry_run != plan.dry_run || c.actions != plan.actions)
 }
 
-/// The server-side apply body: only the fields this field manager owns, all three every time
-/// (a field this manager owns and leaves out of an apply is removed).
-pub fn apply_body(
-    plan: &PlanStatus,
-    auto: &[policy::AutoPromotion],
-    engine_state: &EngineState,
-) -> Value {
-    let auto: Vec<crd::AutoPromotion> = auto.iter().map(to_crd).collect();
+/// What one automation write sends besides the plan.
+pub struct Owned<'a> {
+    pub auto: &'a [policy::AutoPromotion],
+    pub engine_state: &'a EngineState,
+    /// The automation's own entries of `status.history` (`history::own`).
+    pub history: &'a [HistoryEntry],
+    pub partitions: Option<&'a PartitionsStatus>,
+}
+
+/// The server-side apply body: only the fields this field manager owns, all of them every time
+/// (a field this manager owns and leaves out of an apply is removed; so is an entry of
+/// `status.history` it owns and leaves out, which is how its entries are trimmed).
+pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
+    let auto: Vec<crd::AutoPromotion> = owned.auto.iter().map(to_crd).collect();
+    let mut status = json!({
+        "autoPromotions": auto,
+        "plan": plan,
+        "engineState": owned.engine_state,
+    });
+    // Left out when empty, which removes the entries this manager owned just as `[]` would,
+    // and keeps an operator whose CRD predates the field writing until it has something to say.
+    if !owned.history.is_empty() {
+        status["history"] = json!(owned.history);
+    }
+    if let Some(p) = owned.partitions {
+        status["partitions"] = json!(p);
+    }
     json!({
         "apiVersion": "kafkaobserver.io/v1alpha1",
         "kind": "ObserverSet",
-        "status": {"autoPromotions": auto, "plan": plan, "engineState": engine_state},
+        "status": status,
     })
 }
 
@@ -170,6 +214,48 @@ mod tests {
     }
 
     #[test]
+    fn history_records_live_actions_only() {
+        let actions = vec![
+            Action::MoveLeadership {
+                node_id: 5,
+                partitions: vec![],
+                reason: "m".into(),
+            },
+            Action::Promote {
+                node_id: 4,
+                reason: "p".into(),
+            },
+        ];
+        let at = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
+        assert_eq!(
+            history_entries(&decision(actions.clone(), true), at),
+            vec![]
+        );
+        let got: Vec<(EngineActionKind, i32, String, String)> =
+            history_entries(&decision(actions, false), at)
+                .into_iter()
+                .map(|e| (e.action, e.node_id, e.reason, e.who))
+                .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    EngineActionKind::MoveLeadership,
+                    5,
+                    "m".into(),
+                    "automation".into()
+                ),
+                (
+                    EngineActionKind::Promote,
+                    4,
+                    "p".into(),
+                    "automation".into()
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn writes_only_on_a_change() {
         let at = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
         let auto = vec![policy::AutoPromotion {
@@ -199,21 +285,31 @@ mod tests {
 
     #[test]
     fn apply_body_names_the_kind_and_sends_an_empty_list_explicitly() {
+        let state = EngineState {
+            saved_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                Timestamp::UNIX_EPOCH,
+            ),
+            brokers: vec![],
+            high_watermarks: vec![],
+            omitted_high_watermarks: 0,
+        };
         let body = apply_body(
             &plan(&decision(vec![], false), Utc::now()),
-            &[],
-            &EngineState {
-                saved_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                    Timestamp::UNIX_EPOCH,
-                ),
-                brokers: vec![],
-                high_watermarks: vec![],
-                omitted_high_watermarks: 0,
+            &Owned {
+                auto: &[],
+                engine_state: &state,
+                history: &[],
+                partitions: None,
             },
         );
         assert_eq!(body["kind"], "ObserverSet");
         assert!(body["status"]["engineState"]["savedAt"].is_string());
         assert_eq!(body["status"]["autoPromotions"], json!([]));
+        assert!(
+            body["status"].get("history").is_none(),
+            "left out, it removes the entries this manager owned, as an empty list would"
+        );
         assert!(body["status"]["plan"]["at"].is_string());
+        assert!(body["status"].get("partitions").is_none());
     }
 }

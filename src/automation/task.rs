@@ -14,14 +14,17 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
+use super::metrics::observers_in_isr;
+use super::partitions;
 use super::status::{self, FIELD_MANAGER};
 use super::AutomationError;
-use crate::crd::{validate, ObserverSet};
+use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
+use crate::history;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{Metrics, ObserverSetLabels};
 use crate::policy::{
     self, decide, Action, ClusterSnapshot, Decision, PolicyConfig, PolicyHistory, PolicyKind,
-    TopicPartition,
+    SourceHealth, TopicPartition,
 };
 
 /// Event reasons the automation publishes on the ObserverSet.
@@ -60,6 +63,10 @@ pub(super) struct SetTask {
     history: Option<PolicyHistory>,
     /// The `status.engineState` last written (or found when the task started).
     saved: Option<LastWrite>,
+    /// The automation's own `status.history` entries and the `status.partitions` last written
+    /// (seeded from the status when the task starts; like `history`, the watch may lag).
+    own_history: Option<Vec<HistoryEntry>>,
+    partitions: Option<PartitionsStatus>,
     previously_triggered: usize,
     /// What the last glances need: the config of the last successful step (None after a failed
     /// one: then the task just sleeps), the partitions that triggered in its scan, and how long
@@ -87,6 +94,8 @@ impl SetTask {
             watcher: None,
             history: None,
             saved: None,
+            own_history: None,
+            partitions: None,
             previously_triggered: 0,
             glance_config: None,
             seen_triggers: BTreeSet::new(),
@@ -178,8 +187,31 @@ impl SetTask {
         if self.history.is_none() {
             let restored = self.restore(obs, &config).await;
             self.history = Some(restored);
+            let status = obs.status.as_ref();
+            self.own_history = Some(history::own(
+                status.map(|s| s.history.as_slice()).unwrap_or_default(),
+                true,
+            ));
+            self.partitions = status.and_then(|s| s.partitions.clone());
         }
         let history = self.history.clone().unwrap_or_default();
+        if snapshot.source == SourceHealth::Healthy {
+            // Observers in the ISR: declared, acknowledged everywhere, promoted neither by
+            // hand nor by the engine (whose promotions are in the history, not the config).
+            let observers = config
+                .acknowledged_observers
+                .iter()
+                .copied()
+                .filter(|id| {
+                    config.observers.contains(id)
+                        && !config.promoted.contains(id)
+                        && !history.is_auto_promoted(*id)
+                })
+                .collect();
+            self.metrics
+                .automation()
+                .set_observers_in_isr(&self.labels, &observers_in_isr(&snapshot, &observers));
+        }
         let now = Utc::now();
         let decision = decide(&snapshot, &config, &history, now);
         self.seen_triggers = policy::triggered(&snapshot, &config, &history);
@@ -353,17 +385,56 @@ impl SetTask {
             .as_ref()
             .is_some_and(|s| engine_state::frozen_unsaved(snapshot, next, &s.high_watermarks));
         let due = engine_state::write_due(self.saved.as_ref(), &state, frozen, now);
-        if wrote || due.is_some() {
+        // History: the other writer's entries as last seen, ours as we last wrote them.
+        let own = self.own_history.clone().unwrap_or_default();
+        let mut seen: Vec<HistoryEntry> = obs
+            .status
+            .as_ref()
+            .map(|s| history::own(&s.history, false))
+            .unwrap_or_default();
+        seen.extend(own.iter().cloned());
+        let own_next = history::own(
+            &history::record(&seen, status::history_entries(decision, now)),
+            true,
+        );
+        let history_changed = own_next != own;
+        // The per-partition view, from healthy scans only (else the last one is kept).
+        let mut partitions_next = self.partitions.clone();
+        if snapshot.source == SourceHealth::Healthy {
+            let auto_set = next.auto_promotions.iter().map(|p| p.node_id).collect();
+            let view = partitions::view(snapshot, config, &auto_set, |p| {
+                match (p.leader, p.high_watermark) {
+                    (Some(_), Some(hw)) => Some(hw),
+                    _ => next.last_known_hw.get(&p.id()).copied(),
+                }
+            });
+            if partitions::write_due(self.partitions.as_ref(), &view) {
+                partitions_next = Some(view);
+            }
+        }
+        let partitions_changed = partitions_next != self.partitions;
+        if wrote || due.is_some() || history_changed || partitions_changed {
             let api: Api<ObserverSet> =
                 Api::namespaced(self.client.clone(), &self.labels.namespace);
-            let body = status::apply_body(&plan, auto, &state);
+            let body = status::apply_body(
+                &plan,
+                &status::Owned {
+                    auto,
+                    engine_state: &state,
+                    history: &own_next,
+                    partitions: partitions_next.as_ref(),
+                },
+            );
             api.patch_status(
                 &obs.name_any(),
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&body),
             )
             .await
-            .map_err(|e| AutomationError::Status(obs.name_any(), e))?;
+            .map_err(|e| match super::stale_crd(&e) {
+                Some(m) => AutomationError::StaleCrd(obs.name_any(), m),
+                None => AutomationError::Status(obs.name_any(), e),
+            })?;
             let bytes = serde_json::to_vec(&state).map_or(0, |v| v.len());
             let why = due.map_or("WithStatus", WriteReason::label);
             self.metrics
@@ -371,6 +442,8 @@ impl SetTask {
                 .state_written(&self.labels, why, bytes);
             tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, reason = why, bytes, "status.engineState written");
             self.saved = Some(LastWrite::new(state, next.last_known_hw.clone()));
+            self.own_history = Some(own_next);
+            self.partitions = partitions_next;
         }
         // A live promotion or demotion is in the decision once (the history records it), and is
         // reported even when the status already showed it; a dry run repeats its plan on every

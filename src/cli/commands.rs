@@ -252,7 +252,9 @@ fn print_status(
         }
         return Ok(());
     }
-    let summary = summarize(snapshot, &roles, filter, args.limit);
+    let history = obs.status.as_ref().map(|s| s.history.as_slice());
+    let summary = summarize(snapshot, &roles, filter, args.limit)
+        .with_history(history.unwrap_or_default(), args.history);
     match args.output {
         Output::Table => print!("{}", render_summary(&summary, config.max_lag_messages)),
         output => print_doc(&with_name(obs, &summary)?, output)?,

@@ -101,6 +101,9 @@ pub struct StatusArgs {
     /// At most this many partitions needing attention in the summary (0: all).
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+    /// The newest this many automatic and manual actions of status.history (0: none).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub history: usize,
     /// Scan and print again every spec.promotion.scanInterval until interrupted (Ctrl-C).
     #[arg(short, long)]
     pub watch: bool,

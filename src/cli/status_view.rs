@@ -1,5 +1,5 @@
 //! The default view of `kubectl observer status`: one line per broker, then only the partitions
-//! that need attention, capped. Pure: the view model from a snapshot, text from the model. The
+//! that need attention, capped, then the newest actions of `status.history`. Pure: the view model from a snapshot, text from the model. The
 //! JSON and YAML outputs serialize the same model.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,6 +9,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::replica_table::ReplicaRole;
+use crate::crd::HistoryEntry;
 use crate::policy::{assess, BrokerId, ClusterSnapshot, Health, PartitionState};
 
 /// Which partitions and brokers a view covers (`--topic`, `--broker`, `--under-min-isr`).
@@ -147,6 +148,27 @@ pub struct StatusSummary {
     pub attention: Vec<AttentionLine>,
     /// `attention_total - attention.len()`: left out by the cap.
     pub attention_omitted: usize,
+    /// The newest entries of `status.history`, newest first (`None`: not asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<HistoryEntry>>,
+}
+
+impl StatusSummary {
+    /// With the newest `n` entries of `status.history` (none asked for when `n` is 0). The
+    /// status holds two writers' entries merged by the apiserver, in no guaranteed order.
+    pub fn with_history(mut self, history: &[HistoryEntry], n: usize) -> Self {
+        if n == 0 {
+            self.history = None;
+            return self;
+        }
+        let mut newest = history.to_vec();
+        newest.sort_by(|a, b| {
+            (b.at.0, b.node_id, b.action, &b.who).cmp(&(a.at.0, a.node_id, a.action, &a.who))
+        });
+        newest.truncate(n);
+        self.history = Some(newest);
+        self
+    }
 }
 
 /// What needs attention in one partition; empty when nothing does.
@@ -294,6 +316,7 @@ pub fn summarize(
         attention_omitted: attention_total - attention.len(),
         attention_total,
         attention,
+        history: None,
     }
 }
 
@@ -330,8 +353,39 @@ pub(super) fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The summary as text: the broker table, then the partitions needing attention.
+/// The history lines, newest first.
+fn render_history(history: &[HistoryEntry]) -> String {
+    if history.is_empty() {
+        return "\nno action recorded in status.history yet\n".into();
+    }
+    let rows: Vec<Vec<String>> = history
+        .iter()
+        .map(|e| {
+            vec![
+                e.at.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                format!("{:?}", e.action),
+                e.node_id.to_string(),
+                e.who.clone(),
+                e.reason.clone(),
+            ]
+        })
+        .collect();
+    format!(
+        "\nlast {} action(s), newest first (status.history):\n",
+        history.len()
+    ) + &columns(&["AT", "ACTION", "NODE", "WHO", "WHY"], &rows)
+}
+
+/// The summary as text: the broker table, the partitions needing attention, the history.
 pub fn render_summary(s: &StatusSummary, max_lag: i64) -> String {
+    let mut out = render_state(s, max_lag);
+    if let Some(h) = &s.history {
+        out += &render_history(h);
+    }
+    out
+}
+
+fn render_state(s: &StatusSummary, max_lag: i64) -> String {
     let brokers: Vec<Vec<String>> = s
         .brokers
         .iter()

@@ -192,3 +192,55 @@ fn summarizes_fifty_thousand_partitions() {
     assert_eq!(v.attention.len(), 20);
     assert_eq!(v.brokers[3].partitions, 50_000);
 }
+
+#[test]
+fn history_is_shown_newest_first_and_capped() {
+    use crate::crd::EngineActionKind;
+    let at = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap();
+    // As the apiserver may return it: the two writers' entries in no particular order.
+    let history = vec![
+        crate::history::entry(
+            at(10),
+            EngineActionKind::Promote,
+            4,
+            "1 partition(s) under min ISR: t-0",
+            "automation",
+        ),
+        crate::history::entry(
+            at(30),
+            EngineActionKind::Demote,
+            4,
+            "spec change: listed in spec.observers",
+            "kubectl-observer",
+        ),
+        crate::history::entry(
+            at(20),
+            EngineActionKind::Demote,
+            4,
+            "broker 4: healthy",
+            "automation",
+        ),
+    ];
+    let s = snapshot(vec![partition("orders", 0, &[1, 2, 3, 4])]);
+    let v = summarize(&s, &roles(), &StatusFilter::default(), 20).with_history(&history, 2);
+    let text = render_summary(&v, 10);
+    let tail: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("last "))
+        .collect();
+    assert_eq!(
+        tail,
+        vec![
+            "last 2 action(s), newest first (status.history):",
+            "AT                    ACTION  NODE  WHO               WHY",
+            "2027-01-15T08:00:30Z  Demote  4     kubectl-observer  spec change: listed in spec.observers",
+            "2027-01-15T08:00:20Z  Demote  4     automation        broker 4: healthy",
+        ],
+        "{text}"
+    );
+    let none = summarize(&s, &roles(), &StatusFilter::default(), 20).with_history(&[], 5);
+    assert!(render_summary(&none, 10).ends_with("\nno action recorded in status.history yet\n"));
+    let off = summarize(&s, &roles(), &StatusFilter::default(), 20).with_history(&history, 0);
+    assert!(!render_summary(&off, 10).contains("status.history"));
+    assert!(serde_json::to_value(&off).unwrap().get("history").is_none());
+}

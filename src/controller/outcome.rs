@@ -55,6 +55,9 @@ pub fn status_after(
         plan: previous.plan.clone(),
         engine_state: previous.engine_state.clone(),
         conditions: merge_conditions(&previous.conditions, &values, generation, now),
+        history: previous.history.clone(),
+        last_action: previous.last_action.clone(),
+        partitions: previous.partitions.clone(),
     }
 }
 

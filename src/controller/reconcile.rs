@@ -20,6 +20,7 @@ use super::observe::{self, ObservedRole};
 use super::outcome;
 use super::Context;
 use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase};
+use crate::history::{self, SpecChange};
 use crate::kube::config_map::{self, Owner};
 use crate::kube::events::reason;
 use crate::kube::finalizer::{clean_up, Cleanup, FINALIZER};
@@ -125,7 +126,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         },
         now,
     });
-    let next = outcome::status_after(
+    let mut next = outcome::status_after(
         &previous,
         fresh.metadata.generation,
         &desired,
@@ -133,6 +134,25 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         basis,
         now,
     );
+    // A spec change of the effective set is a manual action for status.history (not on the
+    // first reconcile, which only records the initial set).
+    let manual = if previous.observed_generation.is_some() {
+        let auto_promoted = previous.auto_promotions.iter().map(|a| a.node_id).collect();
+        history::manual_entries(
+            &SpecChange {
+                before: &previous.desired_observers,
+                after: &desired,
+                promoted: &validated.promotion.promoted,
+                auto_promoted: &auto_promoted,
+                managed: fresh.metadata.managed_fields.as_deref().unwrap_or_default(),
+            },
+            &previous.history,
+            chrono::Utc::now(),
+        )
+    } else {
+        Vec::new()
+    };
+    with_history(&mut next, manual);
 
     // 1. Intent.
     if next != previous {
@@ -186,12 +206,13 @@ async fn invalid(
 ) -> Result<Action> {
     let name = fresh.name_any();
     let namespace = fresh.namespace().unwrap_or_default();
-    let next = outcome::status_invalid(
+    let mut next = outcome::status_invalid(
         previous,
         fresh.metadata.generation,
         &problem,
         Timestamp::now(),
     );
+    with_history(&mut next, Vec::new());
     tracing::warn!(observerset = %format!("{namespace}/{name}"), %problem, "ObserverSet cannot be used");
     ctx.metrics.reconcile_failed("invalid_spec");
     if next != *previous {
@@ -221,12 +242,13 @@ async fn conflicted(
     let name = fresh.name_any();
     let namespace = fresh.namespace().unwrap_or_default();
     let message = conflict.message();
-    let next = outcome::status_conflict(
+    let mut next = outcome::status_conflict(
         previous,
         fresh.metadata.generation,
         &message,
         Timestamp::now(),
     );
+    with_history(&mut next, Vec::new());
     if next != *previous {
         tracing::warn!(observerset = %format!("{namespace}/{name}"), other = %conflict.other, "{message}");
         status::apply(api, &name, &next).await?;
@@ -237,6 +259,18 @@ async fn conflicted(
             .event_published(&ObserverSetLabels::new(&namespace, &name), reason::CONFLICT);
     }
     Ok(Action::requeue(ctx.resync))
+}
+
+/// Adds the reconciler's new history entries, trims its own that fell out of the newest
+/// `history::LIMIT` (the automation trims its own), and sets `status.lastAction` to the newest
+/// entry of both loops: the reconciler reconciles on every status change, so it follows the
+/// automation's entries too.
+fn with_history(next: &mut ObserverSetStatus, manual: Vec<crate::crd::HistoryEntry>) {
+    let merged = history::record(&next.history, manual);
+    let mut kept = history::own(&next.history, true);
+    kept.extend(history::own(&merged, false));
+    next.history = kept;
+    next.last_action = history::newest(&next.history);
 }
 
 async fn report(

@@ -41,6 +41,41 @@ use super::NodeId;
     ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
+        name = "Last-Action",
+        type_ = "string",
+        description = "The newest action in status.history",
+        json_path = ".status.lastAction.action",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Node",
+        type_ = "integer",
+        description = "The node id of the newest action",
+        json_path = ".status.lastAction.nodeId",
+        priority = 1
+    ),
+    printcolumn(
+        name = "By",
+        type_ = "string",
+        description = "automation, or the field manager of a spec change",
+        json_path = ".status.lastAction.who",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Action-Age",
+        type_ = "date",
+        description = "When the newest action happened",
+        json_path = ".status.lastAction.at",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Under-Min-ISR",
+        type_ = "integer",
+        description = "Partitions an observer hosts that are under min ISR (engine's latest view)",
+        json_path = ".status.partitions.underMinIsr",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

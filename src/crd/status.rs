@@ -45,6 +45,98 @@ pub struct ObserverSetStatus {
     /// Ready, Progressing and Degraded conditions.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// The last automatic and manual actions (what, when, why, who): each loop keeps its own
+    /// newest entries among the newest 20 of the whole history (`crate::history`). Two field
+    /// managers write it, each its own entries, so the apiserver merges them by key; the stored
+    /// order is not guaranteed: read it sorted by `at` (`kubectl observer status` does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["at", "nodeId", "action", "who"]))]
+    pub history: Vec<HistoryEntry>,
+    /// The newest entry of `history` (written by the reconciler, which sees both loops'
+    /// entries): what `kubectl get obs -o wide` shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<HistoryEntry>,
+    /// What the promotion engine sees of the partitions it acts on, the most severe first,
+    /// bounded (written by the automation, on a change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<PartitionsStatus>,
+}
+
+/// One action in `status.history`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// When the action was decided (the engine's scan) or the spec change was rolled out.
+    pub at: MicroTime,
+    pub action: EngineActionKind,
+    pub node_id: NodeId,
+    /// The engine's reason, or "spec change: ..." for a manual change.
+    pub reason: String,
+    /// `automation`, or for a spec change the field manager that last wrote the field
+    /// (from `metadata.managedFields`), `spec` when none is recorded.
+    pub who: String,
+}
+
+/// The engine's per-partition view (`crate::automation::partitions`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionsStatus {
+    /// The scan this view was taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<MicroTime>,
+    /// Watched partitions an observer hosts that are offline (no leader, no live primary).
+    #[serde(default)]
+    pub offline: u32,
+    /// ... under min ISR (live primaries in the ISR below `min.insync.replicas`).
+    #[serde(default)]
+    pub under_min_isr: u32,
+    /// ... exactly at min ISR (one more loss stops `acks=all` writes).
+    #[serde(default)]
+    pub at_min_isr: u32,
+    /// ... whose state the engine cannot judge (min ISR unknown, a replica not answering).
+    #[serde(default)]
+    pub unknown: u32,
+    /// At most 50 of the partitions counted above, the most severe first, then by topic and
+    /// partition.
+    #[serde(default)]
+    pub entries: Vec<PartitionEntry>,
+    /// Partitions counted above but left out of `entries` by the bound.
+    #[serde(default)]
+    pub omitted_partitions: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionEntry {
+    pub topic: String,
+    pub partition: i32,
+    pub state: PartitionCondition,
+    /// Live primary replicas in the ISR (observers never count).
+    pub isr: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_isr: Option<u32>,
+    /// The observers (not promoted) hosting it and their lag in messages, where known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<ObserverLag>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserverLag {
+    pub node_id: NodeId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<i64>,
+}
+
+/// A partition's state in `status.partitions`, most severe first.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum PartitionCondition {
+    Offline,
+    UnderMinIsr,
+    Unknown,
+    AtMinIsr,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -204,7 +296,9 @@ pub struct BrokerEngineState {
     pub last_action_at: Option<MicroTime>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum EngineActionKind {
     Promote,
     Demote,

@@ -150,21 +150,34 @@ pub fn merge_conditions(
 }
 
 /// Field manager of the reconciler's status fields. The promotion engine writes
-/// `status.autoPromotions`, `status.plan` and `status.engineState` under its own manager, so
-/// neither clobbers the other.
+/// `status.autoPromotions`, `status.plan`, `status.engineState`, `status.partitions` and its
+/// own entries of `status.history` under its own manager, so neither clobbers the other.
 pub const STATUS_FIELD_MANAGER: &str = "kafka-observer-operator-rollout";
 
 /// Status fields the reconciler never writes (owned by the promotion engine).
-const FOREIGN_FIELDS: [&str; 3] = ["autoPromotions", "plan", "engineState"];
+const FOREIGN_FIELDS: [&str; 4] = ["autoPromotions", "plan", "engineState", "partitions"];
 
 /// The server-side-apply body for the reconciler's status fields (pure): every field except
-/// `autoPromotions`, `plan` and `engineState`. Fields the reconciler no longer sends (a finished rollout)
-/// disappear, because this manager owned them.
+/// `autoPromotions`, `plan`, `engineState` and `partitions`, and of `history` only its own
+/// entries (spec changes; the list is merged by key with the automation's). Fields and entries
+/// the reconciler no longer sends (a finished rollout, a trimmed entry) disappear, because this
+/// manager owned them.
 pub fn status_patch(status: &ObserverSetStatus) -> serde_json::Value {
     let mut fields = serde_json::to_value(status).unwrap_or_default();
     if let Some(map) = fields.as_object_mut() {
         for key in FOREIGN_FIELDS {
             map.remove(key);
+        }
+        // Left out when empty (same effect under server-side apply: this manager's entries
+        // go), so an operator upgraded before its CRD keeps rolling out.
+        let own = crate::history::own(&status.history, false);
+        if own.is_empty() {
+            map.remove("history");
+        } else {
+            map.insert(
+                "history".into(),
+                serde_json::to_value(own).unwrap_or_default(),
+            );
         }
     }
     json!({
@@ -179,9 +192,13 @@ pub async fn apply(api: &Api<ObserverSet>, name: &str, status: &ObserverSetStatu
     let params = PatchParams::apply(STATUS_FIELD_MANAGER).force();
     api.patch_status(name, &params, &Patch::Apply(&status_patch(status)))
         .await
-        .map_err(Error::kube(format!(
-            "writing the status of ObserverSet {name}"
-        )))?;
+        .map_err(|e| {
+            let hint = match crate::automation::stale_crd(&e) {
+                Some(_) => " (the installed ObserverSet CRD is older than this operator: apply the CRD of this version first, kubectl apply --server-side -f crds/observerset.yaml; helm never upgrades crds/)",
+                None => "",
+            };
+            Error::kube(format!("writing the status of ObserverSet {name}{hint}"))(e)
+        })?;
     Ok(())
 }
 
@@ -237,10 +254,35 @@ mod tests {
         assert!(patch["status"].get("autoPromotions").is_none(), "{patch}");
         assert!(patch["status"].get("plan").is_none());
         assert!(patch["status"].get("engineState").is_none());
+        assert!(patch["status"].get("partitions").is_none());
+        assert!(patch["status"].get("history").is_none());
         assert!(
             patch["status"].get("rollout").is_none(),
             "a finished rollout is dropped"
         );
+    }
+
+    #[test]
+    fn status_patch_sends_only_the_reconcilers_history_entries() {
+        use crate::crd::EngineActionKind;
+        let at = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap();
+        let history = crate::history::record(
+            &[],
+            vec![
+                crate::history::entry(at(1), EngineActionKind::Promote, 4, "p", "automation"),
+                crate::history::entry(at(2), EngineActionKind::Demote, 5, "spec change", "kubectl"),
+            ],
+        );
+        let status = ObserverSetStatus {
+            last_action: crate::history::newest(&history),
+            history,
+            ..Default::default()
+        };
+        let patch = status_patch(&status);
+        let sent = patch["status"]["history"].as_array().unwrap();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0]["who"], "kubectl");
+        assert_eq!(patch["status"]["lastAction"]["nodeId"], 5);
     }
 
     #[test]
