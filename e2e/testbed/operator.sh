@@ -83,6 +83,11 @@ EOF
 up() {
   install_crd
   if alive; then log "already running (pid $(pid))"; return; fi
+  # An operator this script does not know (its pidfile lost or overwritten) would keep running
+  # beside the new one and make every later `down` a no-op: refuse, naming it.
+  if readyz; then
+    die "another process already serves $metrics: $(ss -ltnpH "sport = :${metrics##*:}" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1); stop it first"
+  fi
   mkdir -p "$tb/pids" "$tb/logs" "$tb/operator"
   echo "$metrics" > "$tb/operator/metrics-addr"
   local kubeconfig
@@ -104,7 +109,7 @@ up() {
   log "started (pid $!, credentials ${KOO_OPERATOR_CREDENTIALS:-admin}), log $logfile, metrics http://$metrics/metrics"
   local deadline=$((SECONDS + start_timeout))
   until readyz; do
-    if ! alive; then tail -n 30 "$logfile" >&2; die "exited during start-up; see $logfile"; fi
+    if ! alive; then tail -n 30 "$logfile" >&2; rm -f "$pidfile"; die "exited during start-up; see $logfile"; fi
     if ((SECONDS > deadline)); then tail -n 30 "$logfile" >&2; die "not ready after ${start_timeout}s; see $logfile"; fi
     sleep 0.5
   done
