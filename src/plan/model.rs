@@ -197,13 +197,14 @@ pub struct Decision {
 
 /// How often a rollout step looks for acknowledgements in its first [`FAST_POLL_FOR`]: the
 /// agents' answers are no Kubernetes events, so only a requeue sees them, and a promotion waits
-/// for two steps in a row (measured on the bed: a list reaches the pods ~1 s after its write).
-pub const FAST_POLL: Duration = Duration::from_millis(100);
+/// for two steps in a row (measured on the bed: a nudged list reaches the JVMs 0.2-0.3 s after
+/// its write, so each poll period adds about half of itself to every step).
+pub const FAST_POLL: Duration = Duration::from_millis(50);
 /// After this long in a step, the usual once a second.
 pub const FAST_POLL_FOR: Duration = Duration::from_secs(5);
 
 impl Decision {
-    /// While a rollout waits for acknowledgements, look again soon: every 100 ms in the step's
+    /// While a rollout waits for acknowledgements, look again soon: every 50 ms in the step's
     /// first 5 s, then every second, and every five once the step timed out and waits on pods
     /// that are probably broken.
     pub fn requeue_after(&self, now: Timestamp) -> Option<Duration> {
