@@ -19,31 +19,15 @@ use k8s_openapi::api::events::v1::Event;
 use kafka_observer_operator::automation;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{Api, ListParams};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::ClientConfig;
 use serde_json::json;
 
 const TOPIC: &str = "observer-only-test";
 const SET: &str = "observer-only";
 
 async fn create_topic_on_the_observer(bootstrap: &str) -> AdminClient<DefaultClientContext> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let _ = admin.delete_topics(&[TOPIC], &opts).await;
-    let assignment: [&[i32]; 1] = [&[4]];
-    for _ in 0..60 {
-        let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(&assignment));
-        if admin.create_topics(&[topic], &opts).await.unwrap()[0].is_ok() {
-            return admin;
-        }
-        // The deletion of an earlier run's topic may still be in progress.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("cannot create {TOPIC}");
+    support::recreate_topic(bootstrap, TOPIC, &[&[4]], &[]).await
 }
 
 /// The partition's (leader, replicas) as the metadata reports it.

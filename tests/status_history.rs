@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
@@ -28,22 +28,13 @@ const SET: &str = "hist";
 const MANAGER: &str = "koo-history-test";
 
 async fn create_topic(bootstrap: &str) -> AdminClient<DefaultClientContext> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let _ = admin.delete_topics(&[TOPIC], &opts).await;
-    let assignment: [&[i32]; 1] = [&[1, 2, 4]];
-    for _ in 0..30 {
-        let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(&assignment))
-            .set("min.insync.replicas", "2");
-        if admin.create_topics(&[topic], &opts).await.unwrap()[0].is_ok() {
-            return admin;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("cannot create {TOPIC}");
+    support::recreate_topic(
+        bootstrap,
+        TOPIC,
+        &[&[1, 2, 4]],
+        &[("min.insync.replicas", "2")],
+    )
+    .await
 }
 
 /// This build's operator binary (cargo builds it with the test), both loops, one namespace.

@@ -388,3 +388,37 @@ pub async fn apply_observer_set(api: &Api<ObserverSet>, body: &Value) {
         .await
         .expect("apply ObserverSet");
 }
+
+/// Creates `topic` afresh on the bed's Kafka (an earlier run's copy deleted first; its deletion
+/// may still be in progress, so creation is retried for up to 60 s) with one partition per
+/// entry of `assignment` and the given topic configs. Returns the admin client, for the test's
+/// own clean-up.
+pub async fn recreate_topic(
+    bootstrap: &str,
+    topic: &str,
+    assignment: &[&[i32]],
+    configs: &[(&str, &str)],
+) -> rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let _ = admin.delete_topics(&[topic], &opts).await;
+    for _ in 0..60 {
+        let mut new = NewTopic::new(
+            topic,
+            assignment.len() as i32,
+            TopicReplication::Variable(assignment),
+        );
+        for (k, v) in configs {
+            new = new.set(k, v);
+        }
+        if admin.create_topics(&[new], &opts).await.unwrap()[0].is_ok() {
+            return admin;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("cannot create topic {topic} on {bootstrap}");
+}
