@@ -365,23 +365,15 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
 
     // 4. The wide columns, by the bed's real kubectl.
     let kubeconfig = bed.testbed.kubeconfig();
-    let wide = bed
-        .testbed
-        .run_tool(
-            "kubectl",
-            &[
-                "--kubeconfig",
-                &kubeconfig.to_string_lossy(),
-                "-n",
-                &ns,
-                "get",
-                "obs",
-                SET,
-                "-o",
-                "wide",
-            ],
-        )
-        .expect("kubectl get obs -o wide");
+    let kubeconfig = kubeconfig.to_string_lossy();
+    let get_obs = |extra: &[&str]| {
+        let mut args = vec!["--kubeconfig", &kubeconfig, "-n", &ns, "get", "obs", SET];
+        args.extend_from_slice(extra);
+        bed.testbed
+            .run_tool("kubectl", &args)
+            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+    };
+    let wide = get_obs(&["-o", "wide"]);
     println!("{wide}");
     let lines: Vec<Vec<&str>> = wide
         .lines()
@@ -417,21 +409,7 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
         (SET, "[4]", "[4]", "Ready", "Demote", "4", "automation", "0"),
         "{wide}"
     );
-    let plain = bed
-        .testbed
-        .run_tool(
-            "kubectl",
-            &[
-                "--kubeconfig",
-                &kubeconfig.to_string_lossy(),
-                "-n",
-                &ns,
-                "get",
-                "obs",
-                SET,
-            ],
-        )
-        .expect("kubectl get obs");
+    let plain = get_obs(&[]);
     assert!(
         !plain.contains("LAST-ACTION"),
         "priority 1 columns only with -o wide: {plain}"

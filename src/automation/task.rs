@@ -198,16 +198,14 @@ impl SetTask {
         if snapshot.source == SourceHealth::Healthy {
             // Observers in the ISR: declared, acknowledged everywhere, promoted neither by
             // hand nor by the engine (whose promotions are in the history, not the config).
-            let observers = config
-                .acknowledged_observers
-                .iter()
-                .copied()
-                .filter(|id| {
-                    config.observers.contains(id)
-                        && !config.promoted.contains(id)
-                        && !history.is_auto_promoted(*id)
-                })
-                .collect();
+            let observers = crate::plan::effective::effective_set(
+                &config.observers,
+                &config.promoted,
+                history.auto_promotions.iter().map(|p| p.node_id),
+            )
+            .into_iter()
+            .filter(|id| config.acknowledged_observers.contains(id))
+            .collect();
             self.metrics
                 .automation()
                 .set_observers_in_isr(&self.labels, &observers_in_isr(&snapshot, &observers));
@@ -402,12 +400,7 @@ impl SetTask {
         let mut partitions_next = self.partitions.clone();
         if snapshot.source == SourceHealth::Healthy {
             let auto_set = next.auto_promotions.iter().map(|p| p.node_id).collect();
-            let view = partitions::view(snapshot, config, &auto_set, |p| {
-                match (p.leader, p.high_watermark) {
-                    (Some(_), Some(hw)) => Some(hw),
-                    _ => next.last_known_hw.get(&p.id()).copied(),
-                }
-            });
+            let view = partitions::view(snapshot, config, &auto_set, |p| next.reference_hw(p));
             if partitions::write_due(self.partitions.as_ref(), &view) {
                 partitions_next = Some(view);
             }

@@ -97,13 +97,7 @@ impl<'a> Scan<'a> {
     /// High watermark to measure a replica's lag against: the live one, or for a partition
     /// without leader the last one seen while it had one.
     pub fn reference_hw(&self, p: &PartitionState) -> Option<i64> {
-        // A new leader under min ISR serves no high watermark on Kafka 4.x (KIP-966: the HW
-        // does not advance while the ISR is below min ISR, so ListOffsets answers
-        // OFFSET_NOT_AVAILABLE); the last HW seen is then the reference, as for an offline one.
-        match (p.leader, p.high_watermark) {
-            (Some(_), Some(hw)) => Some(hw),
-            _ => self.history.last_known_hw.get(&p.id()).copied(),
-        }
+        self.history.reference_hw(p)
     }
 
     pub fn cooling_until(&self, broker: BrokerId) -> Option<DateTime<Utc>> {
@@ -307,13 +301,8 @@ fn remember_high_watermarks(
         .iter()
         .filter(|p| p.replicas.iter().any(|r| interesting.contains(r)))
     {
-        let id = p.id();
-        let seen = match (p.leader, p.high_watermark) {
-            (Some(_), Some(h)) => Some(h),
-            _ => history.last_known_hw.get(&id).copied(),
-        };
-        if let Some(h) = seen {
-            hw.insert(id, h);
+        if let Some(h) = history.reference_hw(p) {
+            hw.insert(p.id(), h);
         }
     }
     hw

@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{BrokerId, TopicPartition};
+use super::snapshot::{BrokerId, PartitionState, TopicPartition};
 
 /// A promotion the engine made on its own (mirrors `status.autoPromotions`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +67,17 @@ impl PolicyHistory {
 
     /// When to scan next: `scan_interval`, or a fifth of it (at least 100 ms) while a candidate
     /// awaits its confirmations.
+    /// High watermark to measure a replica's lag against: the live one while the partition has a
+    /// leader, else the last one seen while it had one. A new leader under min ISR serves none on
+    /// Kafka 4.x (KIP-966: ListOffsets answers OFFSET_NOT_AVAILABLE), so the last one seen is the
+    /// reference then too.
+    pub fn reference_hw(&self, p: &PartitionState) -> Option<i64> {
+        match (p.leader, p.high_watermark) {
+            (Some(_), Some(hw)) => Some(hw),
+            _ => self.last_known_hw.get(&p.id()).copied(),
+        }
+    }
+
     pub fn next_scan_after(&self, scan_interval: Duration, confirmations: u32) -> Duration {
         if self.confirming(confirmations) {
             (scan_interval / CONFIRMATION_RESCAN_DIVISOR)
