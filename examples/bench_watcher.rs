@@ -117,7 +117,7 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
             .signed_duration_since(snap.taken_at)
             .to_std()
             .unwrap_or_default();
-        if d.triggered_partitions > 0 && detected.is_none() {
+        if d.triggered_partitions() > 0 && detected.is_none() {
             detected = Some(t0.elapsed());
         }
         if !d.actions.is_empty() {

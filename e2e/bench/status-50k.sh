@@ -1,41 +1,51 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# `kubectl observer` at 50,000 partitions on the test bed (make bench-status): creates topics
-# totalling BENCH_PARTITIONS (50000) partitions on the bed's Kafka, waits until the metadata shows
-# every one of them led, times `status` (the default summary), `status --under-min-isr`,
-# `status -o json` and `plan` (BENCH_RUNS runs each, default 5; wall time of the whole command,
-# scan included), prints p50 and max, then deletes the topics and waits until the metadata no
-# longer lists them (the bed as found). Hold the bed lock for the whole run
+# `kubectl observer` at 50,000 partitions on the test bed (make bench-status): on a Kafka cluster
+# of its own (the example StatefulSets in namespace BENCH_NAMESPACE, default kafka-bench, brought
+# up by e2e/testbed/kafka.sh with BENCH_HEAP_MIB, 1536, of heap per JVM), creates topics
+# totalling BENCH_PARTITIONS (50000) partitions, waits until the metadata shows every one of
+# them led, times `status` (the default summary), `status --under-min-isr`, `status -o json` and
+# `plan` (BENCH_RUNS runs each, default 5; wall time of the whole command, scan included), prints
+# p50 and max, then purges the namespace (`kafka.sh purge`: workloads, claims, volumes, data;
+# BENCH_KEEP=1 keeps it). With BENCH_NAMESPACE=kafka it runs on the bed's own cluster and deletes
+# its topics one by one afterwards. Hold the bed lock for the whole run
 # (`flock -o /tmp/koo-bed.lock make bench-status`).
 #
-# The layout, and why: the bed's brokers are small (-Xmx256m, a 512 MiB container limit, 20,000
-# open files each). Every replica costs a broker one open file (its active segment) and heap, so
-# the partitions are spread over the three primaries 1-3 with replication factor 1 (50,000
-# replicas in all, ~16,700 per primary, under the file limit), and one topic in ten gets
-# replication factor 2 with the observer 4 as its second replica (assignment `p:4`: a primary
-# leads, the observer follows, as in a real cluster: the summary and the engine then have an
-# observer hosting thousands of partitions to look at). min.insync.replicas=1 on every topic, so
-# nothing triggers the bed's automatic policy.
+# The layout, and why: every replica costs a broker one open file (its active segment; 20,000
+# per container on the bed's node) and heap, so the partitions are spread over the three
+# primaries 1-3 with replication factor 1 (50,000 replicas in all, ~16,700 per primary, under
+# the file limit), and one topic in ten gets replication factor 2 with the observer 4 as its
+# second replica (assignment `p:4`: a primary leads, the observer follows, as in a real cluster:
+# the summary and the engine then have an observer hosting thousands of partitions to look at).
+# min.insync.replicas=1 on every topic, so nothing triggers an automatic policy.
 # Topics are created one at a time (BENCH_TOPIC_PARTITIONS, 2500, each); after every second the
 # old generation of every Kafka JVM is measured after a full GC (host jcmd): when one is above
-# BENCH_HEAP_LIMIT_MIB (110 of its 256 MiB), no further topic is created and the bench measures
-# the size reached, saying so. Why 110: the first run went on to 50,000 partitions (largest old
-# generation 73 MiB at 12,500, 150 at 25,000, 170 at 37,500 and 50,000), measured them, and
-# three brokers then died of java.lang.OutOfMemoryError while the 50,000 partitions were
-# deleted at once; the deletion now goes topic by topic, and the bed's brokers are not taken
-# past about 15,000-20,000 partitions (the second run stopped at 15,000: 131 MiB).
+# BENCH_HEAP_LIMIT_MIB (43% of the heap), no further topic is created and the bench measures the
+# size reached, saying so. Why its own cluster: the bed's example brokers have 256 MiB of heap;
+# on them the old generation reached 150-170 MiB at 25,000-50,000 partitions, and three of them
+# died of java.lang.OutOfMemoryError while the 50,000 partitions were deleted at once.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+export KOO_KAFKA_NAMESPACE="${BENCH_NAMESPACE:-kafka-bench}"
 # shellcheck source=../drills/kafka/lib.sh
 source "$here/../drills/kafka/lib.sh"
 BENCH_PARTITIONS="${BENCH_PARTITIONS:-50000}"
 BENCH_TOPIC_PARTITIONS="${BENCH_TOPIC_PARTITIONS:-2500}"
 BENCH_RUNS="${BENCH_RUNS:-5}"
-BENCH_HEAP_LIMIT_MIB="${BENCH_HEAP_LIMIT_MIB:-110}"
+BENCH_HEAP_MIB="${BENCH_HEAP_MIB:-1536}"
+if [[ "$KAFKA_NS" == kafka ]]; then heap_mib=256; else heap_mib="$BENCH_HEAP_MIB"; fi
+BENCH_HEAP_LIMIT_MIB="${BENCH_HEAP_LIMIT_MIB:-$((heap_mib * 43 / 100))}"
 PREFIX="bench-status-"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/kafka-observer-operator/target}"
 cargo build --quiet --release --bin kubectl-observer
 plugin_bin="$CARGO_TARGET_DIR/release/kubectl-observer"
+if [[ "$KAFKA_NS" != kafka ]]; then
+  note "bringing up the bench's own Kafka in namespace $KAFKA_NS (heap $BENCH_HEAP_MIB MiB per JVM)"
+  KOO_KAFKA_HEAP_MIB="$BENCH_HEAP_MIB" bash "$KAFKA_SH" up
+  # The plugin reads the ObserverSet (spec.observers, the policy) as a user's would find it.
+  sed "s/\.kafka\.svc:/.$KAFKA_NS.svc:/" "$root/examples/kafka/observerset/observerset.yaml" |
+    kubectl -n "$KAFKA_NS" apply -f - >/dev/null
+fi
 resolve_bootstrap || { echo "no Kafka in namespace $KAFKA_NS: run make testbed-up" >&2; exit 2; }
 out="$tb/bench/status-50k.txt"
 mkdir -p "$tb/bench"
@@ -88,7 +98,14 @@ delete_topics() {
   wait_seen 0 300
   note "topics gone from the metadata"
 }
-trap 'delete_topics || note "could not delete the topics $PREFIX*: delete them by hand"' EXIT
+finish() {
+  if [[ "$KAFKA_NS" == kafka ]]; then
+    delete_topics || note "could not delete the topics $PREFIX*: delete them by hand"
+  elif [[ "${BENCH_KEEP:-0}" != 1 ]]; then
+    bash "$KAFKA_SH" purge || note "could not purge namespace $KAFKA_NS: KOO_KAFKA_NAMESPACE=$KAFKA_NS e2e/testbed/kafka.sh purge"
+  fi
+}
+trap finish EXIT
 delete_topics
 
 note "heap (old generation after a full GC, largest of the 7 JVMs) before: $(max_old_gen) MiB/node"
@@ -141,7 +158,7 @@ time_runs() {
       label, total, n, failed, (n ? v[int((n + 1) / 2)] : 0) / 1000, (n ? v[n] : 0) / 1000, cpu / 1000}'
 }
 {
-  echo "# $(date -u +%FT%TZ) kubectl observer against the bed: $total partitions ($created in ${n} bench topics)${stopped:+; $stopped}; load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+  echo "# $(date -u +%FT%TZ) kubectl observer against the bed's namespace $KAFKA_NS (heap ${heap_mib} MiB per JVM): $total partitions ($created in ${n} bench topics)${stopped:+; $stopped}; load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
   time_runs "status" status
   time_runs "status --under-min-isr" status --under-min-isr
   time_runs "status -o json" status -o json

@@ -30,11 +30,14 @@
 #   kafka.sh controller-bootstrap the controllers' pod IPs:9093 (they change when a pod is replaced)
 #   kafka.sh wrappers             (re)generate the .testbed/bin Kafka tool wrappers only
 #   kafka.sh down                 delete the ObserverSets and workloads (claims, volumes, data kept)
+#   kafka.sh purge                down, then the claims, volumes, their data and the namespace (not
+#                                 for the bed's own namespace kafka)
 #   kafka.sh status               pods, bootstrap address, classpath of the host tools
 #
 # The machine reaches the pods directly (pod IPs on koo0) and the Services through kube-proxy.
 # Environment: KOO_KAFKA_NAMESPACE (kafka; state in .testbed/kafka, for another namespace in
-# .testbed/kafka.<namespace>), KOO_KAFKA_TIMEOUT (300 s for `up`), KAFKA_START_TIMEOUT_S (180).
+# .testbed/kafka.<namespace>), KOO_KAFKA_TIMEOUT (300 s for `up`), KAFKA_START_TIMEOUT_S (180),
+# KOO_KAFKA_HEAP_MIB (`up` only: every Kafka JVM's heap instead of the example's 256 MiB).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -169,6 +172,20 @@ wrappers() {
   generate_wrappers
 }
 
+# examples/kafka/ as a user applies it; with KOO_KAFKA_HEAP_MIB set, every Kafka JVM gets that
+# heap and its container a memory limit of heap + 256 MiB (the bench at 50,000 partitions needs
+# more than the example's 256 MiB).
+manifests() {
+  local f
+  for f in "$root"/examples/kafka/*.yaml; do cat "$f"; echo "---"; done |
+    if [[ -n "${KOO_KAFKA_HEAP_MIB:-}" ]]; then
+      sed -e "s/-Xmx256m/-Xmx${KOO_KAFKA_HEAP_MIB}m/" \
+        -e "s/limits: {memory: 512Mi}/limits: {memory: $((KOO_KAFKA_HEAP_MIB + 256))Mi}/"
+    else
+      cat
+    fi
+}
+
 up() {
   local t0=$SECONDS
   mkdir -p "$state"
@@ -182,7 +199,7 @@ up() {
       k -n "$ns" create -f "$root/examples/kafka/seed/observer-configmaps.yaml" >/dev/null 2>&1 || true
     fi
   done
-  k -n "$ns" apply -f "$root/examples/kafka/" >/dev/null
+  manifests | k -n "$ns" apply -f - >/dev/null
   wait_until "7 Kafka pods Ready in $ns" "$timeout" all_ready
   assert_patched 101 102 103 1 2 3 4
   bootstrap > "$state/bootstrap"
@@ -255,6 +272,23 @@ down() {
   say "workloads in $ns deleted (claims and volumes kept)"
 }
 
+# down, then the claims, the PersistentVolumes and their directories, and the namespace: the
+# next `up` starts from empty logs. Refused for the bed's own namespace kafka.
+purge() {
+  [[ "$ns" != kafka ]] || die "purge is for other namespaces: the bed's kafka is removed by make testbed-down"
+  down
+  local claim pv
+  for claim in data-kafka-controller-{0..2} data-kafka-broker-{0..3}; do
+    pv="koo-local-$ns-${claim#data-}"
+    k -n "$ns" delete pvc "$claim" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
+    k delete pv "$pv" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
+    rm -rf "${tb:?}/node/local-pvs/$pv"
+  done
+  k delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null 2>&1 || true
+  rm -rf "$state"
+  say "namespace $ns purged (workloads, claims, volumes and their data)"
+}
+
 status() {
   k -n "$ns" get pods -o wide 2>/dev/null || echo "namespace $ns: absent"
   [[ -f "$state/bootstrap" ]] && echo "bootstrap: $(cat "$state/bootstrap")"
@@ -284,6 +318,7 @@ case "${1:-}" in
   controller-bootstrap) controller_bootstrap ;;
   wrappers) wrappers ;;
   down) down ;;
+  purge) purge ;;
   status) status ;;
   *) usage ;;
 esac

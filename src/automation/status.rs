@@ -164,7 +164,8 @@ mod tests {
             reasons: vec![],
             next_history: PolicyHistory::default(),
             dry_run,
-            triggered_partitions: 0,
+            triggered: Default::default(),
+            observer_only: None,
         }
     }
 

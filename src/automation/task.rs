@@ -212,9 +212,10 @@ impl SetTask {
         }
         let now = Utc::now();
         let decision = decide(&snapshot, &config, &history, now);
-        self.seen_triggers = policy::triggered(&snapshot, &config, &history);
-        let misplaced = policy::observer_only_partitions(&snapshot, &config, &history);
-        self.report_misplaced(obs, misplaced).await;
+        self.seen_triggers = decision.triggered.clone();
+        if let Some(misplaced) = decision.observer_only.clone() {
+            self.report_misplaced(obs, misplaced).await;
+        }
         let latency = Utc::now()
             .signed_duration_since(snapshot.taken_at)
             .to_std()
@@ -222,10 +223,10 @@ impl SetTask {
         self.metrics.automation().decided(
             &self.labels,
             latency,
-            decision.triggered_partitions,
+            decision.triggered_partitions(),
             self.previously_triggered,
         );
-        self.previously_triggered = decision.triggered_partitions;
+        self.previously_triggered = decision.triggered_partitions();
         for r in &decision.reasons {
             tracing::debug!(observerset = %self.labels.observerset, namespace = %self.labels.namespace, reason = %r, "held back");
         }
@@ -506,7 +507,7 @@ impl SetTask {
     }
 
     async fn report_held_back(&mut self, obs: &ObserverSet, decision: &Decision) {
-        let promoting = decision.triggered_partitions > 0;
+        let promoting = decision.triggered_partitions() > 0;
         let demoting = !decision.next_history.auto_promotions.is_empty();
         let held = ((promoting || demoting)
             && decision.actions.is_empty()

@@ -39,8 +39,9 @@ pub struct Cli {
     /// The ObserverSet (default: the only one in the namespace).
     #[arg(short = 's', long, global = true)]
     pub observerset: Option<String>,
-    /// Kafka bootstrap servers to use instead of spec.kafka.bootstrapServers (plaintext listener).
-    #[arg(long, global = true)]
+    /// Kafka bootstrap servers to use instead of spec.kafka.bootstrapServers (plaintext listener),
+    /// for example from outside the cluster.
+    #[arg(long, global = true, env = "KUBECTL_OBSERVER_BOOTSTRAP")]
     pub bootstrap: Option<String>,
     #[command(subcommand)]
     pub command: Command,

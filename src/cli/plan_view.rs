@@ -172,7 +172,7 @@ pub fn plan_view(
         "no action: the engine holds back (why below)".to_string()
     } else if config.policy == PolicyKind::Manual && history.auto_promotions.is_empty() {
         "no action: policy Manual promotes nothing automatically, and no automatic promotion is in force".to_string()
-    } else if decision.triggered_partitions == 0 {
+    } else if decision.triggered_partitions() == 0 {
         format!("no action: no watched partition triggers policy {policy}, and no automatic promotion is due for demotion")
     } else {
         "no action".to_string()
@@ -184,8 +184,8 @@ pub fn plan_view(
         dry_run: config.dry_run,
         verdict,
         actions,
+        triggered_partitions: decision.triggered_partitions(),
         reasons: decision.reasons,
-        triggered_partitions: decision.triggered_partitions,
         operator_memory: memory.view.clone(),
         brokers,
         notes: memory_notes(config, history, &memory.view),

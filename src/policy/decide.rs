@@ -64,9 +64,19 @@ pub struct Decision {
     /// The history to keep for the next decision, assuming `actions` are carried out.
     pub next_history: PolicyHistory,
     pub dry_run: bool,
-    /// Watched partitions whose state triggers the policy in this scan (0 when it is unknown):
-    /// what the automation counts as detections.
-    pub triggered_partitions: usize,
+    /// Watched partitions whose state triggers the policy in this scan (none when the scan is
+    /// not trustworthy): what the automation counts as detections, and compares its glances with.
+    pub triggered: BTreeSet<TopicPartition>,
+    /// Watched partitions with only observers as replicas (`observer_only_partitions`); `None`
+    /// when the scan is not trustworthy, so a failed scan neither reports nor clears them.
+    pub observer_only: Option<Vec<TopicPartition>>,
+}
+
+impl Decision {
+    /// How many watched partitions trigger the policy in this scan.
+    pub fn triggered_partitions(&self) -> usize {
+        self.triggered.len()
+    }
 }
 
 /// What every step of one decision reads.
@@ -122,7 +132,8 @@ pub fn decide(
             reasons: vec![why],
             next_history: next,
             dry_run: config.dry_run,
-            triggered_partitions: 0,
+            triggered: BTreeSet::new(),
+            observer_only: None,
         };
     }
 
@@ -149,12 +160,13 @@ pub fn decide(
         .iter()
         .map(|p| assess(p, snapshot, |b| observers_now.contains(&b)))
         .collect();
-    let triggered_partitions = snapshot
+    let triggered = snapshot
         .partitions
         .iter()
         .zip(&health)
         .filter(|(p, h)| triggering(config, &observers_now, p, **h))
-        .count();
+        .map(|(p, _)| p.id())
+        .collect();
     let scan = Scan {
         snapshot,
         config,
@@ -171,6 +183,7 @@ pub fn decide(
     if !misplaced.is_empty() {
         out.reasons.push(misplaced_reason(&misplaced));
     }
+    let observer_only = Some(misplaced);
     demotion::plan(&scan, &mut next, &mut out);
     promotion::plan(&scan, &mut next, &mut out);
     takeover::plan(&scan, &mut out);
@@ -185,7 +198,8 @@ pub fn decide(
         reasons: out.reasons,
         next_history: next,
         dry_run: config.dry_run,
-        triggered_partitions,
+        triggered,
+        observer_only,
     }
 }
 

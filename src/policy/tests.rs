@@ -358,7 +358,16 @@ fn an_observer_only_partition_never_triggers_a_promotion() {
     let cfg = config(PolicyKind::UnderReplicated);
     let d = scans(&parts, &[], &cfg, PolicyHistory::default(), 0, 5);
     assert!(d.actions.is_empty(), "{d:?}");
-    assert_eq!(d.triggered_partitions, 0);
+    assert!(d.triggered.is_empty());
+    assert_eq!(
+        d.observer_only.as_deref(),
+        Some(
+            &[TopicPartition {
+                topic: "rf1".into(),
+                partition: 0
+            }][..]
+        )
+    );
     assert!(
         d.reasons
             .iter()
