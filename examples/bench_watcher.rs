@@ -129,7 +129,7 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
             );
             return;
         }
-        let why = d.reasons.join("; ");
+        let why = kafka_observer_operator::policy::joined(&d.reasons);
         if why != last_reasons {
             eprintln!(
                 "  {:>6.2} s  {}",

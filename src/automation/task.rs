@@ -23,8 +23,8 @@ use crate::history;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{Metrics, ObserverSetLabels};
 use crate::policy::{
-    self, decide, Action, ClusterSnapshot, Decision, PolicyConfig, PolicyHistory, PolicyKind,
-    SourceHealth, TopicPartition,
+    self, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig, PolicyHistory,
+    PolicyKind, SourceHealth, TopicPartition,
 };
 
 /// Event reasons the automation publishes on the ObserverSet.
@@ -512,15 +512,16 @@ impl SetTask {
         let held = ((promoting || demoting)
             && decision.actions.is_empty()
             && !decision.reasons.is_empty())
-        .then(|| decision.reasons.join("; "));
+        .then(|| policy::joined(&decision.reasons));
         if held == self.last_held_back {
             return;
         }
         self.last_held_back = held.clone();
         if let Some(note) = held {
-            // The engine words promotion reasons "observer <id>: ..." and demotion and takeover
-            // reasons "broker <id>: ..." (src/policy).
-            let about_promotion = decision.reasons.iter().any(|r| r.starts_with("observer "));
+            let about_promotion = decision
+                .reasons
+                .iter()
+                .any(|r| matches!(r.concern, Concern::Promotion(_)));
             let why = if about_promotion {
                 reason::HELD_BACK
             } else {

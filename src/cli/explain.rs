@@ -12,7 +12,7 @@ use super::memory::{broker_memory, from_now, BrokerMemory, MemoryView, OperatorM
 use super::plan_view::{memory_notes, policy_name};
 use super::replica_table::ReplicaRole;
 use crate::policy::{
-    assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Decision, Health,
+    assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Concern, Decision, Health,
     PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
 };
 
@@ -187,12 +187,8 @@ pub fn explain(
             decision
                 .reasons
                 .iter()
-                .filter(|r| {
-                    r.starts_with(&format!("observer {x}:"))
-                        || r.starts_with(&format!("broker {x}:"))
-                        || r.starts_with("not acting:")
-                })
-                .cloned(),
+                .filter(|r| r.broker() == Some(x) || r.concern == Concern::Scan)
+                .map(ToString::to_string),
         )
         .collect();
     let mut checks = vec![scan_check(snapshot, config, now)];

@@ -185,7 +185,7 @@ pub fn plan_view(
         verdict,
         actions,
         triggered_partitions: decision.triggered_partitions(),
-        reasons: decision.reasons,
+        reasons: decision.reasons.iter().map(ToString::to_string).collect(),
         operator_memory: memory.view.clone(),
         brokers,
         notes: memory_notes(config, history, &memory.view),

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::PolicyConfig;
 use super::health::{assess, observer_only, triggers, Health};
+use super::held_back::{Concern, HeldBack};
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
 use super::{demotion, promotion, takeover};
@@ -60,7 +61,7 @@ pub struct Decision {
     /// What to do now; empty means nothing. With `dry_run` these are only to be reported.
     pub actions: Vec<Action>,
     /// Why the engine did not act where it might have (held back, blocked, unknown state).
-    pub reasons: Vec<String>,
+    pub reasons: Vec<HeldBack>,
     /// The history to keep for the next decision, assuming `actions` are carried out.
     pub next_history: PolicyHistory,
     pub dry_run: bool,
@@ -181,7 +182,10 @@ pub fn decide(
     let mut out = Outcome::default();
     let misplaced = observer_only_partitions(snapshot, config, history);
     if !misplaced.is_empty() {
-        out.reasons.push(misplaced_reason(&misplaced));
+        out.reasons.push(HeldBack::new(
+            Concern::Placement,
+            misplaced_reason(&misplaced),
+        ));
     }
     let observer_only = Some(misplaced);
     demotion::plan(&scan, &mut next, &mut out);
@@ -278,25 +282,31 @@ pub fn triggered(
 #[derive(Default)]
 pub(super) struct Outcome {
     pub actions: Vec<Action>,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<HeldBack>,
 }
 
 fn untrustworthy(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
     now: DateTime<Utc>,
-) -> Option<String> {
+) -> Option<HeldBack> {
     if let SourceHealth::Unhealthy { reason } = &snapshot.source {
-        return Some(format!("not acting: the last scan failed ({reason})"));
+        return Some(HeldBack::new(
+            Concern::Scan,
+            format!("the last scan failed ({reason})"),
+        ));
     }
     let age = now.signed_duration_since(snapshot.taken_at);
     let limit = TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX);
     (age > limit).then(|| {
-        format!(
-            "not acting: the cluster snapshot from {} is stale ({}s old, limit {}s)",
-            snapshot.taken_at,
-            age.num_seconds(),
-            limit.num_seconds()
+        HeldBack::new(
+            Concern::Scan,
+            format!(
+                "the cluster snapshot from {} is stale ({}s old, limit {}s)",
+                snapshot.taken_at,
+                age.num_seconds(),
+                limit.num_seconds()
+            ),
         )
     })
 }

@@ -8,6 +8,7 @@ use chrono::TimeDelta;
 
 use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
 use super::health::{assess, Health};
+use super::held_back::{Concern, HeldBack};
 use super::history::{ActionKind, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
 
@@ -27,12 +28,17 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             continue;
         }
         if config.promoted.contains(&x) {
-            out.reasons.push(format!("broker {x}: also promoted by hand (promotion.promoted), not demoting it automatically"));
+            out.reasons.push(HeldBack::new(
+                Concern::Demotion(x),
+                "also promoted by hand (promotion.promoted), not demoting it automatically",
+            ));
             continue;
         }
         if let Err(why) = recovered_without(scan, x) {
-            out.reasons
-                .push(format!("broker {x}: stays promoted, {why}"));
+            out.reasons.push(HeldBack::new(
+                Concern::Demotion(x),
+                format!("stays promoted, {why}"),
+            ));
             continue;
         }
         let since = scan
@@ -43,12 +49,13 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             .unwrap_or(scan.now);
         recovered.insert(x, since);
         if scan.now.signed_duration_since(since) < window {
-            out.reasons.push(format!("broker {x}: cluster healthy without it since {since}, demotion after the stabilization window"));
+            out.reasons.push(HeldBack::new(Concern::Demotion(x), format!("cluster healthy without it since {since}, demotion after the stabilization window")));
             continue;
         }
         if let Some(until) = scan.cooling_until(x) {
-            out.reasons.push(format!(
-                "broker {x}: would be demoted, but its cooldown runs until {until}"
+            out.reasons.push(HeldBack::new(
+                Concern::Demotion(x),
+                format!("would be demoted, but its cooldown runs until {until}"),
             ));
             continue;
         }
@@ -70,9 +77,12 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
                     reason: format!("broker {x} leads {}; moving leadership to the preferred leaders before demoting it", list_partitions(led)),
                 });
             } else {
-                out.reasons.push(format!(
-                    "broker {x}: cannot be demoted, leadership cannot move off it: {}",
-                    summarize(&stuck)
+                out.reasons.push(HeldBack::new(
+                    Concern::Demotion(x),
+                    format!(
+                        "cannot be demoted, leadership cannot move off it: {}",
+                        summarize(&stuck)
+                    ),
                 ));
             }
             continue;

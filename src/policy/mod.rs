@@ -7,6 +7,7 @@ mod config;
 mod decide;
 mod demotion;
 mod health;
+mod held_back;
 mod history;
 mod manual;
 mod promotion;
@@ -25,6 +26,7 @@ mod tests_demotion;
 pub use config::{PolicyConfig, PolicyKind, TopicFilter};
 pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered, Action, Decision};
 pub use health::{assess, observer_only, Health};
+pub use held_back::{joined, Concern, HeldBack};
 pub use history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 pub use manual::{check_demotion, check_promotion, led_by, CheckReport};
 pub use snapshot::{

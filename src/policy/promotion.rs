@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::config::PolicyKind;
 use super::decide::{list_partitions, triggering, Action, Outcome, Scan};
 use super::health::Health;
+use super::held_back::{Concern, HeldBack};
 use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
 
@@ -13,7 +14,7 @@ enum Candidate<'a> {
     /// No watched partition it hosts needs it.
     NotNeeded,
     /// Needed, but promoting it now would break a rule.
-    Blocked(String),
+    Blocked(HeldBack),
     Eligible {
         triggered: Vec<(Health, &'a PartitionState)>,
     },
@@ -45,15 +46,19 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             .saturating_add(1);
         streaks.insert(x, streak);
         if streak < config.confirmations {
-            out.reasons.push(format!(
-                "observer {x}: promotion confirmed by {streak} of {} consecutive scans",
-                config.confirmations
+            out.reasons.push(HeldBack::new(
+                Concern::Promotion(x),
+                format!(
+                    "promotion confirmed by {streak} of {} consecutive scans",
+                    config.confirmations
+                ),
             ));
             continue;
         }
         if let Some(until) = scan.cooling_until(x) {
-            out.reasons.push(format!(
-                "observer {x}: would be promoted, but its cooldown runs until {until}"
+            out.reasons.push(HeldBack::new(
+                Concern::Promotion(x),
+                format!("would be promoted, but its cooldown runs until {until}"),
             ));
             continue;
         }
@@ -76,10 +81,10 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
     let mut in_force = scan.history.auto_promotions.len();
     for (_, x, reason) in ready {
         if in_force >= config.max_concurrent_promotions as usize {
-            out.reasons.push(format!(
-                "observer {x}: would be promoted ({reason}), but {in_force} automatic promotion(s) are in force (maxConcurrentPromotions {})",
+            out.reasons.push(HeldBack::new(Concern::Promotion(x), format!(
+                "would be promoted ({reason}), but {in_force} automatic promotion(s) are in force (maxConcurrentPromotions {})",
                 config.max_concurrent_promotions
-            ));
+            )));
             continue;
         }
         in_force += 1;
@@ -120,17 +125,18 @@ fn candidate<'a>(scan: &'a Scan, x: BrokerId) -> Candidate<'a> {
         }
     }
     if !unknown.is_empty() {
-        return Candidate::Blocked(format!(
-            "observer {x}: not acting, state unknown for {}",
-            list_partitions(unknown)
+        return Candidate::Blocked(HeldBack::new(
+            Concern::Promotion(x),
+            format!("not acting, state unknown for {}", list_partitions(unknown)),
         ));
     }
     if triggered.is_empty() {
         return Candidate::NotNeeded;
     }
     if !scan.snapshot.is_alive(x) {
-        return Candidate::Blocked(format!(
-            "observer {x}: needed but not alive (unregistered or unreachable), not promoting"
+        return Candidate::Blocked(HeldBack::new(
+            Concern::Promotion(x),
+            "needed but not alive (unregistered or unreachable), not promoting",
         ));
     }
     // The lag rule covers every partition the observer hosts, watched or not: once promoted it
@@ -149,16 +155,22 @@ fn candidate<'a>(scan: &'a Scan, x: BrokerId) -> Candidate<'a> {
         }
     }
     if !lagging.is_empty() {
-        return Candidate::Blocked(format!(
-            "observer {x}: needed but lagging (up to {worst_lag} messages, max {}) on {}",
-            config.max_lag_messages,
-            list_partitions(lagging)
+        return Candidate::Blocked(HeldBack::new(
+            Concern::Promotion(x),
+            format!(
+                "needed but lagging (up to {worst_lag} messages, max {}) on {}",
+                config.max_lag_messages,
+                list_partitions(lagging)
+            ),
         ));
     }
     if !lag_unknown.is_empty() {
-        return Candidate::Blocked(format!(
-            "observer {x}: needed but its lag is unknown on {}",
-            list_partitions(lag_unknown)
+        return Candidate::Blocked(HeldBack::new(
+            Concern::Promotion(x),
+            format!(
+                "needed but its lag is unknown on {}",
+                list_partitions(lag_unknown)
+            ),
         ));
     }
     Candidate::Eligible { triggered }

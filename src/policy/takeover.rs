@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
+use super::held_back::{Concern, HeldBack};
 use super::snapshot::{BrokerId, PartitionState};
 
 pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
@@ -22,11 +23,11 @@ pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
         }
         let names = list_partitions(orphaned.iter().copied());
         if !config.unclean_takeover {
-            out.reasons.push(format!("broker {x}: {names} offline with every primary lost; uncleanTakeover is disabled, not electing it"));
+            out.reasons.push(HeldBack::new(Concern::Takeover(x), format!("{names} offline with every primary lost; uncleanTakeover is disabled, not electing it")));
             continue;
         }
         if config.acknowledged_observers.contains(&x) {
-            out.reasons.push(format!("broker {x}: {names} offline; waiting until every pod acknowledged its promotion before electing it"));
+            out.reasons.push(HeldBack::new(Concern::Takeover(x), format!("{names} offline; waiting until every pod acknowledged its promotion before electing it")));
             continue;
         }
         let mut elect = Vec::new();
@@ -48,9 +49,12 @@ pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
             }
         }
         if !refused.is_empty() {
-            out.reasons.push(format!(
-                "broker {x}: not electing it by unclean election on {}",
-                summarize(&refused)
+            out.reasons.push(HeldBack::new(
+                Concern::Takeover(x),
+                format!(
+                    "not electing it by unclean election on {}",
+                    summarize(&refused)
+                ),
             ));
         }
         if !elect.is_empty() {
