@@ -22,14 +22,14 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 
 pub use reconcile::reconcile;
 
 use crate::crd::ObserverSet;
 use crate::kube::acknowledgement::AgentClient;
 use crate::kube::config_map::{FIELD_MANAGER, LABEL_MANAGED_BY};
-use crate::kube::events::Events;
+use crate::kube::events::{reason, Events};
 use crate::kube::Error;
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -65,11 +65,21 @@ impl Context {
     }
 }
 
-/// Logs, counts by category and retries.
+/// Logs, counts by category, publishes a Warning Event `ReconcileFailed` with the error (what
+/// `kubectl describe` shows; the recorder folds repeats into one series) and retries.
 pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> Action {
     let object = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
     tracing::warn!(observerset = %object, category = error.category(), %error, "reconcile failed; retrying");
     ctx.metrics.reconcile_failed(error.category());
+    // error_policy is synchronous; the Event is best effort and must not hold up the retry.
+    let events = ctx.events.clone();
+    let regarding = obj.object_ref(&());
+    let note = error.to_string();
+    tokio::spawn(async move {
+        events
+            .warning(&regarding, reason::RECONCILE_FAILED, note)
+            .await;
+    });
     Action::requeue(ERROR_RETRY)
 }
 

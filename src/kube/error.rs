@@ -1,17 +1,8 @@
 //! The reconciler's error type. Each variant has a `category()` used as a metric label and as the
 //! reason of the Warning event, and a message that says what to fix.
 
-use crate::crd::SpecError;
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The spec passed the apiserver's schema but not the operator's own validation.
-    #[error("ObserverSet {object} is invalid: {source}")]
-    InvalidSpec {
-        object: String,
-        #[source]
-        source: SpecError,
-    },
     /// A selected pod carries no usable node id.
     #[error("{0}")]
     Dereference(#[from] super::dereference::DereferenceError),
@@ -41,7 +32,6 @@ impl Error {
     /// A short, stable label for metrics and events.
     pub fn category(&self) -> &'static str {
         match self {
-            Error::InvalidSpec { .. } => "invalid_spec",
             Error::Dereference(_) => "dereference",
             Error::Selector { .. } => "invalid_spec",
             Error::Kube { .. } => "kube_api",
