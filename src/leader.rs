@@ -120,7 +120,7 @@ pub enum Event {
 
 /// What the replica does about an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub enum LeaderAction {
     StartActing,
     StopActing,
     Nothing,
@@ -128,12 +128,12 @@ pub enum Action {
 
 /// The decision rule, pure. After `Failed` the campaign also rebuilds its lease manager, so
 /// that a lease still held is re-reported as `Acquired` rather than silently renewed.
-pub fn decide(role: Role, event: Event) -> (Role, Action) {
+pub fn decide(role: Role, event: Event) -> (Role, LeaderAction) {
     match (role, event) {
-        (Role::Candidate, Event::Acquired) => (Role::Leader, Action::StartActing),
-        (Role::Leader, Event::Lost | Event::Failed) => (Role::Candidate, Action::StopActing),
-        (Role::Leader, Event::Acquired) => (Role::Leader, Action::Nothing),
-        (Role::Candidate, Event::Lost | Event::Failed) => (Role::Candidate, Action::Nothing),
+        (Role::Candidate, Event::Acquired) => (Role::Leader, LeaderAction::StartActing),
+        (Role::Leader, Event::Lost | Event::Failed) => (Role::Candidate, LeaderAction::StopActing),
+        (Role::Leader, Event::Acquired) => (Role::Leader, LeaderAction::Nothing),
+        (Role::Candidate, Event::Lost | Event::Failed) => (Role::Candidate, LeaderAction::Nothing),
     }
 }
 
@@ -304,11 +304,13 @@ async fn run_campaign(
             let (next, action) = decide(role, event);
             role = next;
             match action {
-                Action::StartActing => {
+                LeaderAction::StartActing => {
                     tracing::info!(lease = %lease.name, "acquired the leader Lease")
                 }
-                Action::StopActing => tracing::warn!(lease = %lease.name, ?event, "stepping down"),
-                Action::Nothing => {}
+                LeaderAction::StopActing => {
+                    tracing::warn!(lease = %lease.name, ?event, "stepping down")
+                }
+                LeaderAction::Nothing => {}
             }
             publish(role);
             if event == Event::Failed {
@@ -335,8 +337,8 @@ mod tests {
 
     #[test]
     fn only_acquisition_starts_acting_and_any_doubt_stops_it() {
-        use Action::*;
         use Event::*;
+        use LeaderAction::*;
         use Role::*;
         assert_eq!(decide(Candidate, Acquired), (Leader, StartActing));
         assert_eq!(decide(Leader, Acquired), (Leader, Nothing));

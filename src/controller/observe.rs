@@ -8,7 +8,7 @@ use kube::api::Api;
 use kube::core::Selector;
 
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
-use crate::kube::acknowledgement::{AgentClient, Basis, Expectation as AgentExpectation, Verdict};
+use crate::kube::acknowledgement::{AgentClient, AgentExpectation, Basis, Verdict};
 use crate::kube::config_map::{
     self, config_map_name, DATA_KEY, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_OBSERVER_SET,
     LABEL_ROLE,

@@ -12,7 +12,7 @@ use crate::kube::config_map::config_map_name;
 use crate::kube::events::reason;
 use crate::kube::status::{condition_values, merge_conditions, ConditionValue, READY};
 use crate::plan::model::role_of;
-use crate::plan::{Decision, Happening, RolloutState};
+use crate::plan::{Happening, RolloutDecision, RolloutState};
 
 /// The Ready message of a set with nothing in flight (`kube::status::condition_values`).
 const READY_MESSAGE: &str = "every pod acknowledged the desired observer set";
@@ -35,7 +35,7 @@ pub fn status_after(
     previous: &ObserverSetStatus,
     generation: Option<i64>,
     desired: &BTreeSet<NodeId>,
-    decision: &Decision,
+    decision: &RolloutDecision,
     basis: Option<&AckBasis>,
     now: Timestamp,
 ) -> ObserverSetStatus {
@@ -81,7 +81,7 @@ fn basis_note(basis: &AckBasis) -> String {
 fn say_basis(
     values: &mut [ConditionValue; 3],
     previous: &ObserverSetStatus,
-    decision: &Decision,
+    decision: &RolloutDecision,
     basis: Option<&AckBasis>,
 ) {
     let current =
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn status_reports_desired_effective_and_phase() {
-        let decision = Decision {
+        let decision = RolloutDecision {
             state: RolloutState {
                 revision: 2,
                 effective: vec![4],
@@ -380,9 +380,9 @@ mod tests {
         }
     }
 
-    fn rolling(step: crate::crd::RolloutStep, pending: &[&str]) -> Decision {
+    fn rolling(step: crate::crd::RolloutStep, pending: &[&str]) -> RolloutDecision {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-        Decision {
+        RolloutDecision {
             state: RolloutState {
                 revision: 8,
                 rollout: Some(RolloutStatus {
@@ -441,7 +441,7 @@ mod tests {
     #[test]
     fn the_ready_message_keeps_the_basis_of_the_rollout_that_completed() {
         let desired = BTreeSet::new();
-        let completed = Decision {
+        let completed = RolloutDecision {
             state: RolloutState {
                 revision: 8,
                 ..Default::default()
@@ -470,7 +470,7 @@ mod tests {
             "{ready}"
         );
         // Later passes with nothing in flight keep it, so the status does not flap.
-        let idle = Decision {
+        let idle = RolloutDecision {
             happenings: vec![],
             ..completed.clone()
         };

@@ -76,7 +76,7 @@ pub struct JvmReport {
 
 /// What a pod must report to acknowledge a step.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Expectation {
+pub struct AgentExpectation {
     /// `<namespace>/<name>` of the ObserverSet.
     pub observer_set: String,
     pub revision: i64,
@@ -128,7 +128,7 @@ impl Verdict {
 /// `now` stands in for `reportedAt` with older agents).
 pub fn judge(
     report: &AgentReport,
-    expected: &Expectation,
+    expected: &AgentExpectation,
     jvm_cache_ttl: Duration,
     now: Timestamp,
 ) -> Verdict {
@@ -172,7 +172,7 @@ pub fn judge(
     }
 }
 
-fn judge_jvm(jvm: &JvmReport, report: &AgentReport, expected: &Expectation) -> Verdict {
+fn judge_jvm(jvm: &JvmReport, report: &AgentReport, expected: &AgentExpectation) -> Verdict {
     let Some(ids) = jvm.ids.as_deref() else {
         return Verdict::Behind {
             basis: Basis::Jvm,
@@ -205,7 +205,7 @@ fn matches(
     revision: Option<i64>,
     ids: &[NodeId],
     observer_set: Option<&str>,
-    expected: &Expectation,
+    expected: &AgentExpectation,
 ) -> bool {
     revision == Some(expected.revision)
         && sorted(ids) == expected.ids
@@ -302,7 +302,7 @@ impl AgentClient {
         &self,
         pods: &[KafkaPod],
         port: u16,
-        expected: &Expectation,
+        expected: &AgentExpectation,
         jvm_cache_ttl: Duration,
     ) -> Vec<(String, Verdict)> {
         let asks = pods.iter().map(|pod| async move {
@@ -326,8 +326,8 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(1);
 
-    fn expected() -> Expectation {
-        Expectation {
+    fn expected() -> AgentExpectation {
+        AgentExpectation {
             observer_set: "kafka/kafka".into(),
             revision: 7,
             ids: vec![3, 4],

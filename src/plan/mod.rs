@@ -2,7 +2,7 @@
 //! ([`effective`]) and how a change of it reaches them, controllers first ([`rollout`]).
 //!
 //! Nothing here does I/O or reads a clock: the shell passes in what it observed and the time,
-//! and carries out the [`Decision`]. That is what lets the property tests replay every
+//! and carries out the [`RolloutDecision`]. That is what lets the property tests replay every
 //! interleaving of acknowledgements, timeouts, crashes and restarts.
 
 pub mod effective;
@@ -16,8 +16,8 @@ mod tests;
 
 pub use effective::{effective_set, rollout_kind};
 pub use model::{
-    role_of, step_of, Acknowledgements, Decision, Expectation, Happening, ListWrite, LiveList,
-    PodNudge, PodObservation, RoleObservation, RolloutInput, RolloutSettings, RolloutState,
+    role_of, step_of, Acknowledgements, Expectation, Happening, ListWrite, LiveList, PodNudge,
+    PodObservation, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings, RolloutState,
     WriteCause,
 };
 pub use rollout::{advance, awaited, content};

@@ -1,7 +1,7 @@
 //! What the rollout planner reads and what it decides: plain data, no I/O.
 //!
 //! The shell fills a [`RolloutInput`] from the API (pods, ConfigMaps, agent reports, the
-//! ObserverSet's status), calls [`super::advance`] and carries out the [`Decision`]: first the
+//! ObserverSet's status), calls [`super::advance`] and carries out the [`RolloutDecision`]: first the
 //! new status (the intent), then the ConfigMap writes, then the pod nudges.
 
 use std::collections::BTreeSet;
@@ -188,7 +188,7 @@ pub enum Happening {
 
 /// What to do now. Apply in order: `state` (status), `writes`, `nudges`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Decision {
+pub struct RolloutDecision {
     pub state: RolloutState,
     pub writes: Vec<ListWrite>,
     pub nudges: Vec<PodNudge>,
@@ -203,7 +203,7 @@ pub const FAST_POLL: Duration = Duration::from_millis(50);
 /// After this long in a step, the usual once a second.
 pub const FAST_POLL_FOR: Duration = Duration::from_secs(5);
 
-impl Decision {
+impl RolloutDecision {
     /// While a rollout waits for acknowledgements, look again soon: every 50 ms in the step's
     /// first 5 s, then every second, and every five once the step timed out and waits on pods
     /// that are probably broken.

@@ -57,8 +57,8 @@ pub fn content(input: &RolloutInput<'_>, revision: i64, ids: &BTreeSet<NodeId>) 
 }
 
 /// One step of the state machine. See the module documentation for the rules.
-pub fn advance(input: &RolloutInput<'_>) -> Decision {
-    let mut d = Decision {
+pub fn advance(input: &RolloutInput<'_>) -> RolloutDecision {
+    let mut d = RolloutDecision {
         state: input.state.clone(),
         writes: vec![],
         nudges: vec![],
@@ -92,7 +92,12 @@ fn steady(state: &RolloutState, desired: &[NodeId], configured: &[Role]) -> bool
     })
 }
 
-fn start(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role], desired: Vec<NodeId>) {
+fn start(
+    input: &RolloutInput<'_>,
+    d: &mut RolloutDecision,
+    configured: &[Role],
+    desired: Vec<NodeId>,
+) {
     let live_max = input
         .roles
         .iter()
@@ -127,7 +132,7 @@ fn start(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role], desire
 /// A role ahead of the current step whose list no longer holds the rollout's revision (edited
 /// or deleted by someone else) must be written and acknowledged again before the later roles
 /// go on: the rollout goes back to that role's step.
-fn step_back_on_drift(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
+fn step_back_on_drift(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Role]) {
     let Some(r) = d.state.rollout.as_mut() else {
         return;
     };
@@ -161,7 +166,7 @@ fn step_back_on_drift(input: &RolloutInput<'_>, d: &mut Decision, configured: &[
 
 /// Writes, nudges and acknowledges the current step; moves on (possibly several steps, when a
 /// role has nothing to wait for) or finishes the rollout.
-fn progress(input: &RolloutInput<'_>, d: &mut Decision, configured: &[Role]) {
+fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Role]) {
     while let Some(rollout) = d.state.rollout.clone() {
         let role = role_of(rollout.step);
         let Some(observed) = input.roles.iter().find(|o| o.role == role) else {
@@ -309,7 +314,7 @@ fn acknowledgements(
 }
 
 /// Keeps every role outside the current step at what its status records.
-fn restore_drift(input: &RolloutInput<'_>, d: &mut Decision) {
+fn restore_drift(input: &RolloutInput<'_>, d: &mut RolloutDecision) {
     let current = d
         .state
         .rollout

@@ -175,7 +175,7 @@ impl World {
         Some(Acknowledgements { expectation, pods })
     }
 
-    pub fn decide(&self) -> Decision {
+    pub fn decide(&self) -> RolloutDecision {
         let roles = self.observe();
         let acks = self.acks();
         advance(&RolloutInput {
