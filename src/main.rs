@@ -155,11 +155,14 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
             shutdown.clone(),
             args.namespace.clone(),
         );
+        let events = ctx.events.clone();
         async move {
             let promotions = async {
                 match namespace.as_deref() {
-                    Some(ns) => automation::run_namespaced(client.clone(), metrics, ns).await,
-                    None => automation::run(client.clone(), metrics).await,
+                    Some(ns) => {
+                        automation::run_namespaced(client.clone(), metrics, events, ns).await
+                    }
+                    None => automation::run(client.clone(), metrics, events).await,
                 }
             };
             // The reconciler and the promotion automation act only together, only while

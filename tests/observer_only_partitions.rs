@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use kafka_observer_operator::automation;
+use kafka_observer_operator::kube::events::Events;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{Api, ListParams};
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -83,7 +84,10 @@ async fn an_observer_only_partition_is_reported_and_promotes_nothing() {
     let metrics = Metrics::new();
     let task = tokio::spawn({
         let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.clone());
-        async move { automation::run_namespaced(client, metrics, &ns).await }
+        async move {
+            let events = Events::new(client.clone(), None);
+            automation::run_namespaced(client, metrics, events, &ns).await
+        }
     });
 
     let events: Api<Event> = Api::namespaced(bed.client.clone(), &ns);

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use kafka_observer_operator::automation;
+use kafka_observer_operator::kube::events::Events;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -112,7 +113,10 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     let metrics = Metrics::new();
     let task = tokio::spawn({
         let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.clone());
-        async move { automation::run_namespaced(client, metrics, &ns).await }
+        async move {
+            let events = Events::new(client.clone(), None);
+            automation::run_namespaced(client, metrics, events, &ns).await
+        }
     });
 
     // Healthy: a plan with nothing to do.

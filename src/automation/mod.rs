@@ -35,6 +35,7 @@ pub use task::reason;
 
 use crate::controller::conflict;
 use crate::crd::{ObserverSet, PromotionPolicy};
+use crate::kube::events::Events;
 use crate::metrics::{Metrics, ObserverSetLabels};
 
 #[derive(Debug, Error)]
@@ -93,15 +94,16 @@ fn key(obs: &ObserverSet) -> (String, String) {
 
 /// Watches every ObserverSet and keeps one automation task per automated set. Never returns
 /// on its own (watch errors are retried with backoff); drop it to stop every task.
-pub async fn run(client: Client, metrics: Metrics) {
+/// `events`: the replica's publisher, shared with the reconciler.
+pub async fn run(client: Client, metrics: Metrics, events: Events) {
     let api: Api<ObserverSet> = Api::all(client.clone());
-    supervise(client, api, metrics).await
+    supervise(client, api, metrics, events).await
 }
 
 /// [`run`] for the ObserverSets of one namespace only (tests, namespace-scoped installs).
-pub async fn run_namespaced(client: Client, metrics: Metrics, namespace: &str) {
+pub async fn run_namespaced(client: Client, metrics: Metrics, events: Events, namespace: &str) {
     let api: Api<ObserverSet> = Api::namespaced(client.clone(), namespace);
-    supervise(client, api, metrics).await
+    supervise(client, api, metrics, events).await
 }
 
 /// The conflict check before a task starts (one list of the namespace's ObserverSets and pods).
@@ -113,7 +115,7 @@ async fn starting_in_conflict(client: &Client, obs: &ObserverSet) -> Option<conf
     })
 }
 
-async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics) {
+async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publisher: Events) {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -144,7 +146,13 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics) {
                     tracing::info!(namespace = %k.0, observerset = %k.1, other = %c.other, "promotion automation not started: an older ObserverSet selects the same pods");
                 } else {
                     let (spec, receiver) = watch::channel(Arc::new(obs));
-                    let task = task::SetTask::new(client.clone(), metrics.clone(), &k.0, &k.1);
+                    let task = task::SetTask::new(
+                        client.clone(),
+                        metrics.clone(),
+                        publisher.clone(),
+                        &k.0,
+                        &k.1,
+                    );
                     let abort = tasks.spawn(task.run(receiver));
                     tracing::info!(namespace = %k.0, observerset = %k.1, "promotion automation started");
                     running.insert(k, Running { spec, abort });

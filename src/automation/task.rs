@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
@@ -21,6 +21,7 @@ use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
 use crate::history;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
+use crate::kube::events::{Events, AUTOMATE};
 use crate::metrics::{Metrics, ObserverSetLabels};
 use crate::policy::{
     self, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig, PolicyHistory,
@@ -54,7 +55,7 @@ const GLANCE_PERIOD: Duration = Duration::from_millis(100);
 pub(super) struct SetTask {
     client: Client,
     metrics: Metrics,
-    recorder: Recorder,
+    events: Events,
     labels: ObserverSetLabels,
     watcher: Option<(Vec<String>, KafkaWatcher)>,
     /// The engine's memory. Seeded from `status.autoPromotions` and `status.engineState` when
@@ -81,13 +82,15 @@ pub(super) struct SetTask {
 }
 
 impl SetTask {
-    pub fn new(client: Client, metrics: Metrics, namespace: &str, name: &str) -> Self {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
+    pub fn new(
+        client: Client,
+        metrics: Metrics,
+        events: Events,
+        namespace: &str,
+        name: &str,
+    ) -> Self {
         SetTask {
-            recorder: Recorder::new(client.clone(), reporter),
+            events,
             client,
             metrics,
             labels: ObserverSetLabels::new(namespace, name),
@@ -543,17 +546,8 @@ impl SetTask {
     }
 
     async fn publish(&self, obs: &ObserverSet, type_: EventType, reason: &str, note: String) {
-        // Event notes are limited to 1 KiB by the API server.
-        let note: String = note.chars().take(1000).collect();
-        let event = KubeEvent {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: "Automate".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &obs.object_ref(&())).await {
-            tracing::warn!(error = %e, reason, "could not publish event");
-        }
+        self.events
+            .publish(&obs.object_ref(&()), type_, reason, AUTOMATE, note)
+            .await
     }
 }

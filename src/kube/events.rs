@@ -33,7 +33,13 @@ pub mod reason {
     pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 }
 
-/// Publishes events about ObserverSets.
+/// The Event `action` of the reconciler (rollouts, drift, deletion).
+pub const RECONCILE: &str = "Reconcile";
+/// The Event `action` of the promotion automation.
+pub const AUTOMATE: &str = "Automate";
+
+/// Publishes events about ObserverSets, for both loops: one reporting controller, one instance
+/// name (this replica's Lease identity).
 #[derive(Clone)]
 pub struct Events {
     recorder: Recorder,
@@ -51,27 +57,32 @@ impl Events {
     }
 
     pub async fn normal(&self, regarding: &ObjectReference, reason: &str, note: String) {
-        self.publish(regarding, EventType::Normal, reason, note)
+        self.publish(regarding, EventType::Normal, reason, RECONCILE, note)
             .await
     }
 
     pub async fn warning(&self, regarding: &ObjectReference, reason: &str, note: String) {
-        self.publish(regarding, EventType::Warning, reason, note)
+        self.publish(regarding, EventType::Warning, reason, RECONCILE, note)
             .await
     }
 
-    async fn publish(
+    /// One Event about `regarding`; `action` says which loop acted ([`RECONCILE`] or
+    /// [`AUTOMATE`]). Best effort: a failure is logged, never returned.
+    pub async fn publish(
         &self,
         regarding: &ObjectReference,
         type_: EventType,
         reason: &str,
+        action: &str,
         note: String,
     ) {
+        // Event notes are limited to 1 KiB by the API server.
+        let note: String = note.chars().take(1000).collect();
         let event = Event {
             type_,
             reason: reason.into(),
             note: Some(note),
-            action: "Reconcile".into(),
+            action: action.into(),
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&event, regarding).await {
