@@ -3,7 +3,7 @@
 //! The reference is the operator's real registry (`Metrics::new()`, the one `/metrics` serves),
 //! rendered in the OpenMetrics text format after every recording method has run once, so that
 //! each labelled family has a series. The registration code is read too: a family registered in
-//! src/metrics.rs or src/automation/metrics.rs that this file does not exercise fails the test
+//! src/metrics/mod.rs or src/metrics/automation.rs that this file does not exercise fails the test
 //! (record it below), so the reference cannot silently miss a family.
 //!
 //! Run by `make unit` (with the other tests) and by `make alerts-check` (e2e/alerts-check.sh).
@@ -86,7 +86,7 @@ fn sample_names(text: &str) -> BTreeSet<String> {
 fn registered_in_source() -> BTreeSet<String> {
     let call = Regex::new(r#"registry\.register\(\s*"([a-z0-9_]+)""#).unwrap();
     let mut names = BTreeSet::new();
-    for file in ["src/metrics.rs", "src/automation/metrics.rs"] {
+    for file in ["src/metrics/mod.rs", "src/metrics/automation.rs"] {
         let text = read(file);
         for c in call.captures_iter(&text) {
             names.insert(format!("kafka_observer_{}", &c[1]));

@@ -12,7 +12,6 @@
 //! every per-ObserverSet task.
 
 pub mod engine_state;
-mod metrics;
 pub mod partitions;
 mod status;
 mod task;
@@ -29,7 +28,6 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
-pub use metrics::AutomationMetrics;
 pub use status::FIELD_MANAGER;
 pub use task::reason;
 

@@ -14,7 +14,6 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
-use super::metrics::observers_in_isr;
 use super::partitions;
 use super::status::{self, FIELD_MANAGER};
 use super::AutomationError;
@@ -22,7 +21,7 @@ use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
 use crate::history;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::kube::events::{Events, AUTOMATE};
-use crate::metrics::{Metrics, ObserverSetLabels};
+use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::policy::{
     self, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig, PolicyHistory,
     PolicyKind, SourceHealth, TopicPartition,

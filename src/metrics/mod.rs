@@ -5,6 +5,8 @@
 //! HTTP server each hold a clone and record through the typed methods below; nobody touches
 //! label sets by hand, which keeps label names and cardinality in one place.
 
+mod automation;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +16,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+pub use automation::{observers_in_isr, AutomationMetrics};
 
 /// Prefix of every metric name.
 const PREFIX: &str = "kafka_observer";
@@ -85,7 +89,7 @@ struct Families {
 pub struct Metrics {
     registry: Arc<Registry>,
     families: Arc<Families>,
-    automation: crate::automation::AutomationMetrics,
+    automation: AutomationMetrics,
 }
 
 impl Default for Metrics {
@@ -176,7 +180,7 @@ impl Metrics {
             "1 while this replica holds the leader lease and acts",
             f.leader.clone(),
         );
-        let automation = crate::automation::AutomationMetrics::register(&mut registry);
+        let automation = AutomationMetrics::register(&mut registry);
         Self {
             registry: Arc::new(registry),
             families: Arc::new(families),
@@ -184,8 +188,8 @@ impl Metrics {
         }
     }
 
-    /// The promotion automation's families (src/automation/metrics.rs).
-    pub fn automation(&self) -> &crate::automation::AutomationMetrics {
+    /// The promotion automation's families (metrics/automation.rs).
+    pub fn automation(&self) -> &AutomationMetrics {
         &self.automation
     }
 

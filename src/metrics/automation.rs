@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::metrics::ObserverSetLabels;
+use super::ObserverSetLabels;
 use crate::policy::{BrokerId, ClusterSnapshot};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
