@@ -200,6 +200,11 @@ up() {
     fi
   done
   manifests | k -n "$ns" apply -f - >/dev/null
+  # A changed pod template rolls the pods: wait for the roll, not for the old pods' readiness.
+  for sts in kafka-controller kafka-broker; do
+    k -n "$ns" rollout status "statefulset/$sts" --timeout="${timeout}s" >/dev/null ||
+      die "statefulset $ns/$sts did not finish rolling out within ${timeout}s"
+  done
   wait_until "7 Kafka pods Ready in $ns" "$timeout" all_ready
   assert_patched 101 102 103 1 2 3 4
   bootstrap > "$state/bootstrap"

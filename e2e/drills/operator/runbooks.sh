@@ -79,7 +79,7 @@ kafka-topics --bootstrap-server "$bootstrap" --create --topic "$topic" \
 lease_holder="$(kubectl -n kafka-observer-system get lease kafka-observer-operator \
   -o jsonpath='{.spec.holderIdentity}')"
 [[ -n "$lease_holder" ]] || { say "FAIL: no operator holds the Lease (is the chart's operator running?)"; exit 1; }
-image_tag="$(helm get values koo -n kafka-observer-system -a -o json | jq -r '.image.tag')"
+image_tag="$(helm get values kafka-observer-operator -n kafka-observer-system -a -o json | jq -r '.image.tag')"
 
 # One logical command per record: fenced ```sh blocks only, continuation lines joined, comment
 # lines dropped; each record is "<section>\t<command>".
