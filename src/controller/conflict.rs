@@ -9,7 +9,8 @@
 //! picks the same pods even before any exist). An ObserverSet being deleted claims nothing: it
 //! only runs its cleanup. The decision is pure ([`conflict_of`]); [`find`] reads its inputs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -17,7 +18,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 
 use super::pods::selects;
-use crate::crd::ObserverSet;
+use crate::crd::{NodesSpec, ObserverSet};
 
 /// At most this many shared pods are named in the condition.
 const NAMED_PODS: usize = 5;
@@ -178,6 +179,39 @@ pub fn concerns(changed: &ObserverSet, sibling: &ObserverSet) -> bool {
     sibling.namespace() == changed.namespace()
         && sibling.name_any() != changed.name_any()
         && (in_conflict(sibling) || age_key(sibling) > age_key(changed))
+}
+
+/// What of an ObserverSet can change a sibling's conflict verdict: the pods it selects, and
+/// whether it still claims them (being deleted, it claims nothing).
+#[derive(Clone, Debug, PartialEq)]
+struct Claim {
+    uid: Option<String>,
+    nodes: NodesSpec,
+    deleting: bool,
+}
+
+/// Each ObserverSet's claim as the sibling watch last saw it, so that only a change of claim
+/// (a set created, its selectors changed, its deletion begun) wakes its siblings. Status writes
+/// and observer-list changes do not: with 200 sets in one namespace, waking every newer sibling
+/// on each of them queued up to 199 reconciles per change and took reconcile latency from
+/// 0.1 s to 5 s (`make bench-operator`).
+#[derive(Debug, Default)]
+pub struct ClaimMemory {
+    seen: Mutex<HashMap<(String, String), Claim>>,
+}
+
+impl ClaimMemory {
+    /// Whether `set`'s claim differs from the last one seen (always the first time); records it.
+    pub fn changed(&self, set: &ObserverSet) -> bool {
+        let key = (set.namespace().unwrap_or_default(), set.name_any());
+        let claim = Claim {
+            uid: set.meta().uid.clone(),
+            nodes: set.spec.nodes.clone(),
+            deleting: set.meta().deletion_timestamp.is_some(),
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(key, claim.clone()).as_ref() != Some(&claim)
+    }
 }
 
 /// The reconciler marked this ObserverSet as in conflict (its last verdict).

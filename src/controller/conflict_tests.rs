@@ -242,3 +242,46 @@ fn sibling_events_concern_sets_in_conflict_and_newer_ones() {
     older_in_conflict.status = new.status.clone();
     assert!(concerns(&new, &older_in_conflict));
 }
+
+/// Only a change of what a set claims wakes its siblings: status writes and observer lists do
+/// not; other selectors, a new object under the same name and the start of deletion do.
+#[test]
+fn only_a_changed_claim_wakes_the_siblings() {
+    let memory = ClaimMemory::default();
+    let a = set("a", "ns", 1, "c1", &[("component", "broker")]);
+    assert!(memory.changed(&a), "first sight");
+    assert!(!memory.changed(&a), "seen as it is");
+
+    let mut status_only = a.clone();
+    status_only.status = Some(ObserverSetStatus {
+        phase: Some(Phase::Ready),
+        ..Default::default()
+    });
+    status_only.spec.observers = vec![4, 5];
+    assert!(
+        !memory.changed(&status_only),
+        "status and observers claim no pods"
+    );
+
+    let mut reselected = status_only.clone();
+    reselected.spec.nodes.brokers = Some(selector(&[("component", "broker"), ("zone", "b")]));
+    assert!(memory.changed(&reselected), "other selectors");
+
+    let mut recreated = reselected.clone();
+    recreated.metadata.uid = Some("new".into());
+    assert!(
+        memory.changed(&recreated),
+        "a new object under the same name"
+    );
+
+    let mut deleting = recreated.clone();
+    deleting.metadata.deletion_timestamp = Some(Time("2026-11-30T11:00:00Z".parse().unwrap()));
+    assert!(
+        memory.changed(&deleting),
+        "deletion begun: it claims nothing any more"
+    );
+    assert!(!memory.changed(&deleting));
+
+    let other = set("a", "other-ns", 1, "c1", &[("component", "broker")]);
+    assert!(memory.changed(&other), "same name, other namespace");
+}

@@ -93,6 +93,7 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
     let controller = Controller::new(sets, watcher::Config::default().any_semantic());
     let store = controller.store();
     let sibling_store = store.clone();
+    let claims = conflict::ClaimMemory::default();
     let managed = format!("{LABEL_MANAGED_BY}={FIELD_MANAGER}");
     tracing::info!(
         namespace = namespace.as_deref().unwrap_or("<all>"),
@@ -103,9 +104,12 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
         .watches(pods_api, watcher::Config::default(), move |pod| {
             pods::observer_sets_selecting(&store.state(), &pod)
         })
-        // An ObserverSet created, changed or deleted can start or end a conflict of its
-        // siblings (src/controller/conflict.rs).
+        // An ObserverSet created, deleted or with other selectors can start or end a conflict
+        // of its siblings (src/controller/conflict.rs); its status writes cannot.
         .watches(siblings_api, watcher::Config::default(), move |changed| {
+            if !claims.changed(&changed) {
+                return Vec::new();
+            }
             sibling_store
                 .state()
                 .into_iter()

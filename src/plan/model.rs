@@ -207,7 +207,16 @@ impl RolloutDecision {
     /// While a rollout waits for acknowledgements, look again soon: every 50 ms in the step's
     /// first 5 s, then every second, and every five once the step timed out and waits on pods
     /// that are probably broken.
+    ///
+    /// Right after writing a step's list, at once: a step with nothing to wait for (no pods to
+    /// ask, or Time acknowledgement without settle time) then advances on the next pass instead
+    /// of one poll period later, and a step with pods costs one early look at their agents.
+    /// Restoring a drifted list never requeues at once (an editor fighting the operator must not
+    /// make it spin).
     pub fn requeue_after(&self, now: Timestamp) -> Option<Duration> {
+        if self.writes.iter().any(|w| w.cause == WriteCause::Step) {
+            return Some(Duration::ZERO);
+        }
         self.state.rollout.as_ref().map(|r| {
             if r.timed_out {
                 Duration::from_secs(5)

@@ -211,6 +211,11 @@ fn drift_is_restored_with_the_same_revision() {
         .iter()
         .all(|x| x.cause == WriteCause::Restore && x.revision == revision));
     assert_eq!(d.state, w.status, "restoring is not a rollout");
+    assert_ne!(
+        d.requeue_after(w.now),
+        Some(std::time::Duration::ZERO),
+        "a restore never requeues at once"
+    );
     w.reconcile(None);
     assert!(w.converged());
 }
@@ -461,6 +466,12 @@ fn a_step_waiting_for_acknowledgements_polls_fast_then_once_a_second_then_every_
     assert_eq!(w.decide().requeue_after(w.now), None, "nothing in flight");
     w.pods[1].responsive = false;
     w.set_desired(set(&[]));
+    let started = w.decide();
+    assert_eq!(
+        started.requeue_after(w.now),
+        Some(std::time::Duration::ZERO),
+        "a step's list just written: look again at once"
+    );
     w.reconcile(None);
     w.sync_all();
     assert_eq!(w.decide().requeue_after(w.now), Some(FAST_POLL));
