@@ -151,14 +151,28 @@ pub async fn find(client: &Client, subject: &ObserverSet) -> Result<Option<Confl
     let namespace = subject.namespace().unwrap_or_default();
     let sets: Api<ObserverSet> = Api::namespaced(client.clone(), &namespace);
     let sets = sets.list(&ListParams::default()).await?;
-    // Quick exit: alone in the namespace, no pod list needed.
-    if !sets
-        .items
-        .iter()
-        .any(|s| s.name_any() != subject.name_any())
-    {
+    let refs: Vec<&ObserverSet> = sets.items.iter().collect();
+    find_among(client, subject, &refs).await
+}
+
+/// Decides with `sets` as the ObserverSets (the controller's complete cache; `subject` is the
+/// caller's own read), reading the pods of the namespace only when an older set that could
+/// keep them exists there.
+pub async fn find_among(
+    client: &Client,
+    subject: &ObserverSet,
+    sets: &[&ObserverSet],
+) -> Result<Option<Conflict>, kube::Error> {
+    let namespace = subject.namespace();
+    let any_older = sets.iter().any(|s| {
+        s.namespace() == namespace
+            && s.meta().deletion_timestamp.is_none()
+            && age_key(s) < age_key(subject)
+    });
+    if !any_older {
         return Ok(None);
     }
+    let namespace = namespace.unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let pods = pods.list_metadata(&ListParams::default()).await?;
     let pods: Vec<PodLabels> = pods
@@ -169,8 +183,7 @@ pub async fn find(client: &Client, subject: &ObserverSet) -> Result<Option<Confl
             labels: p.metadata.labels.unwrap_or_default(),
         })
         .collect();
-    let refs: Vec<&ObserverSet> = sets.items.iter().collect();
-    Ok(conflict_of(subject, &refs, &pods))
+    Ok(conflict_of(subject, sets, &pods))
 }
 
 /// Whether an event on `changed` can change the conflict verdict of `sibling` (pure): a sibling

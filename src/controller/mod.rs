@@ -13,14 +13,14 @@ mod outcome;
 mod pods;
 mod reconcile;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
@@ -45,6 +45,23 @@ pub struct Context {
     pub agents: AgentClient,
     /// Requeue of an ObserverSet with nothing in flight (watches trigger everything else).
     pub resync: Duration,
+    /// The running controller's cache of ObserverSets (replaced on every start, since a new
+    /// leadership term runs a new controller): the conflict check reads the siblings from it
+    /// instead of listing them on every reconcile, once it holds a complete list.
+    pub sets: RwLock<Option<Store<ObserverSet>>>,
+}
+
+impl Context {
+    /// The controller's cache of ObserverSets, if it holds a complete list (never a partial one:
+    /// a sibling missing from it could be a missed conflict).
+    pub fn ready_sets(&self) -> Option<Store<ObserverSet>> {
+        let store = self
+            .sets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))).then_some(store)
+    }
 }
 
 impl Context {
@@ -61,6 +78,7 @@ impl Context {
             events,
             agents: AgentClient::default(),
             resync,
+            sets: RwLock::new(None),
         }
     }
 }
@@ -92,6 +110,7 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
     let siblings_api = sets.clone();
     let controller = Controller::new(sets, watcher::Config::default().any_semantic());
     let store = controller.store();
+    *ctx.sets.write().unwrap_or_else(|e| e.into_inner()) = Some(store.clone());
     let sibling_store = store.clone();
     let claims = conflict::ClaimMemory::default();
     let managed = format!("{LABEL_MANAGED_BY}={FIELD_MANAGER}");

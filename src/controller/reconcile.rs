@@ -75,11 +75,17 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         Err(e) => return invalid(&api, &fresh, &previous, e.to_string(), None, ctx).await,
     };
     // An older ObserverSet selecting the same pods keeps them: write nothing but our phase.
-    let conflict = conflict::find(&ctx.client, &fresh)
-        .await
-        .map_err(Error::kube(format!(
-            "listing the ObserverSets and pods of namespace {namespace} (conflict check)"
-        )))?;
+    let conflict = match ctx.ready_sets() {
+        Some(store) => {
+            let cached = store.state();
+            let refs: Vec<&ObserverSet> = cached.iter().map(AsRef::as_ref).collect();
+            conflict::find_among(&ctx.client, &fresh, &refs).await
+        }
+        None => conflict::find(&ctx.client, &fresh).await,
+    }
+    .map_err(Error::kube(format!(
+        "listing the ObserverSets and pods of namespace {namespace} (conflict check)"
+    )))?;
     if let Some(conflict) = conflict {
         return conflicted(&api, &fresh, &previous, &conflict, ctx).await;
     }
