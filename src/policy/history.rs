@@ -52,7 +52,7 @@ pub struct PolicyHistory {
 /// A candidate seen by fewer scans than `confirmations` is re-checked after this fraction of the
 /// scan interval: the confirmations still count independent, consecutive scans, but a real loss
 /// is confirmed in a fraction of a second instead of whole scan intervals.
-pub const CONFIRMATION_RESCAN_DIVISOR: u32 = 5;
+pub const CONFIRMATION_RESCAN_DIVISOR: u32 = 10;
 /// The shortest re-check (the CRD's minimum scan interval).
 pub const MIN_RESCAN: Duration = Duration::from_millis(100);
 
@@ -65,7 +65,7 @@ impl PolicyHistory {
             .any(|&n| n > 0 && n < confirmations)
     }
 
-    /// When to scan next: `scan_interval`, or a fifth of it (at least 100 ms) while a candidate
+    /// When to scan next: `scan_interval`, or a tenth of it (at least 100 ms) while a candidate
     /// awaits its confirmations.
     /// High watermark to measure a replica's lag against: the live one while the partition has a
     /// leader, else the last one seen while it had one. A new leader under min ISR serves none on

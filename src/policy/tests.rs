@@ -280,14 +280,18 @@ fn dry_run_plans_the_promotion_at_the_scan_the_live_run_makes_it() {
 }
 
 #[test]
-fn a_candidate_awaiting_confirmations_is_rechecked_after_a_fifth_of_the_scan_interval() {
+fn a_candidate_awaiting_confirmations_is_rechecked_after_a_tenth_of_the_scan_interval() {
     use std::time::Duration;
     let second = Duration::from_secs(1);
     let mut h = PolicyHistory::default();
     assert_eq!(h.next_scan_after(second, 2), second, "nothing seen");
     h.promote_streak.insert(4, 1);
     assert!(h.confirming(2));
-    assert_eq!(h.next_scan_after(second, 2), Duration::from_millis(200));
+    assert_eq!(h.next_scan_after(second, 2), Duration::from_millis(100));
+    assert_eq!(
+        h.next_scan_after(Duration::from_secs(3), 2),
+        Duration::from_millis(300)
+    );
     assert_eq!(
         h.next_scan_after(Duration::from_millis(300), 2),
         Duration::from_millis(100),
