@@ -108,7 +108,8 @@ finish() {
 trap finish EXIT
 delete_topics
 
-note "heap (old generation after a full GC, largest of the 7 JVMs) before: $(max_old_gen) MiB/node"
+read -r mib who <<<"$(max_old_gen)"
+note "heap before: largest old generation (after a full GC) of the 7 JVMs $mib MiB (node $who)"
 created=0 n=0 stopped=""
 while ((created + BENCH_TOPIC_PARTITIONS <= BENCH_PARTITIONS)); do
   rf2=$((n % 10 == 9))
