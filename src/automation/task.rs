@@ -214,6 +214,9 @@ impl SetTask {
         }
         let now = Utc::now();
         let decision = decide(&snapshot, &config, &history, now);
+        tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
+            scan_ms = scan_started.elapsed().as_millis() as u64, triggered = decision.triggered.len(),
+            actions = decision.actions.len(), "scanned and decided");
         self.seen_triggers = decision.triggered.clone();
         if let Some(misplaced) = decision.observer_only.clone() {
             self.report_misplaced(obs, misplaced).await;

@@ -73,37 +73,42 @@ pub fn live_list(cm: &ConfigMap, observer_set: &str, role: Role) -> LiveList {
     }
 }
 
-/// Pods and ConfigMap of every configured role, in rollout order.
+/// Pods and ConfigMap of every configured role, in rollout order. The reads run side by side:
+/// every reconcile pass of a rollout step starts with them, so their round trips add directly
+/// to the promotion's latency.
 pub async fn roles(
     obs: &ValidatedObserverSet,
     pods: &Api<Pod>,
     config_maps: &Api<ConfigMap>,
 ) -> Result<Vec<ObservedRole>> {
-    let mut observed = Vec::with_capacity(obs.roles.len());
-    for selection in &obs.roles {
+    futures::future::try_join_all(obs.roles.iter().map(|selection| async move {
         let selector =
             Selector::try_from(selection.selector.clone()).map_err(|e| Error::Selector {
                 object: format!("{}/{}", obs.namespace, obs.name),
                 role: selection.role,
                 message: e.to_string(),
             })?;
-        let role_pods = list_role_pods(pods, selection.role, &selector, &selection.node_id).await?;
         let name = config_map_name(&obs.name, selection.role);
-        let config_map = config_maps
-            .get_opt(&name)
-            .await
-            .map_err(Error::kube(format!(
-                "reading ConfigMap {}/{name}",
-                obs.namespace
-            )))?;
-        observed.push(ObservedRole {
+        let (role_pods, config_map) = tokio::try_join!(
+            list_role_pods(pods, selection.role, &selector, &selection.node_id),
+            async {
+                config_maps
+                    .get_opt(&name)
+                    .await
+                    .map_err(Error::kube(format!(
+                        "reading ConfigMap {}/{name}",
+                        obs.namespace
+                    )))
+            }
+        )?;
+        Ok(ObservedRole {
             observer_set: obs.name.clone(),
             role: selection.role,
             pods: role_pods,
             config_map,
-        });
-    }
-    Ok(observed)
+        })
+    }))
+    .await
 }
 
 /// How the pods of the awaited step were judged in this pass: the pods whose JVM reports

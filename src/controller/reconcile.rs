@@ -26,7 +26,10 @@ use crate::kube::events::reason;
 use crate::kube::finalizer::{clean_up, Cleanup, FINALIZER};
 use crate::kube::{nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
-use crate::plan::{self, effective_set, Happening, RoleObservation, RolloutInput, RolloutSettings};
+use crate::plan::{
+    self, effective_set, Happening, RoleObservation, RolloutDecision, RolloutInput,
+    RolloutSettings, WriteCause,
+};
 
 /// Retry when the selected pods cannot be used (a pod without a node id): pods change without
 /// the ObserverSet changing, and the pod watch may not see a label fix on an unrelated pod.
@@ -117,21 +120,25 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         observe::acknowledgements(&validated, &observed, plan::awaited(&state), &ctx.agents).await;
     let acks = gathered.as_ref().map(|g| g.acks.clone());
     let basis = gathered.as_ref().map(|g| &g.basis);
-    let roles: Vec<RoleObservation> = observed.iter().map(ObservedRole::to_plan).collect();
-    let decision = plan::advance(&RolloutInput {
-        namespace: &namespace,
-        name: &name,
-        desired: &desired,
-        state: &state,
-        roles: &roles,
-        acks: acks.as_ref(),
-        settings: RolloutSettings {
-            mode: validated.rollout.acknowledgement,
-            settle: validated.rollout.settle_time,
-            timeout: validated.rollout.timeout,
-        },
-        now,
-    });
+    let mut roles: Vec<RoleObservation> = observed.iter().map(ObservedRole::to_plan).collect();
+    let settings = RolloutSettings {
+        mode: validated.rollout.acknowledgement,
+        settle: validated.rollout.settle_time,
+        timeout: validated.rollout.timeout,
+    };
+    let plan_on = |state: &plan::RolloutState, roles: &[RoleObservation]| {
+        plan::advance(&RolloutInput {
+            namespace: &namespace,
+            name: &name,
+            desired: &desired,
+            state,
+            roles,
+            acks: acks.as_ref(),
+            settings,
+            now,
+        })
+    };
+    let mut decision = plan_on(&state, &roles);
     let mut next = outcome::status_after(
         &previous,
         fresh.metadata.generation,
@@ -160,11 +167,6 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     };
     with_history(&mut next, manual);
 
-    // 1. Intent.
-    if next != previous {
-        status::apply(&api, &name, &next).await?;
-    }
-    // 2. The observer lists.
     let owner = Owner {
         namespace: namespace.clone(),
         name: name.clone(),
@@ -172,32 +174,99 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             .controller_owner_ref(&())
             .ok_or(Error::MissingMetadata("uid"))?,
     };
+    let mut persisted = previous.clone();
+    // Each round carries out one decision; a step written with nothing to wait for (Time mode
+    // without a settle time, a role without running pods) is taken further in the same
+    // reconcile, on what the API now holds. Every round but the last moves the rollout on by a
+    // step, so there are at most as many rounds as roles, plus the one that finishes.
+    for _ in 0..=roles.len() {
+        carry_out(
+            ctx,
+            &api,
+            &config_maps,
+            &pods,
+            &owner,
+            &fresh,
+            &decision,
+            &next,
+            &persisted,
+            basis,
+            now,
+        )
+        .await?;
+        persisted = next.clone();
+        if !decision.writes.iter().any(|w| w.cause == WriteCause::Step) {
+            break;
+        }
+        roles = plan::applied(&roles, &decision, now);
+        let again = plan_on(&decision.state, &roles);
+        if again.state == decision.state && again.writes.is_empty() && again.nudges.is_empty() {
+            break;
+        }
+        next = outcome::status_after(
+            &persisted,
+            fresh.metadata.generation,
+            &desired,
+            &again,
+            basis,
+            now,
+        );
+        with_history(&mut next, Vec::new());
+        decision = again;
+    }
+    Ok(Action::requeue(
+        decision.requeue_after(now).unwrap_or(ctx.resync),
+    ))
+}
+
+/// One decision, in the apply order of the module documentation: status (the intent), the
+/// ConfigMaps, the nudges, then Events and metrics.
+#[allow(clippy::too_many_arguments)]
+async fn carry_out(
+    ctx: &Context,
+    api: &Api<ObserverSet>,
+    config_maps: &Api<ConfigMap>,
+    pods: &Api<Pod>,
+    owner: &Owner,
+    fresh: &ObserverSet,
+    decision: &RolloutDecision,
+    next: &ObserverSetStatus,
+    persisted: &ObserverSetStatus,
+    basis: Option<&observe::AckBasis>,
+    now: Timestamp,
+) -> Result<()> {
+    let (namespace, name) = (&owner.namespace, &owner.name);
+    if next != persisted {
+        status::apply(api, name, next).await?;
+    }
     for write in &decision.writes {
         config_map::apply(
-            &config_maps,
-            &config_map::build(&owner, write.role, write.revision, write.content.clone()),
+            config_maps,
+            &config_map::build(owner, write.role, write.revision, write.content.clone()),
         )
         .await?;
         tracing::info!(observerset = %format!("{namespace}/{name}"), role = %write.role, revision = write.revision, ids = ?write.ids, cause = ?write.cause, "observer list written");
     }
-    // 3. Nudges: the kubelet refreshes the volume now instead of within its sync period.
-    for n in &decision.nudges {
-        nudge::nudge(&pods, &n.pod, n.revision, now).await?;
-    }
-    // 4. Events and metrics.
+    // The kubelet refreshes the volume now instead of within its sync period. All pods at
+    // once: the step's latency is one round trip, not one per pod.
+    futures::future::try_join_all(
+        decision
+            .nudges
+            .iter()
+            .map(|n| nudge::nudge(pods, &n.pod, n.revision, now)),
+    )
+    .await?;
     report(
         ctx,
-        &fresh,
-        &namespace,
-        &name,
+        fresh,
+        namespace,
+        name,
         &decision.happenings,
         basis,
-        &next,
+        next,
     )
     .await;
-    Ok(Action::requeue(
-        decision.requeue_after(now).unwrap_or(ctx.resync),
-    ))
+    Ok(())
 }
 
 /// Phase Invalid with a Ready=False message saying what to fix; the ConfigMaps keep their

@@ -20,4 +20,4 @@ pub use model::{
     PodObservation, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings, RolloutState,
     WriteCause,
 };
-pub use rollout::{advance, awaited, content};
+pub use rollout::{advance, applied, awaited, content};

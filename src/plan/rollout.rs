@@ -13,8 +13,11 @@
 //!   it have acknowledged that same revision.
 //! - A step that is not acknowledged within the timeout marks the rollout timed out (phase
 //!   Degraded, naming the pending pods) and keeps waiting: moving on would skip the safety.
-//! - A step is acknowledged only in a pass that found its ConfigMap already in place (never in
-//!   the pass that writes it), so the persisted "acknowledged" never runs ahead of the API.
+//! - A step is acknowledged only by a decision that found its ConfigMap already in place (never
+//!   by the decision that writes it), so the persisted "acknowledged" never runs ahead of the
+//!   API. The shell may decide again at once on [`applied`] (what the API holds once a
+//!   decision's writes and nudges succeeded): a step with nothing to wait for then moves on in
+//!   the same reconcile instead of a pass later.
 //! - Outside the current step, each role's ConfigMap is kept at the revision and content the
 //!   status records for it (drift is restored); a drifted role ahead of the current step sends
 //!   the rollout back to that role's step. Writes are ordered controllers first. Nothing is ever
@@ -54,6 +57,37 @@ pub fn content(input: &RolloutInput<'_>, revision: i64, ids: &BTreeSet<NodeId>) 
         revision,
     };
     observer_ids::render(&header, ids)
+}
+
+/// What the cluster holds once `decision`'s writes and nudges succeeded at `now`: `roles` with
+/// each written list in place and each nudged pod annotated. Deciding again on it is deciding
+/// on a fresh read, without the read.
+pub fn applied(
+    roles: &[RoleObservation],
+    decision: &RolloutDecision,
+    now: Timestamp,
+) -> Vec<RoleObservation> {
+    let mut roles = roles.to_vec();
+    for observed in &mut roles {
+        if let Some(w) = decision.writes.iter().rfind(|w| w.role == observed.role) {
+            observed.live = Some(LiveList {
+                revision: Some(w.revision),
+                content: Some(w.content.clone()),
+                managed: true,
+            });
+        }
+        for pod in &mut observed.pods {
+            if let Some(n) = decision
+                .nudges
+                .iter()
+                .rfind(|n| n.role == observed.role && n.pod == pod.name)
+            {
+                pod.nudged_revision = Some(n.revision);
+                pod.nudged_at = Some(now);
+            }
+        }
+    }
+    roles
 }
 
 /// One step of the state machine. See the module documentation for the rules.

@@ -190,28 +190,57 @@ impl World {
         })
     }
 
-    /// One reconcile. `crash_after`: stop after that many actions (0: before the status write,
-    /// 1: after it, 2: after the first ConfigMap write...). The next reconcile starts from
-    /// whatever was persisted, as a restarted operator would.
+    /// One reconcile, as the shell runs it (controller/reconcile.rs): a decision carried out,
+    /// then, after a step write, decided again on what the cluster now holds, until nothing
+    /// moves. `crash_after`: stop after that many actions counted over the whole reconcile (0:
+    /// before the first status write, 1: after it, 2: after the first ConfigMap write...). The
+    /// next reconcile starts from whatever was persisted, as a restarted operator would.
     pub fn reconcile(&mut self, crash_after: Option<usize>) {
-        let decision = self.decide();
-        if crash_after == Some(0) {
-            return;
-        }
-        self.status = decision.state.clone();
-        self.happenings.extend(decision.happenings.iter().cloned());
-        for (i, write) in decision.writes.iter().enumerate() {
-            if crash_after == Some(i + 1) {
+        let mut roles = self.observe();
+        let acks = self.acks();
+        let mut decision = self.decide();
+        let mut actions = 0;
+        for _ in 0..=roles.len() {
+            if crash_after == Some(actions) {
                 return;
             }
-            self.apply_write(write);
-        }
-        for nudge in &decision.nudges {
-            if let Some(pod) = self.pods.iter_mut().find(|p| p.name == nudge.pod) {
-                pod.nudged = Some(nudge.revision);
-                pod.nudged_at = Some(self.now);
+            actions += 1;
+            self.status = decision.state.clone();
+            self.happenings.extend(decision.happenings.iter().cloned());
+            for write in &decision.writes {
+                if crash_after == Some(actions) {
+                    return;
+                }
+                actions += 1;
+                self.apply_write(write);
             }
+            for nudge in &decision.nudges {
+                if let Some(pod) = self.pods.iter_mut().find(|p| p.name == nudge.pod) {
+                    pod.nudged = Some(nudge.revision);
+                    pod.nudged_at = Some(self.now);
+                }
+            }
+            if !decision.writes.iter().any(|w| w.cause == WriteCause::Step) {
+                return;
+            }
+            roles = applied(&roles, &decision, self.now);
+            assert_eq!(roles, self.observe(), "applied() is what the cluster holds");
+            let again = advance(&RolloutInput {
+                namespace: NAMESPACE,
+                name: NAME,
+                desired: &self.desired,
+                state: &decision.state,
+                roles: &roles,
+                acks: acks.as_ref(),
+                settings: self.settings,
+                now: self.now,
+            });
+            if again.state == decision.state && again.writes.is_empty() && again.nudges.is_empty() {
+                return;
+            }
+            decision = again;
         }
+        panic!("a reconcile took more rounds than there are roles: {decision:#?}");
     }
 
     fn apply_write(&mut self, w: &ListWrite) {

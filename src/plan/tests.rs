@@ -273,20 +273,76 @@ fn a_crash_after_the_status_write_resumes_the_step() {
 
 #[test]
 fn without_pods_nothing_is_waited_for() {
-    // Nothing seeded: no pod can start before its list exists.
+    // Nothing seeded: no pod can start before its list exists. The written controllers' step
+    // has nothing to wait for, so the same reconcile takes the brokers' step once the
+    // controllers' list is in place, and finishes.
     let mut w = World::new(3, 4, AckMode::Agent, None);
-    w.reconcile(None);
-    assert_eq!(
-        w.status.rollout.as_ref().unwrap().step,
-        RolloutStep::Controllers,
-        "a written step waits one pass"
-    );
-    w.reconcile(None);
     w.reconcile(None);
     assert!(w.converged(), "{:#?}", w.status);
     assert_eq!(
         w.writes.iter().map(|x| x.role).collect::<Vec<_>>(),
         [Role::Controller, Role::Broker]
+    );
+    let order: Vec<&Happening> = w
+        .happenings
+        .iter()
+        .filter(|h| {
+            matches!(
+                h,
+                Happening::StepWritten { .. } | Happening::StepAcknowledged { .. }
+            )
+        })
+        .collect();
+    assert!(
+        matches!(
+            order.as_slice(),
+            [
+                Happening::StepWritten {
+                    role: Role::Controller,
+                    ..
+                },
+                Happening::StepAcknowledged {
+                    role: Role::Controller,
+                    ..
+                },
+                Happening::StepWritten {
+                    role: Role::Broker,
+                    ..
+                },
+                Happening::StepAcknowledged {
+                    role: Role::Broker,
+                    ..
+                },
+            ]
+        ),
+        "{order:#?}"
+    );
+}
+
+#[test]
+fn time_mode_without_settle_time_rolls_out_in_one_reconcile_controllers_first() {
+    let mut w = bed(AckMode::Time);
+    w.settings.settle = std::time::Duration::ZERO;
+    let base = w.writes.len();
+    w.set_desired(set(&[]));
+    w.reconcile(None);
+    assert!(w.converged(), "{:#?}", w.status);
+    assert_eq!(
+        w.writes[base..].iter().map(|x| x.role).collect::<Vec<_>>(),
+        [Role::Controller, Role::Broker]
+    );
+}
+
+#[test]
+fn agent_mode_stops_after_the_write_until_the_pods_answer() {
+    let mut w = bed(AckMode::Agent);
+    let base = w.writes.len();
+    w.set_desired(set(&[]));
+    w.reconcile(None);
+    assert_eq!(w.writes.len(), base + 1, "only the controllers' list");
+    assert_eq!(
+        w.status.rollout.as_ref().unwrap().pending,
+        ["c-0", "c-1", "c-2"]
     );
 }
 
@@ -385,8 +441,13 @@ proptest! {
         controllers in 0usize..4,
         seed in proptest::option::of(proptest::collection::btree_set(1..6i32, 0..3)),
         ops in proptest::collection::vec(op(), 0..60),
+        no_settle_time in any::<bool>(),
     ) {
-        run(World::new(controllers, 3, AckMode::Time, seed), ops);
+        let mut w = World::new(controllers, 3, AckMode::Time, seed);
+        if no_settle_time {
+            w.settings.settle = std::time::Duration::ZERO;
+        }
+        run(w, ops);
     }
 }
 
