@@ -2,7 +2,9 @@
 //!
 //! Apply order: the status first (the planner's intent: a new revision or step is recorded
 //! before anything is written), then the ConfigMaps with server-side apply, then the pod
-//! nudges, then Events and metrics. A crash anywhere in between is resumed by the next
+//! nudges. A step with nothing to wait for is planned again at once on what the API then holds
+//! (`plan::applied`), so one reconcile may carry out several decisions in that order; Events
+//! and metrics come once, after the last. A crash anywhere in between is resumed by the next
 //! reconcile from the persisted status; the planner is idempotent on it.
 
 use std::sync::Arc;
@@ -174,26 +176,26 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             .controller_owner_ref(&())
             .ok_or(Error::MissingMetadata("uid"))?,
     };
+    let writer = Writer {
+        api: &api,
+        config_maps: &config_maps,
+        pods: &pods,
+        owner: &owner,
+        now,
+    };
     let mut persisted = previous.clone();
+    let mut happenings = Vec::new();
     // Each round carries out one decision; a step written with nothing to wait for (Time mode
     // without a settle time, a role without running pods) is taken further in the same
     // reconcile, on what the API now holds. Every round but the last moves the rollout on by a
     // step, so there are at most as many rounds as roles, plus the one that finishes.
+    let mut carried = Ok(());
     for _ in 0..=roles.len() {
-        carry_out(
-            ctx,
-            &api,
-            &config_maps,
-            &pods,
-            &owner,
-            &fresh,
-            &decision,
-            &next,
-            &persisted,
-            basis,
-            now,
-        )
-        .await?;
+        carried = writer.carry_out(&decision, &next, &persisted).await;
+        if carried.is_err() {
+            break;
+        }
+        happenings.extend(decision.happenings.iter().cloned());
         persisted = next.clone();
         if !decision.writes.iter().any(|w| w.cause == WriteCause::Step) {
             break;
@@ -214,59 +216,70 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         with_history(&mut next, Vec::new());
         decision = again;
     }
+    // Events and metrics once the writes are done (they are not on the rollout's path), also
+    // for the rounds carried out before a failed one.
+    report(
+        ctx,
+        &fresh,
+        &namespace,
+        &name,
+        &happenings,
+        basis,
+        &persisted,
+    )
+    .await;
+    carried?;
     Ok(Action::requeue(
         decision.requeue_after(now).unwrap_or(ctx.resync),
     ))
 }
 
-/// One decision, in the apply order of the module documentation: status (the intent), the
-/// ConfigMaps, the nudges, then Events and metrics.
-#[allow(clippy::too_many_arguments)]
-async fn carry_out(
-    ctx: &Context,
-    api: &Api<ObserverSet>,
-    config_maps: &Api<ConfigMap>,
-    pods: &Api<Pod>,
-    owner: &Owner,
-    fresh: &ObserverSet,
-    decision: &RolloutDecision,
-    next: &ObserverSetStatus,
-    persisted: &ObserverSetStatus,
-    basis: Option<&observe::AckBasis>,
+/// What one reconcile writes to, and when.
+struct Writer<'a> {
+    api: &'a Api<ObserverSet>,
+    config_maps: &'a Api<ConfigMap>,
+    pods: &'a Api<Pod>,
+    owner: &'a Owner,
     now: Timestamp,
-) -> Result<()> {
-    let (namespace, name) = (&owner.namespace, &owner.name);
-    if next != persisted {
-        status::apply(api, name, next).await?;
-    }
-    for write in &decision.writes {
-        config_map::apply(
-            config_maps,
-            &config_map::build(owner, write.role, write.revision, write.content.clone()),
+}
+
+impl Writer<'_> {
+    /// One decision, in the apply order of the module documentation: the status (the intent)
+    /// when it changed, the ConfigMaps, then the nudges.
+    async fn carry_out(
+        &self,
+        decision: &RolloutDecision,
+        next: &ObserverSetStatus,
+        persisted: &ObserverSetStatus,
+    ) -> Result<()> {
+        let (namespace, name) = (&self.owner.namespace, &self.owner.name);
+        if next != persisted {
+            status::apply(self.api, name, next).await?;
+        }
+        for write in &decision.writes {
+            config_map::apply(
+                self.config_maps,
+                &config_map::build(
+                    self.owner,
+                    write.role,
+                    write.revision,
+                    write.content.clone(),
+                ),
+            )
+            .await?;
+            tracing::info!(observerset = %format!("{namespace}/{name}"), role = %write.role, revision = write.revision, ids = ?write.ids, cause = ?write.cause, "observer list written");
+        }
+        // The kubelet refreshes the volume now instead of within its sync period. All pods at
+        // once: the step's latency is one round trip, not one per pod.
+        futures::future::try_join_all(
+            decision
+                .nudges
+                .iter()
+                .map(|n| nudge::nudge(self.pods, &n.pod, n.revision, self.now)),
         )
         .await?;
-        tracing::info!(observerset = %format!("{namespace}/{name}"), role = %write.role, revision = write.revision, ids = ?write.ids, cause = ?write.cause, "observer list written");
+        Ok(())
     }
-    // The kubelet refreshes the volume now instead of within its sync period. All pods at
-    // once: the step's latency is one round trip, not one per pod.
-    futures::future::try_join_all(
-        decision
-            .nudges
-            .iter()
-            .map(|n| nudge::nudge(pods, &n.pod, n.revision, now)),
-    )
-    .await?;
-    report(
-        ctx,
-        fresh,
-        namespace,
-        name,
-        &decision.happenings,
-        basis,
-        next,
-    )
-    .await;
-    Ok(())
 }
 
 /// Phase Invalid with a Ready=False message saying what to fix; the ConfigMaps keep their
