@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use chrono::{TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::policy::{
     decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig,
@@ -51,7 +51,7 @@ fn cluster(partitions: usize, lost: &[i32], in_isr_extra: &[i32]) -> ClusterSnap
         })
         .collect();
     ClusterSnapshot {
-        taken_at: Utc::now(),
+        taken_at: Timestamp::now(),
         source: SourceHealth::Healthy,
         brokers,
         partitions: parts,
@@ -78,7 +78,7 @@ fn config() -> PolicyConfig {
 
 fn measure(name: &str, snapshot: &ClusterSnapshot, history: &PolicyHistory) {
     let cfg = config();
-    let now = snapshot.taken_at + TimeDelta::milliseconds(500);
+    let now = snapshot.taken_at + SignedDuration::from_millis(500);
     // Warm-up also fills the high-watermark memory, as in steady state.
     let mut history = decide(snapshot, &cfg, history, now).next_history;
     // Steady state of the case: a promotion one confirmation away from done, a recovered
@@ -89,7 +89,7 @@ fn measure(name: &str, snapshot: &ClusterSnapshot, history: &PolicyHistory) {
         .map(|&b| (b, cfg.confirmations - 1))
         .collect();
     for since in history.recovered_since.values_mut() {
-        *since = now - TimeDelta::hours(1);
+        *since = now - SignedDuration::from_hours(1);
     }
     let runs = (200_000 / snapshot.partitions.len()).clamp(5, 200);
     let mut times = Vec::with_capacity(runs);
@@ -143,7 +143,7 @@ fn main() {
         );
         let promoted = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
             node_id: 7,
-            at: Utc::now() - TimeDelta::hours(1),
+            at: Timestamp::now() - SignedDuration::from_hours(1),
             reason: "bench".into(),
         }]);
         measure(

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use k8s_openapi::jiff::Timestamp;
 use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, WatcherOptions};
 use kafka_observer_operator::policy::{
     decide, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
@@ -111,12 +111,10 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
         tick.tick().await;
         let mut snap = w.scan().await;
         snap.partitions.retain(|p| p.topic == topic);
-        let decided_start = Utc::now();
+        let decided_start = Timestamp::now();
         let d = decide(&snap, &cfg, &history, decided_start);
-        let engine = Utc::now()
-            .signed_duration_since(snap.taken_at)
-            .to_std()
-            .unwrap_or_default();
+        let engine =
+            Duration::try_from(Timestamp::now().duration_since(snap.taken_at)).unwrap_or_default();
         if d.triggered_partitions() > 0 && detected.is_none() {
             detected = Some(t0.elapsed());
         }

@@ -10,10 +10,10 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+use k8s_openapi::jiff::Timestamp;
 
-use crate::automation::engine_state::{from_micro, to_micro};
+use crate::automation::engine_state::to_micro;
 use crate::crd::{EngineActionKind, HistoryEntry, NodeId};
 
 /// Entries kept: the newest 20 of both writers together. Until the other writer trims its own
@@ -34,7 +34,7 @@ pub fn is_automatic(e: &HistoryEntry) -> bool {
 
 /// A new entry, its reason bounded.
 pub fn entry(
-    at: DateTime<Utc>,
+    at: Timestamp,
     action: EngineActionKind,
     node_id: NodeId,
     reason: &str,
@@ -104,11 +104,6 @@ pub fn newest(history: &[HistoryEntry]) -> Option<HistoryEntry> {
     history.iter().min_by(|a, b| newest_first(a, b)).cloned()
 }
 
-/// When the entry happened.
-pub fn at(e: &HistoryEntry) -> DateTime<Utc> {
-    from_micro(&e.at)
-}
-
 /// Which spec field a manual change went through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecField {
@@ -164,7 +159,7 @@ pub struct SpecChange<'a> {
 pub fn manual_entries(
     change: &SpecChange,
     history: &[HistoryEntry],
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Vec<HistoryEntry> {
     let before: BTreeSet<NodeId> = change.before.iter().copied().collect();
     let who = |field| spec_manager(change.managed, field).unwrap_or_else(|| SPEC.to_owned());

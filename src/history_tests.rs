@@ -1,4 +1,3 @@
-use chrono::TimeZone;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, Time};
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
@@ -6,8 +5,8 @@ use serde_json::json;
 
 use super::*;
 
-fn t(secs: i64) -> DateTime<Utc> {
-    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+fn t(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
 fn auto(secs: i64, action: EngineActionKind, node: NodeId, reason: &str) -> HistoryEntry {
@@ -28,9 +27,9 @@ fn newest_first_and_capped() {
         h = record(&h, vec![auto(i, action, 4, "r")]);
     }
     assert_eq!(h.len(), LIMIT);
-    assert_eq!(at(&h[0]), t(29));
-    assert_eq!(at(&h[LIMIT - 1]), t(10));
-    assert_eq!(newest(&h).map(|e| at(&e)), Some(t(29)));
+    assert_eq!(h[0].at.0, t(29));
+    assert_eq!(h[LIMIT - 1].at.0, t(10));
+    assert_eq!(newest(&h).map(|e| e.at.0), Some(t(29)));
 }
 
 #[test]
@@ -38,7 +37,7 @@ fn a_retried_election_is_recorded_once() {
     let h = record(&[], vec![auto(1, MoveLeadership, 5, "broker 5 leads t-0")]);
     let h = record(&h, vec![auto(2, MoveLeadership, 5, "broker 5 leads t-0")]);
     assert_eq!(h.len(), 1);
-    assert_eq!(at(&h[0]), t(1));
+    assert_eq!(h[0].at.0, t(1));
     // The same action with another reason, or from the other writer, is new.
     let h = record(&h, vec![auto(3, MoveLeadership, 5, "broker 5 leads t-1")]);
     let h = record(&h, vec![manual(4, MoveLeadership, 5, "broker 5 leads t-1")]);

@@ -9,6 +9,7 @@ pub mod crd;
 pub mod history;
 pub mod observer_ids;
 pub mod plan;
+pub mod time_format;
 // The reconciler and its Kubernetes shell.
 pub mod automation;
 pub mod cli;

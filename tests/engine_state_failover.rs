@@ -28,13 +28,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::automation::engine_state::{self, decode_partitions};
 use kafka_observer_operator::crd::EngineState;
 use kafka_observer_operator::policy::{
     decide, Action, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory,
     PolicyKind, SourceHealth, TopicFilter,
 };
+use kafka_observer_operator::time_format::Text;
 use serde_json::{json, Value};
 
 const TOPIC: &str = "engine-state-test";
@@ -131,10 +132,10 @@ fn engine_state_of(status: &Value) -> Option<EngineState> {
     serde_json::from_value(status.get("engineState")?.clone()).ok()
 }
 
-fn recovered_since(status: &Value, node: i32) -> Option<DateTime<Utc>> {
+fn recovered_since(status: &Value, node: i32) -> Option<Timestamp> {
     let state = engine_state_of(status)?;
     let b = state.brokers.iter().find(|b| b.node_id == node)?;
-    b.recovered_since.as_ref().map(engine_state::from_micro)
+    b.recovered_since.as_ref().map(|t| t.0)
 }
 
 async fn wait_status(
@@ -161,7 +162,7 @@ async fn wait_status(
 
 /// The takeover the engine would decide for the test's topic with its primaries 1 and 2 gone
 /// and 4 (promoted, acknowledged by every pod) alive with log end offset `leo`.
-fn takeover(history: &PolicyHistory, leo: i64, now: DateTime<Utc>) -> Vec<Action> {
+fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<Action> {
     let brokers = (1..=4)
         .map(|id| {
             let up = id > 2;
@@ -340,17 +341,17 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
     )
     .await;
     let since = recovered_since(&s, 4).unwrap();
-    let deadline = since + TimeDelta::seconds(WINDOW);
+    let deadline = since + SignedDuration::from_secs(WINDOW);
     eprintln!("window started at {since}, deadline {deadline}");
 
     // 20 s into the window: a crash, and a new process.
-    let crash_at = since + TimeDelta::seconds(20);
-    if let Ok(wait) = crash_at.signed_duration_since(Utc::now()).to_std() {
+    let crash_at = since + SignedDuration::from_secs(20);
+    if let Ok(wait) = Duration::try_from(crash_at.duration_since(Timestamp::now())) {
         tokio::time::sleep(wait).await;
     }
     let log_before = std::fs::read_to_string(bed.dir.join("logs/operator.log")).unwrap_or_default();
     bed.operator("kill");
-    let restarted = Utc::now();
+    let restarted = Timestamp::now();
     bed.operator("up");
     assert!(
         auto_ids(&support::status_of(&api, SET).await) == vec![4],
@@ -400,22 +401,23 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
     // Exact, on the operator's own clock (no comparison of the test's clock with a deadline):
     // the demotion was decided at or after the window's end, and from the original timer (a
     // window restarted by the new process would name a start after the restart).
-    let decided_at: DateTime<Utc> = demoted["plan"]["at"]
+    let decided_at: Timestamp = demoted["plan"]["at"]
         .as_str()
-        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&Utc))
+        .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("status.plan.at: {:#}", demoted["plan"]));
     eprintln!(
         "restarted at {restarted}, demotion decided at {decided_at}: {:.1}s after the original deadline",
-        (decided_at - deadline).num_milliseconds() as f64 / 1000.0
+        decided_at.duration_since(deadline).as_secs_f64()
     );
     // status.plan.at keeps whole seconds: the decision's second is not before the deadline's.
     assert!(
-        decided_at >= deadline.trunc_subsecs(0),
+        decided_at >= Timestamp::from_second(deadline.as_second()).unwrap(),
         "demotion decided at {decided_at}, before the window's end {deadline}"
     );
-    let reason =
-        format!("every partition it hosts has been fully replicated without it since {since}");
+    let reason = format!(
+        "every partition it hosts has been fully replicated without it since {}",
+        Text(since)
+    );
     assert!(
         demoted["plan"]["actions"].as_array().is_some_and(|a| a
             .iter()
@@ -440,10 +442,14 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
         status["engineState"]
     );
     let saved = engine_state_of(&status).expect("status.engineState");
-    let now = Utc::now();
-    let restored =
-        engine_state::restore(&saved, PolicyHistory::default(), now, TimeDelta::seconds(3))
-            .expect("restore status.engineState");
+    let now = Timestamp::now();
+    let restored = engine_state::restore(
+        &saved,
+        PolicyHistory::default(),
+        now,
+        SignedDuration::from_secs(3),
+    )
+    .expect("restore status.engineState");
     let elect = takeover(&restored.history, MESSAGES, now);
     assert!(
         matches!(&elect[..], [Action::UncleanElect { node_id: 4, partitions, .. }] if partitions.len() == 1),

@@ -10,8 +10,8 @@ mod operator_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 use serde_json::Value;
 
@@ -22,7 +22,7 @@ const T: Duration = Duration::from_secs(120);
 /// One observed write of an observer ConfigMap: when this test saw it, which role, revision, ids.
 #[derive(Clone, Debug)]
 struct Seen {
-    at: DateTime<Utc>,
+    at: Timestamp,
     role: String,
     revision: u64,
     ids: Vec<i32>,
@@ -51,7 +51,7 @@ async fn record_configmaps(bed: &Bed) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::Jo
                 }
                 _ => continue,
             };
-            let at = Utc::now();
+            let at = Timestamp::now();
             let role = cm
                 .metadata
                 .name
@@ -114,8 +114,8 @@ async fn settled(bed: &Bed, ids: &[i32]) -> u64 {
 
 /// Every agent in `pods` (pod name, agent address) reports `revision` and `ids`; returns the
 /// latest `seenAt`.
-async fn agents_report(pods: &[(String, String)], revision: u64, ids: &[i32]) -> DateTime<Utc> {
-    let mut latest = DateTime::<Utc>::MIN_UTC;
+async fn agents_report(pods: &[(String, String)], revision: u64, ids: &[i32]) -> Timestamp {
+    let mut latest = Timestamp::MIN;
     for (pod, addr) in pods {
         let snap: Value = wait_for(
             Duration::from_secs(30),
@@ -131,7 +131,7 @@ async fn agents_report(pods: &[(String, String)], revision: u64, ids: &[i32]) ->
             serde_json::json!(ids),
             "agent of {pod}: {snap}"
         );
-        let seen: DateTime<Utc> = snap["seenAt"]
+        let seen: Timestamp = snap["seenAt"]
             .as_str()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("{pod}: no seenAt in {snap}"));
@@ -164,8 +164,8 @@ async fn assert_controllers_first(
     println!(
         "revision {revision}: controllers' ConfigMap {}, last controller ack +{} ms, brokers' ConfigMap +{} ms",
         ctrl.at,
-        (acked - ctrl.at).num_milliseconds(),
-        (brk.at - ctrl.at).num_milliseconds()
+        acked.duration_since(ctrl.at).as_millis(),
+        brk.at.duration_since(ctrl.at).as_millis()
     );
 }
 

@@ -13,7 +13,8 @@ mod support;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kafka_observer_operator::time_format::Text;
 use kube::api::{Patch, PatchParams};
 use serde_json::{json, Value};
 
@@ -340,10 +341,9 @@ fn engine_broker(status: &Value, node: i64) -> Option<Value> {
         .cloned()
 }
 
-fn time(v: &Value) -> DateTime<Utc> {
+fn time(v: &Value) -> Timestamp {
     v.as_str()
-        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&Utc))
+        .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("not a timestamp: {v}"))
 }
 
@@ -422,27 +422,33 @@ async fn explain_reads_the_operators_memory(
     assert_eq!(e["operatorMemory"]["restored"], json!(true), "{e:#}");
     let memory = &e["memory"];
     assert_eq!(time(&memory["healthyWithoutSince"]), since, "{e:#}");
-    let due = since + TimeDelta::seconds(HOUR);
+    let due = since + SignedDuration::from_secs(HOUR);
     assert_eq!(time(&memory["demotionDueAt"]), due, "{e:#}");
     assert_eq!(memory["lastAction"], json!("promote"));
     assert_eq!(time(&memory["lastActionAt"]), promoted_at);
     assert_eq!(
         time(&memory["cooldownUntil"]),
-        promoted_at + TimeDelta::seconds(HOUR)
+        promoted_at + SignedDuration::from_secs(HOUR)
     );
     let window = check(&e, "stabilization window");
     assert_eq!(window["ok"], json!(false));
     let detail = window["detail"].as_str().unwrap();
     assert!(
         detail.starts_with(&format!(
-            "healthy without it since {since} (the operator's timer): the window ends at {due} (in "
+            "healthy without it since {} (the operator's timer): the window ends at {} (in ",
+            Text(since),
+            Text(due)
         )),
         "{detail}"
     );
     let verdict = e["verdict"].as_str().unwrap();
     assert!(
         verdict.starts_with("broker 4: automatically promoted, demotion in ")
-            && verdict.ends_with(&format!(" at {due} (stabilization window since {since})")),
+            && verdict.ends_with(&format!(
+                " at {} (stabilization window since {})",
+                Text(due),
+                Text(since)
+            )),
         "{verdict}"
     );
 
@@ -486,15 +492,16 @@ async fn explain_reads_the_operators_memory(
     );
     assert_eq!(e["memory"]["lastAction"], json!("demote"), "{e:#}");
     assert_eq!(time(&e["memory"]["lastActionAt"]), demoted_at);
-    let until = demoted_at + TimeDelta::seconds(HOUR);
+    let until = demoted_at + SignedDuration::from_secs(HOUR);
     assert_eq!(time(&e["memory"]["cooldownUntil"]), until);
     let cooldown = check(&e, "cooldown");
     assert_eq!(cooldown["ok"], json!(false));
     let detail = cooldown["detail"].as_str().unwrap();
     assert!(
-        detail.starts_with(&format!("cooldown runs until {until} (in "))
+        detail.starts_with(&format!("cooldown runs until {} (in ", Text(until)))
             && detail.ends_with(&format!(
-                "): its last automatic action was demote at {demoted_at}"
+                "): its last automatic action was demote at {}",
+                Text(demoted_at)
             )),
         "{detail}"
     );

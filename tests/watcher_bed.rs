@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use k8s_openapi::jiff::Timestamp;
 use kafka_observer_operator::kafka::{
     ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions,
 };
@@ -240,7 +240,7 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
             "no promotion within 90 s of stopping broker 2; last reasons in h_live: {h_live:?}"
         );
         let snap = only(w.scan().await, topic);
-        let now = Utc::now();
+        let now = Timestamp::now();
         let (l, d) = (
             decide(&snap, &live, &h_live, now),
             decide(&snap, &dry, &h_dry, now),
@@ -274,7 +274,7 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
     let mut recovered = false;
     while restarted.elapsed() < Duration::from_secs(180) {
         let snap = only(w.scan().await, topic);
-        let d = decide(&snap, &live, &h_live, Utc::now());
+        let d = decide(&snap, &live, &h_live, Timestamp::now());
         if d.actions.iter().any(|a| {
             matches!(
                 a,

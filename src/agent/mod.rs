@@ -21,6 +21,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
+use k8s_openapi::jiff::Timestamp;
 use tokio::net::TcpListener;
 
 pub use snapshot::{Report, Snapshot, Source};
@@ -159,7 +160,7 @@ async fn start_following(
     tokio::task::JoinHandle<()>,
 ) {
     let path = followed.path();
-    let first = (followed.read)(&watch::observe(&path).await, chrono::Utc::now());
+    let first = (followed.read)(&watch::observe(&path).await, Timestamp::now());
     tracing::info!(
         path = %path.display(),
         what = followed.what,
@@ -190,5 +191,5 @@ fn router(reports: Reports) -> Router {
 async fn observer_ids(State(reports): State<Reports>) -> Json<Report> {
     let file = reports.file.borrow().clone();
     let jvm = reports.jvm.as_ref().map(|rx| rx.borrow().clone());
-    Json(Report::new(&file, jvm.as_ref(), chrono::Utc::now()))
+    Json(Report::new(&file, jvm.as_ref(), Timestamp::now()))
 }

@@ -8,7 +8,7 @@
 //! `KAFKA_OBSERVER_IDS_LOADED_FILE`) holds the very bytes the JVM loaded, so it is parsed the same
 //! way; when the JVM runs on a fallback (no observer.ids file) its first line says which.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use crate::observer_ids;
@@ -52,7 +52,7 @@ pub struct Snapshot {
     pub sha256: Option<String>,
     /// When the agent first saw this content (not the time of the request).
     #[serde(serialize_with = "rfc3339")]
-    pub seen_at: DateTime<Utc>,
+    pub seen_at: Timestamp,
     pub source: Source,
     /// Which report of this file since the agent started: 1 for its first read, one more on
     /// every change. Orders two reports exactly where the millisecond `seenAt` stamps of two
@@ -69,7 +69,7 @@ pub enum Observation {
 }
 
 /// Reads an observation into a report (the observer file's or the JVM's).
-pub type Reader = fn(&Observation, DateTime<Utc>) -> Snapshot;
+pub type Reader = fn(&Observation, Timestamp) -> Snapshot;
 
 /// The JSON body of `GET /observer-ids`: the file, the JVM's report and the agent's clock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -83,11 +83,11 @@ pub struct Report {
     /// The agent's clock when it answered. `reportedAt - seenAt` is how long the content has
     /// been seen, without comparing the clocks of two machines.
     #[serde(serialize_with = "rfc3339")]
-    pub reported_at: DateTime<Utc>,
+    pub reported_at: Timestamp,
 }
 
 impl Report {
-    pub fn new(file: &Snapshot, jvm: Option<&Snapshot>, now: DateTime<Utc>) -> Self {
+    pub fn new(file: &Snapshot, jvm: Option<&Snapshot>, now: Timestamp) -> Self {
         Self {
             file: file.clone(),
             jvm: jvm.cloned(),
@@ -99,7 +99,7 @@ impl Report {
 impl Snapshot {
     /// The JVM's report for `observation` of the loaded file, seen at `now`: like the observer
     /// file (header, ids, digest of the bytes), the source from the fallback marker if present.
-    pub fn from_loaded(observation: &Observation, now: DateTime<Utc>) -> Self {
+    pub fn from_loaded(observation: &Observation, now: Timestamp) -> Self {
         let mut snap = Self::from_observation(observation, now);
         if let Observation::Content(bytes) = observation {
             let text = String::from_utf8_lossy(bytes);
@@ -117,7 +117,7 @@ impl Snapshot {
     }
 
     /// The report for `observation` seen at `now`, without regard to any previous report.
-    pub fn from_observation(observation: &Observation, now: DateTime<Utc>) -> Self {
+    pub fn from_observation(observation: &Observation, now: Timestamp) -> Self {
         match observation {
             Observation::Content(bytes) => {
                 let text = String::from_utf8_lossy(bytes);
@@ -137,7 +137,7 @@ impl Snapshot {
         }
     }
 
-    fn empty(source: Source, now: DateTime<Utc>) -> Self {
+    fn empty(source: Source, now: Timestamp) -> Self {
         Self {
             revision: None,
             observer_set: None,
@@ -162,7 +162,7 @@ pub fn next(
     read: Reader,
     previous: Option<&Snapshot>,
     observation: &Observation,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Option<Snapshot> {
     if let (Some(prev), Observation::Unreadable(_)) = (previous, observation) {
         if matches!(prev.source, Source::File | Source::Env | Source::Empty) {
@@ -185,21 +185,21 @@ fn sha256_hex(bytes: &[u8]) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&at.to_rfc3339_opts(SecondsFormat::Millis, true))
+/// RFC 3339 with milliseconds, always three digits (`2027-01-15T08:00:00.000Z`).
+fn rfc3339<S: serde::Serializer>(at: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{at:.3}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
 
     const FILE: &str =
         "# Managed by kafka-observer-operator: ObserverSet kafka/kafka, revision 7\n\
                         # One observer node id per line. Do not edit: changes are reverted.\n4\n";
 
-    fn at(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
     }
 
     fn content(s: &str) -> Observation {

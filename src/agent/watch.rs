@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::{watch, Notify};
 
@@ -70,7 +71,7 @@ pub async fn refresh(followed: &Followed, reports: &watch::Sender<Snapshot>) {
         followed.read,
         Some(&previous),
         &observation,
-        chrono::Utc::now(),
+        Timestamp::now(),
     ) {
         log_change(followed.what, &previous, &next);
         reports.send_replace(next);

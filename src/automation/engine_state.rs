@@ -11,31 +11,31 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use thiserror::Error;
 
 use crate::crd::{BrokerEngineState, EngineActionKind, EngineState, TopicHighWatermarks};
 use crate::policy::{
     ActionKind, BrokerId, ClusterSnapshot, LastAction, PolicyConfig, PolicyHistory, TopicPartition,
 };
+use crate::time_format::Text;
 
 /// Upper bound of `status.engineState` as JSON. The apiserver refuses objects over ~1.5 MiB
 /// (etcd's request limit); this leaves half of it to the rest of the ObserverSet.
 pub const MAX_STATE_BYTES: usize = 768 * 1024;
 /// A saved state older than this is discarded by a successor (its timers would describe a
 /// cluster nobody watched for that long). The task writes at least every [`HEARTBEAT`].
-pub const MAX_AGE: TimeDelta = TimeDelta::minutes(10);
+pub const MAX_AGE: SignedDuration = SignedDuration::from_mins(10);
 /// A saved state stamped further in the future than this (clocks of two nodes disagreeing) is
 /// discarded; closer future timestamps are taken as "now".
-pub const MAX_CLOCK_SKEW: TimeDelta = TimeDelta::minutes(2);
+pub const MAX_CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(2);
 /// Changed high watermarks alone are written at most this often.
-pub const HIGH_WATERMARK_INTERVAL: TimeDelta = TimeDelta::seconds(30);
+pub const HIGH_WATERMARK_INTERVAL: SignedDuration = SignedDuration::from_secs(30);
 /// An unchanged state is written again this often, so a successor does not find it too old.
-pub const HEARTBEAT: TimeDelta = TimeDelta::minutes(4);
+pub const HEARTBEAT: SignedDuration = SignedDuration::from_mins(4);
 /// No two writes of the state closer than this, whatever changed.
-pub const MIN_WRITE_GAP: TimeDelta = TimeDelta::seconds(1);
+pub const MIN_WRITE_GAP: SignedDuration = SignedDuration::from_secs(1);
 
 /// JSON bytes of one `highWatermarks` entry besides the topic name and the encoded partitions:
 /// `{"topic":"","partitions":""},` (Kafka topic names need no JSON escaping).
@@ -46,18 +46,20 @@ const FIXED_OVERHEAD: usize = 256;
 #[derive(Debug, Error, PartialEq)]
 pub enum EngineStateError {
     #[error(
-        "status.engineState.savedAt {saved_at} is {ahead_s}s ahead of this operator's clock (more than the {limit_s}s tolerated): check the clocks (NTP) of the nodes the operator runs on; the saved state is ignored"
+        "status.engineState.savedAt {} is {ahead_s}s ahead of this operator's clock (more than the {limit_s}s tolerated): check the clocks (NTP) of the nodes the operator runs on; the saved state is ignored",
+        Text(*.saved_at)
     )]
     FromTheFuture {
-        saved_at: DateTime<Utc>,
+        saved_at: Timestamp,
         ahead_s: i64,
         limit_s: i64,
     },
     #[error(
-        "status.engineState was saved at {saved_at}, {age_s}s ago (more than the {limit_s}s a successor trusts): the engine starts afresh (only status.autoPromotions is kept)"
+        "status.engineState was saved at {}, {age_s}s ago (more than the {limit_s}s a successor trusts): the engine starts afresh (only status.autoPromotions is kept)",
+        Text(*.saved_at)
     )]
     TooOld {
-        saved_at: DateTime<Utc>,
+        saved_at: Timestamp,
         age_s: i64,
         limit_s: i64,
     },
@@ -67,14 +69,10 @@ pub enum EngineStateError {
     Corrupt { topic: String, detail: String },
 }
 
-pub fn to_micro(t: DateTime<Utc>) -> MicroTime {
-    // Microseconds: what the apiserver keeps of a MicroTime.
-    let micros = t.timestamp_micros();
-    MicroTime(Timestamp::from_microsecond(micros).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
-pub fn from_micro(t: &MicroTime) -> DateTime<Utc> {
-    DateTime::from_timestamp_micros(t.0.as_microsecond()).unwrap_or_default()
+pub fn to_micro(t: Timestamp) -> MicroTime {
+    // Microseconds: what the apiserver keeps of a MicroTime. Truncating a timestamp keeps it in
+    // range, so the fallback is never taken.
+    MicroTime(Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t))
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -148,10 +146,10 @@ pub fn decode_partitions(topic: &str, text: &str) -> Result<Vec<(i32, i64)>, Eng
 fn broker_entries(
     history: &PolicyHistory,
     config: &PolicyConfig,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Vec<BrokerEngineState> {
-    let cooldown = TimeDelta::from_std(config.cooldown).unwrap_or(TimeDelta::MAX);
-    let cooling = |a: &LastAction| a.at.checked_add_signed(cooldown).is_none_or(|u| u > now);
+    let cooldown = SignedDuration::try_from(config.cooldown).unwrap_or(SignedDuration::MAX);
+    let cooling = |a: &LastAction| a.at.checked_add(cooldown).map_or(true, |u| u > now);
     let ids: BTreeSet<BrokerId> = history
         .promote_streak
         .keys()
@@ -190,7 +188,7 @@ fn broker_entries(
 /// The state to save after a decision at `now`. The high watermarks go topic by topic, in name
 /// order, until the JSON would exceed [`MAX_STATE_BYTES`]; the partitions that do not fit are
 /// counted in `omittedHighWatermarks` (a takeover on them waits until the HW is seen again).
-pub fn save(history: &PolicyHistory, config: &PolicyConfig, now: DateTime<Utc>) -> EngineState {
+pub fn save(history: &PolicyHistory, config: &PolicyConfig, now: Timestamp) -> EngineState {
     let brokers = broker_entries(history, config, now);
     let mut by_topic: BTreeMap<&str, Vec<(i32, i64)>> = BTreeMap::new();
     for (tp, &hw) in &history.last_known_hw {
@@ -247,26 +245,26 @@ pub struct Restored {
 pub fn restore(
     saved: &EngineState,
     base: PolicyHistory,
-    now: DateTime<Utc>,
-    stale_after: TimeDelta,
+    now: Timestamp,
+    stale_after: SignedDuration,
 ) -> Result<Restored, EngineStateError> {
-    let saved_at = from_micro(&saved.saved_at);
-    let age = now.signed_duration_since(saved_at);
+    let saved_at = saved.saved_at.0;
+    let age = now.duration_since(saved_at);
     if age < -MAX_CLOCK_SKEW {
         return Err(EngineStateError::FromTheFuture {
             saved_at,
-            ahead_s: -age.num_seconds(),
-            limit_s: MAX_CLOCK_SKEW.num_seconds(),
+            ahead_s: -age.as_secs(),
+            limit_s: MAX_CLOCK_SKEW.as_secs(),
         });
     }
     if age > MAX_AGE {
         return Err(EngineStateError::TooOld {
             saved_at,
-            age_s: age.num_seconds(),
-            limit_s: MAX_AGE.num_seconds(),
+            age_s: age.as_secs(),
+            limit_s: MAX_AGE.as_secs(),
         });
     }
-    let clamp = |t: &MicroTime| from_micro(t).min(now);
+    let clamp = |t: &MicroTime| t.0.min(now);
     let mut history = base;
     let mut dropped = Vec::new();
     let fresh = age <= stale_after;
@@ -277,8 +275,8 @@ pub fn restore(
                 dropped.push(format!(
                     "observer {}: confirmation streak {streak} not restored, the state is {}s old (confirmations must be consecutive scans, at most {}s apart)",
                     b.node_id,
-                    age.num_seconds(),
-                    stale_after.num_seconds()
+                    age.as_secs(),
+                    stale_after.as_secs()
                 ));
             } else if !history.is_auto_promoted(b.node_id) {
                 history.promote_streak.insert(b.node_id, streak);
@@ -339,8 +337,9 @@ pub fn restore(
     Ok(Restored {
         history,
         summary: format!(
-            "restored the promotion engine's state saved at {saved_at} ({}s ago): {streaks} confirmation streak(s), {timers} stabilization timer(s), {cooldowns} last action(s), {hws} high watermark(s)",
-            age.num_seconds()
+            "restored the promotion engine's state saved at {} ({}s ago): {streaks} confirmation streak(s), {timers} stabilization timer(s), {cooldowns} last action(s), {hws} high watermark(s)",
+            Text(saved_at),
+            age.as_secs()
         ),
         dropped,
     })
@@ -374,7 +373,7 @@ impl WriteReason {
 /// What the task last wrote (or found in status when it started).
 #[derive(Clone, Debug)]
 pub struct LastWrite {
-    pub at: DateTime<Utc>,
+    pub at: Timestamp,
     pub state: EngineState,
     /// The high watermarks of `state`, decoded, to compare the frozen ones against.
     pub high_watermarks: HashMap<TopicPartition, i64>,
@@ -383,7 +382,7 @@ pub struct LastWrite {
 impl LastWrite {
     pub fn new(state: EngineState, high_watermarks: HashMap<TopicPartition, i64>) -> Self {
         LastWrite {
-            at: from_micro(&state.saved_at),
+            at: state.saved_at.0,
             state,
             high_watermarks,
         }
@@ -418,12 +417,12 @@ pub fn write_due(
     last: Option<&LastWrite>,
     next: &EngineState,
     frozen: bool,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Option<WriteReason> {
     let Some(last) = last else {
         return Some(WriteReason::Decisions);
     };
-    let since = now.signed_duration_since(last.at);
+    let since = now.duration_since(last.at);
     if since < MIN_WRITE_GAP {
         return None;
     }

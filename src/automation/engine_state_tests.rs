@@ -80,7 +80,7 @@ fn fifty_thousand_partitions_fit_within_the_bound() {
         &worst,
         PolicyHistory::default(),
         at(0),
-        TimeDelta::seconds(3),
+        SignedDuration::from_secs(3),
     )
     .unwrap();
     assert_eq!(restored.history.last_known_hw.len(), 50_000);
@@ -103,7 +103,7 @@ fn the_bound_holds_whatever_the_names() {
         &state,
         PolicyHistory::default(),
         at(1),
-        TimeDelta::seconds(3),
+        SignedDuration::from_secs(3),
     )
     .unwrap();
     assert!(
@@ -155,7 +155,7 @@ fn a_restart_keeps_the_stabilization_deadline() {
     let saved = save(&history, &cfg, at(429));
     // The successor starts at 445 s from status.autoPromotions alone, plus the saved state.
     let base = PolicyHistory::from_auto_promotions(history.auto_promotions.clone());
-    let restored = restore(&saved, base.clone(), at(445), TimeDelta::seconds(3)).unwrap();
+    let restored = restore(&saved, base.clone(), at(445), SignedDuration::from_secs(3)).unwrap();
     let mut h = restored.history;
     let mut demoted_at = None;
     for s in 445..600 {
@@ -208,7 +208,7 @@ fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
         &saved,
         PolicyHistory::default(),
         at(20),
-        TimeDelta::seconds(3),
+        SignedDuration::from_secs(3),
     )
     .unwrap();
     let d = decide(&offline, &cfg, &restored.history, at(20));
@@ -255,7 +255,7 @@ fn old_or_future_states_are_refused_and_small_skew_is_now() {
     h.recovered_since.insert(4, at(1000));
     let saved = save(&h, &cfg, at(1000));
     let base = PolicyHistory::from_auto_promotions(h.auto_promotions.clone());
-    let stale = TimeDelta::seconds(3);
+    let stale = SignedDuration::from_secs(3);
     let e = restore(&saved, base.clone(), at(1000 + 601), stale).unwrap_err();
     assert!(
         matches!(e, EngineStateError::TooOld { age_s: 601, .. }),
@@ -280,7 +280,7 @@ fn streaks_survive_only_a_short_gap() {
     );
     assert_eq!(d.next_history.promote_streak.get(&4), Some(&1));
     let saved = save(&d.next_history, &cfg, at(0));
-    let stale = TimeDelta::seconds(3);
+    let stale = SignedDuration::from_secs(3);
     let kept = restore(&saved, PolicyHistory::default(), at(2), stale).unwrap();
     assert_eq!(kept.history.promote_streak.get(&4), Some(&1));
     // The successor's first scan is the second confirmation: it promotes.
@@ -320,7 +320,7 @@ fn the_later_of_two_last_actions_wins() {
         at: at(10),
         reason: "r".into(),
     }]);
-    let r = restore(&saved, base, at(61), TimeDelta::seconds(3)).unwrap();
+    let r = restore(&saved, base, at(61), SignedDuration::from_secs(3)).unwrap();
     assert_eq!(r.history.last_action[&4].kind, ActionKind::Demote);
     assert_eq!(r.history.last_action[&4].at, at(50));
 }
@@ -355,7 +355,7 @@ fn writes_on_change_rate_limited() {
             Some(&last),
             &decided,
             false,
-            at(0) + TimeDelta::milliseconds(500)
+            at(0) + SignedDuration::from_millis(500)
         ),
         None
     );
@@ -458,7 +458,7 @@ proptest! {
         let back: EngineState = serde_json::from_str(&json).unwrap();
         prop_assert_eq!(&back, &saved);
         let base = PolicyHistory::from_auto_promotions(h.auto_promotions.clone());
-        let r = restore(&back, base, at(1000), TimeDelta::seconds(3)).unwrap();
+        let r = restore(&back, base, at(1000), SignedDuration::from_secs(3)).unwrap();
         prop_assert!(r.dropped.is_empty(), "{:?}", r.dropped);
         prop_assert_eq!(r.history, h);
     }
@@ -471,7 +471,7 @@ proptest! {
         let saved = save(&h, &cfg, at(1000));
         let now = at(1000 + skew);
         let base = PolicyHistory::from_auto_promotions(h.auto_promotions.clone());
-        let r = restore(&saved, base, now, TimeDelta::seconds(3)).unwrap();
+        let r = restore(&saved, base, now, SignedDuration::from_secs(3)).unwrap();
         prop_assert!(r.history.recovered_since.values().all(|t| *t <= now));
         prop_assert!(r.history.last_action.values().all(|a| a.at <= now));
         let auto: BTreeSet<i32> = h.auto_promotions.iter().map(|p| p.node_id).collect();

@@ -8,9 +8,9 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::SignedDuration;
 
-use super::engine_state::{from_micro, to_micro};
+use super::engine_state::to_micro;
 use crate::crd::{ObserverLag, PartitionCondition, PartitionEntry, PartitionsStatus};
 use crate::policy::{assess, BrokerId, ClusterSnapshot, Health, PartitionState, PolicyConfig};
 
@@ -19,7 +19,7 @@ pub const MAX_ENTRIES: usize = 50;
 /// Observers listed per entry at most (replication factors above this are rare).
 pub const MAX_OBSERVERS_PER_ENTRY: usize = 8;
 /// A view that differs only in observer lags is written at most this often.
-pub const LAG_REFRESH: TimeDelta = TimeDelta::seconds(30);
+pub const LAG_REFRESH: SignedDuration = SignedDuration::from_secs(30);
 
 /// The view of one scan. `auto_promoted`: the automation's promotions in force;
 /// `reference_hw` the high watermark the engine measures a replica's lag against.
@@ -151,14 +151,9 @@ pub fn write_due(current: Option<&PartitionsStatus>, next: &PartitionsStatus) ->
         return false;
     }
     match (&current.at, &next.at) {
-        (Some(a), Some(b)) => from_micro(b) - from_micro(a) >= LAG_REFRESH,
+        (Some(a), Some(b)) => b.0.duration_since(a.0) >= LAG_REFRESH,
         _ => true,
     }
-}
-
-/// When the view was taken, for the CLI.
-pub fn taken_at(v: &PartitionsStatus) -> Option<DateTime<Utc>> {
-    v.at.as_ref().map(from_micro)
 }
 
 #[cfg(test)]
@@ -287,6 +282,6 @@ mod tests {
         );
         assert_eq!((healthy.under_min_isr, healthy.at_min_isr), (0, 2));
         assert!(write_due(Some(&first), &healthy));
-        assert_eq!(taken_at(&first), Some(at(0)));
+        assert_eq!(first.at.as_ref().map(|t| t.0), Some(at(0)));
     }
 }

@@ -3,7 +3,6 @@
 //! `super::engine_state`), `status.partitions` (`super::partitions`) and its own entries of
 //! `status.history` (`crate::history`).
 
-use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
@@ -19,20 +18,6 @@ use crate::policy::{self, Action, Decision};
 /// apply keeps each writer's fields apart.
 pub const FIELD_MANAGER: &str = "kafka-observer-operator-automation";
 
-pub fn to_time(t: DateTime<Utc>) -> Time {
-    // Every DateTime<Utc> chrono produces is inside jiff's range (years -9999..=9999) in practice;
-    // the fallback only guards the extremes.
-    Time(
-        Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32)
-            .unwrap_or(Timestamp::UNIX_EPOCH),
-    )
-}
-
-pub fn from_time(t: &Time) -> DateTime<Utc> {
-    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
-        .unwrap_or_default()
-}
-
 /// `status.autoPromotions` as the engine's history entries, oldest first.
 pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<policy::AutoPromotion> {
     let mut out: Vec<policy::AutoPromotion> = status
@@ -41,7 +26,7 @@ pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<policy::AutoPr
         .iter()
         .map(|p| policy::AutoPromotion {
             node_id: p.node_id,
-            at: from_time(&p.at),
+            at: p.at.0,
             reason: p.reason.clone(),
         })
         .collect();
@@ -52,7 +37,7 @@ pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<policy::AutoPr
 fn to_crd(p: &policy::AutoPromotion) -> crd::AutoPromotion {
     crd::AutoPromotion {
         node_id: p.node_id,
-        at: to_time(p.at),
+        at: Time(p.at),
         reason: p.reason.clone(),
     }
 }
@@ -61,7 +46,7 @@ fn to_crd(p: &policy::AutoPromotion) -> crd::AutoPromotion {
 /// moves and unclean elections are steps of those and show in the event stream and the logs.
 /// A plan with no action carries the first reason the engine gave for holding back, if any,
 /// so a dry run tells why nothing would happen.
-pub fn plan(decision: &Decision, at: DateTime<Utc>) -> PlanStatus {
+pub fn plan(decision: &Decision, at: Timestamp) -> PlanStatus {
     let actions = decision
         .actions
         .iter()
@@ -79,14 +64,14 @@ pub fn plan(decision: &Decision, at: DateTime<Utc>) -> PlanStatus {
         })
         .collect();
     PlanStatus {
-        at: to_time(at),
+        at: Time(at),
         dry_run: decision.dry_run,
         actions,
     }
 }
 
 /// The history entries of the actions a live decision carries out (none in a dry run).
-pub fn history_entries(decision: &Decision, at: DateTime<Utc>) -> Vec<HistoryEntry> {
+pub fn history_entries(decision: &Decision, at: Timestamp) -> Vec<HistoryEntry> {
     if decision.dry_run {
         return Vec::new();
     }
@@ -156,7 +141,6 @@ pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
 mod tests {
     use super::*;
     use crate::policy::PolicyHistory;
-    use chrono::TimeZone;
 
     fn decision(actions: Vec<Action>, dry_run: bool) -> Decision {
         Decision {
@@ -167,12 +151,6 @@ mod tests {
             triggered: Default::default(),
             observer_only: None,
         }
-    }
-
-    #[test]
-    fn times_round_trip_to_the_nanosecond() {
-        let t = Utc.timestamp_opt(1_800_000_123, 456_789_000).unwrap();
-        assert_eq!(from_time(&to_time(t)), t);
     }
 
     #[test]
@@ -195,7 +173,7 @@ mod tests {
             ],
             true,
         );
-        let p = plan(&d, Utc::now());
+        let p = plan(&d, Timestamp::now());
         assert!(p.dry_run);
         assert_eq!(
             p.actions,
@@ -227,7 +205,7 @@ mod tests {
                 reason: "p".into(),
             },
         ];
-        let at = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
+        let at = Timestamp::from_second(1_800_000_000).unwrap();
         assert_eq!(
             history_entries(&decision(actions.clone(), true), at),
             vec![]
@@ -258,7 +236,7 @@ mod tests {
 
     #[test]
     fn writes_only_on_a_change() {
-        let at = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
+        let at = Timestamp::from_second(1_800_000_000).unwrap();
         let auto = vec![policy::AutoPromotion {
             node_id: 4,
             at,
@@ -271,7 +249,10 @@ mod tests {
             plan: Some(p.clone()),
             ..ObserverSetStatus::default()
         };
-        let later = plan(&decision(vec![], false), at + chrono::TimeDelta::seconds(5));
+        let later = plan(
+            &decision(vec![], false),
+            at + k8s_openapi::jiff::SignedDuration::from_secs(5),
+        );
         assert!(
             !differs(Some(&status), &later, &auto),
             "only the plan's time changed"
@@ -295,7 +276,7 @@ mod tests {
             omitted_high_watermarks: 0,
         };
         let body = apply_body(
-            &plan(&decision(vec![], false), Utc::now()),
+            &plan(&decision(vec![], false), Timestamp::now()),
             &Owned {
                 auto: &[],
                 engine_state: &state,

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
@@ -212,7 +212,7 @@ impl SetTask {
                 .automation()
                 .set_observers_in_isr(&self.labels, &observers_in_isr(&snapshot, &observers));
         }
-        let now = Utc::now();
+        let now = Timestamp::now();
         let decision = decide(&snapshot, &config, &history, now);
         tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
             scan_ms = scan_started.elapsed().as_millis() as u64, triggered = decision.triggered.len(),
@@ -221,9 +221,7 @@ impl SetTask {
         if let Some(misplaced) = decision.observer_only.clone() {
             self.report_misplaced(obs, misplaced).await;
         }
-        let latency = Utc::now()
-            .signed_duration_since(snapshot.taken_at)
-            .to_std()
+        let latency = Duration::try_from(Timestamp::now().duration_since(snapshot.taken_at))
             .unwrap_or_default();
         self.metrics.automation().decided(
             &self.labels,
@@ -332,8 +330,8 @@ impl SetTask {
             return base;
         };
         let stale_after =
-            chrono::TimeDelta::from_std(config.stale_after).unwrap_or(chrono::TimeDelta::MAX);
-        match engine_state::restore(saved, base.clone(), Utc::now(), stale_after) {
+            SignedDuration::try_from(config.stale_after).unwrap_or(SignedDuration::MAX);
+        match engine_state::restore(saved, base.clone(), Timestamp::now(), stale_after) {
             Ok(r) => {
                 tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "{}", r.summary);
                 for d in &r.dropped {
@@ -377,7 +375,7 @@ impl SetTask {
         snapshot: &ClusterSnapshot,
         config: &PolicyConfig,
         decision: &Decision,
-        now: chrono::DateTime<Utc>,
+        now: Timestamp,
     ) -> Result<(), AutomationError> {
         let plan = status::plan(decision, now);
         let auto = &decision.next_history.auto_promotions;

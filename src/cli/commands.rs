@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use regex::Regex;
 use serde::Serialize;
@@ -21,6 +21,7 @@ use crate::policy::{
     assess, check_demotion, check_promotion, led_by, AutoPromotion, CheckReport, ClusterSnapshot,
     Health, PolicyConfig, PolicyHistory, SourceHealth,
 };
+use crate::time_format::Rfc3339;
 
 /// Runs one plugin invocation.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
@@ -108,7 +109,7 @@ struct EngineInputs {
     memory: OperatorMemory,
 }
 
-fn engine_inputs(obs: &ObserverSet, now: DateTime<Utc>) -> Result<EngineInputs, CliError> {
+fn engine_inputs(obs: &ObserverSet, now: Timestamp) -> Result<EngineInputs, CliError> {
     let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
     let acknowledged = obs
         .status
@@ -123,11 +124,7 @@ fn engine_inputs(obs: &ObserverSet, now: DateTime<Utc>) -> Result<EngineInputs, 
         .flat_map(|s| s.auto_promotions.iter())
         .map(|p| AutoPromotion {
             node_id: p.node_id,
-            at: DateTime::from_timestamp(
-                p.at.0.as_second(),
-                p.at.0.subsec_nanosecond().max(0) as u32,
-            )
-            .unwrap_or_default(),
+            at: p.at.0,
             reason: p.reason.clone(),
         })
         .collect();
@@ -246,7 +243,7 @@ fn print_status(
         match args.output {
             Output::Table => print!("{}", render_table(&rows)),
             output => print_doc(
-                &json!({"observerSet": obs.metadata.name, "takenAt": snapshot.taken_at, "replicas": rows}),
+                &json!({"observerSet": obs.metadata.name, "takenAt": Rfc3339(snapshot.taken_at), "replicas": rows}),
                 output,
             )?,
         }
@@ -297,7 +294,7 @@ async fn promote(
     let (validated, config) = policy_config(obs)?;
     let snapshot = watcher(cli, &validated).await?.scan().await;
     enforce(
-        &check_promotion(&snapshot, &config, node_id, Utc::now()),
+        &check_promotion(&snapshot, &config, node_id, Timestamp::now()),
         "promote",
         node_id,
         force,
@@ -330,7 +327,7 @@ async fn demote(
     // Only hand promotions are demoted here; automatic ones belong to the operator.
     config.promoted = obs.spec.promotion.promoted.iter().copied().collect();
     enforce(
-        &check_demotion(&snapshot, &config, node_id, Utc::now()),
+        &check_demotion(&snapshot, &config, node_id, Timestamp::now()),
         "demote",
         node_id,
         force,
@@ -433,7 +430,7 @@ async fn plan(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliErr
     let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
     let snapshot = watcher(cli, &validated).await?.scan().await;
     // The memory is restored at the decision's time, as the operator's task does.
-    let now = Utc::now();
+    let now = Timestamp::now();
     let inputs = engine_inputs(obs, now)?;
     let view = plan_view(&snapshot, &inputs.config, &inputs.memory, now);
     let status = obs.status.clone().unwrap_or_default();
@@ -486,7 +483,7 @@ async fn explain_broker(
 ) -> Result<(), CliError> {
     let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
     let snapshot = watcher(cli, &validated).await?.scan().await;
-    let now = Utc::now();
+    let now = Timestamp::now();
     let inputs = engine_inputs(obs, now)?;
     let e = explain(&snapshot, &inputs.config, &inputs.memory, now, node_id);
     match output {

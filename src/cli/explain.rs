@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use super::explain_demotion::explain_demotion;
@@ -15,6 +15,7 @@ use crate::policy::{
     assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Concern, Decision, Health,
     PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
 };
+use crate::time_format::Text;
 
 /// One rule and how this broker fares against it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -134,7 +135,7 @@ fn lag_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, x: BrokerId) -> 
     }
 }
 
-fn scan_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: DateTime<Utc>) -> Check {
+fn scan_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: Timestamp) -> Check {
     if let SourceHealth::Unhealthy { reason } = &snapshot.source {
         return check(
             "scan trustworthy",
@@ -142,16 +143,16 @@ fn scan_check(snapshot: &ClusterSnapshot, config: &PolicyConfig, now: DateTime<U
             format!("the scan failed: {reason}"),
         );
     }
-    let age = now.signed_duration_since(snapshot.taken_at);
-    let limit = TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX);
+    let age = now.duration_since(snapshot.taken_at);
+    let limit = SignedDuration::try_from(config.stale_after).unwrap_or(SignedDuration::MAX);
     if age > limit {
         return check(
             "scan trustworthy",
             Some(false),
             format!(
                 "the scan is {}s old (limit {}s)",
-                age.num_seconds(),
-                limit.num_seconds()
+                age.as_secs(),
+                limit.as_secs()
             ),
         );
     }
@@ -164,7 +165,7 @@ pub fn explain(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
     memory: &OperatorMemory,
-    now: DateTime<Utc>,
+    now: Timestamp,
     x: BrokerId,
 ) -> Explanation {
     let history = &memory.history;
@@ -237,7 +238,7 @@ fn explain_promotion(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
     history: &PolicyHistory,
-    now: DateTime<Utc>,
+    now: Timestamp,
     x: BrokerId,
     hosted: &[&PartitionState],
     decision: &Decision,
@@ -419,14 +420,16 @@ fn confirmation_check(
 }
 
 /// The cooldown rule: from the last automatic action the operator remembers.
-pub(super) fn cooldown_check(config: &PolicyConfig, m: &BrokerMemory, now: DateTime<Utc>) -> Check {
+pub(super) fn cooldown_check(config: &PolicyConfig, m: &BrokerMemory, now: Timestamp) -> Check {
     match (m.cooldown_until, m.last_action, m.last_action_at) {
         (Some(until), Some(kind), Some(at)) => check(
             "cooldown",
             Some(false),
             format!(
-                "cooldown runs until {until} ({}): its last automatic action was {kind} at {at}",
-                from_now(until, now)
+                "cooldown runs until {} ({}): its last automatic action was {kind} at {}",
+                Text(until),
+                from_now(until, now),
+                Text(at)
             ),
         ),
         _ => check(

@@ -1,18 +1,19 @@
 //! `kubectl observer explain ID` for a promoted broker: whether its demotion is possible now
 //! (by hand: `kubectl observer demote`'s pre-checks; automatic: the engine's demotion rules).
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 
 use super::explain::{check, cooldown_check, Check, Explanation};
 use super::memory::{from_now, BrokerMemory, MemoryView};
 use crate::policy::{
     check_demotion, led_by, Action, BrokerId, ClusterSnapshot, Decision, PolicyConfig,
 };
+use crate::time_format::Text;
 
 pub(super) fn explain_demotion(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
-    now: DateTime<Utc>,
+    now: Timestamp,
     x: BrokerId,
     by_hand: bool,
     decision: &Decision,
@@ -98,8 +99,9 @@ pub(super) fn explain_demotion(
         _ if waiting(&out.memory, now).is_some() => {
             let (due, what) = waiting(&out.memory, now).unwrap_or((now, String::new()));
             format!(
-                "broker {x}: automatically promoted, demotion {} at {due} ({what})",
-                from_now(due, now)
+                "broker {x}: automatically promoted, demotion {} at {} ({what})",
+                from_now(due, now),
+                Text(due)
             )
         }
         _ => {
@@ -125,7 +127,7 @@ pub(super) fn explain_demotion(
 
 /// The stabilization window: since when the cluster has been healthy without the broker (the
 /// operator's timer from `status.engineState`, or this scan) and when the window ends.
-fn window_check(m: &BrokerMemory, view: &MemoryView, now: DateTime<Utc>) -> Check {
+fn window_check(m: &BrokerMemory, view: &MemoryView, now: Timestamp) -> Check {
     match (m.healthy_without_since, m.demotion_due_at) {
         (Some(since), Some(due)) => {
             let from = if since < now {
@@ -139,7 +141,9 @@ fn window_check(m: &BrokerMemory, view: &MemoryView, now: DateTime<Utc>) -> Chec
                 "stabilization window",
                 Some(due <= now),
                 format!(
-                    "healthy without it since {since} ({from}): the window ends at {due} ({})",
+                    "healthy without it since {} ({from}): the window ends at {} ({})",
+                    Text(since),
+                    Text(due),
                     from_now(due, now)
                 ),
             )
@@ -154,17 +158,18 @@ fn window_check(m: &BrokerMemory, view: &MemoryView, now: DateTime<Utc>) -> Chec
 
 /// When the demotion of a broker healthy without it is due, and what it waits for: the
 /// stabilization window, then the cooldown. `None` when it waits for neither.
-fn waiting(m: &BrokerMemory, now: DateTime<Utc>) -> Option<(DateTime<Utc>, String)> {
+fn waiting(m: &BrokerMemory, now: Timestamp) -> Option<(Timestamp, String)> {
     let (since, window_ends) = m.healthy_without_since.zip(m.demotion_due_at)?;
     let cooldown_ends = m.cooldown_until.filter(|u| *u > window_ends);
     let due = cooldown_ends.unwrap_or(window_ends);
     (due > now).then(|| {
-        let window = format!("stabilization window since {since}");
+        let window = format!("stabilization window since {}", Text(since));
         match cooldown_ends {
-            Some(until) if window_ends > now => {
-                (due, format!("{window}, then the cooldown until {until}"))
-            }
-            Some(until) => (due, format!("cooldown until {until}")),
+            Some(until) if window_ends > now => (
+                due,
+                format!("{window}, then the cooldown until {}", Text(until)),
+            ),
+            Some(until) => (due, format!("cooldown until {}", Text(until))),
             None => (due, window),
         }
     })

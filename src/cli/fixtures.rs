@@ -3,15 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, TimeZone, Utc};
+use k8s_openapi::jiff::Timestamp;
 
 use super::memory::{operator_memory, OperatorMemory};
 use crate::policy::{
     BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyHistory, PolicyKind, SourceHealth,
 };
 
-pub fn at(secs: i64) -> DateTime<Utc> {
-    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+pub fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
 /// A healthy partition with replicas `replicas` (first is leader), every one caught up at HW 100

@@ -6,12 +6,13 @@
 //! scan: confirmations counted so far, the running stabilization window, cooldowns after
 //! demotions, the high watermark a takeover needs. Pure.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
-use crate::automation::engine_state::{self, from_micro};
+use crate::automation::engine_state;
 use crate::crd::EngineState;
 use crate::policy::{ActionKind, BrokerId, PolicyConfig, PolicyHistory};
+use crate::time_format;
 
 /// Where the history came from, for people (`plan` and `explain` print it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -20,7 +21,8 @@ pub struct MemoryView {
     /// Whether `status.engineState` was merged in.
     pub restored: bool,
     /// `status.engineState.savedAt`, when there is one.
-    pub saved_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "time_format::serialize_option")]
+    pub saved_at: Option<Timestamp>,
     /// One line: what was restored, or why nothing was.
     pub summary: String,
     /// What the restore left out and why.
@@ -38,7 +40,7 @@ pub fn operator_memory(
     base: PolicyHistory,
     saved: Option<&EngineState>,
     config: &PolicyConfig,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> OperatorMemory {
     let Some(saved) = saved else {
         return OperatorMemory {
@@ -51,8 +53,8 @@ pub fn operator_memory(
             },
         };
     };
-    let stale_after = TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX);
-    let saved_at = Some(from_micro(&saved.saved_at));
+    let stale_after = SignedDuration::try_from(config.stale_after).unwrap_or(SignedDuration::MAX);
+    let saved_at = Some(saved.saved_at.0);
     match engine_state::restore(saved, base.clone(), now, stale_after) {
         Ok(r) => OperatorMemory {
             history: r.history,
@@ -84,14 +86,18 @@ pub struct BrokerMemory {
     pub confirmations_counted: Option<u32>,
     /// Since when the cluster has been healthy without this auto-promoted broker (after this
     /// scan: the stabilization window runs from here).
-    pub healthy_without_since: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "time_format::serialize_option")]
+    pub healthy_without_since: Option<Timestamp>,
     /// When that window ends.
-    pub demotion_due_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "time_format::serialize_option")]
+    pub demotion_due_at: Option<Timestamp>,
     /// The last automatic action on it: `promote`, `demote`, `moveLeadership`, `uncleanElect`.
     pub last_action: Option<&'static str>,
-    pub last_action_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "time_format::serialize_option")]
+    pub last_action_at: Option<Timestamp>,
     /// When its cooldown ends, if it still runs.
-    pub cooldown_until: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "time_format::serialize_option")]
+    pub cooldown_until: Option<Timestamp>,
 }
 
 pub fn action_name(kind: ActionKind) -> &'static str {
@@ -109,21 +115,21 @@ pub fn broker_memory(
     history: &PolicyHistory,
     next: &PolicyHistory,
     config: &PolicyConfig,
-    now: DateTime<Utc>,
+    now: Timestamp,
     x: BrokerId,
 ) -> BrokerMemory {
     let window = config
         .auto_demote_after
-        .map(|w| TimeDelta::from_std(w).unwrap_or(TimeDelta::MAX));
+        .map(|w| SignedDuration::try_from(w).unwrap_or(SignedDuration::MAX));
     let since = next.recovered_since.get(&x).copied();
     let last = history.last_action.get(&x);
-    let cooldown = TimeDelta::from_std(config.cooldown).unwrap_or(TimeDelta::MAX);
+    let cooldown = SignedDuration::try_from(config.cooldown).unwrap_or(SignedDuration::MAX);
     BrokerMemory {
         confirmations_counted: history.promote_streak.get(&x).copied(),
         healthy_without_since: since,
         demotion_due_at: since
             .zip(window)
-            .map(|(s, w)| s.checked_add_signed(w).unwrap_or(DateTime::<Utc>::MAX_UTC)),
+            .map(|(s, w)| s.checked_add(w).unwrap_or(Timestamp::MAX)),
         last_action: last.map(|a| action_name(a.kind)),
         last_action_at: last.map(|a| a.at),
         cooldown_until: history.cooling_until(x, cooldown, now),
@@ -131,8 +137,8 @@ pub fn broker_memory(
 }
 
 /// "in 37 s" / "now": how far `t` is from `now`, for the text views.
-pub fn from_now(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let s = t.signed_duration_since(now).num_seconds();
+pub fn from_now(t: Timestamp, now: Timestamp) -> String {
+    let s = t.duration_since(now).as_secs();
     if s > 0 {
         format!("in {s} s")
     } else {

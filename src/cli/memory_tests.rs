@@ -8,6 +8,7 @@ use crate::automation::engine_state::save;
 use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
 use crate::cli::{explain, plan_view, render_explain, render_plan, Explanation};
 use crate::policy::{AutoPromotion, LastAction, PolicyKind};
+use crate::time_format::Text;
 
 fn promoted_at(secs: i64) -> PolicyHistory {
     PolicyHistory::from_auto_promotions(vec![AutoPromotion {
@@ -50,14 +51,14 @@ fn a_too_old_or_future_state_is_discarded_as_the_operator_discards_it() {
     assert_eq!(old.view.saved_at, Some(at(0)));
     assert_eq!(
         old.view.summary,
-        format!("discarded: status.engineState was saved at {}, 601s ago (more than the 600s a successor trusts): the engine starts afresh (only status.autoPromotions is kept)", at(0))
+        format!("discarded: status.engineState was saved at {}, 601s ago (more than the 600s a successor trusts): the engine starts afresh (only status.autoPromotions is kept)", Text(at(0)))
     );
     let future = operator_memory(PolicyHistory::default(), Some(&state), &c, at(-121));
     assert!(!future.view.restored);
     assert!(
         future.view.summary.starts_with(&format!(
             "discarded: status.engineState.savedAt {} is 121s ahead of this operator's clock",
-            at(0)
+            Text(at(0))
         )),
         "{}",
         future.view.summary
@@ -86,7 +87,7 @@ fn the_operators_confirmation_count_completes_the_promotion() {
         at(1),
     );
     assert!(m.view.restored);
-    assert_eq!(m.view.summary, format!("restored the promotion engine's state saved at {} (1s ago): 1 confirmation streak(s), 0 stabilization timer(s), 0 last action(s), 0 high watermark(s)", at(0)));
+    assert_eq!(m.view.summary, format!("restored the promotion engine's state saved at {} (1s ago): 1 confirmation streak(s), 0 stabilization timer(s), 0 last action(s), 0 high watermark(s)", Text(at(0))));
     let v = plan_view(&s, &c, &m, at(1));
     assert_eq!((v.actions[0].action, v.actions[0].node_id), ("promote", 4));
     assert!(v.notes.is_empty(), "{:?}", v.notes);
@@ -152,8 +153,8 @@ fn the_running_stabilization_window_gives_the_demotion_time() {
         (
             format!(
                 "healthy without it since {} (the operator's timer): the window ends at {} (in 39 s)",
-                at(-20),
-                at(40)
+                Text(at(-20)),
+                Text(at(40))
             )
             .as_str(),
             Some(false)
@@ -163,8 +164,8 @@ fn the_running_stabilization_window_gives_the_demotion_time() {
         e.verdict,
         format!(
             "broker 4: automatically promoted, demotion in 39 s at {} (stabilization window since {})",
-            at(40),
-            at(-20)
+            Text(at(40)),
+            Text(at(-20))
         )
     );
     let v = plan_view(&s, &c, &m, at(1));
@@ -172,8 +173,8 @@ fn the_running_stabilization_window_gives_the_demotion_time() {
         v.brokers[0].text,
         vec![format!(
             "demotion due at {} (in 39 s; stabilization window since {})",
-            at(40),
-            at(-20)
+            Text(at(40)),
+            Text(at(-20))
         )]
     );
     // Without the memory the window starts with this scan.
@@ -223,8 +224,8 @@ fn a_cooldown_after_a_demotion_holds_the_next_promotion() {
         (
             format!(
                 "cooldown runs until {} (in 289 s): its last automatic action was demote at {}",
-                at(290),
-                at(-10)
+                Text(at(290)),
+                Text(at(-10))
             )
             .as_str(),
             Some(false)
@@ -236,7 +237,7 @@ fn a_cooldown_after_a_demotion_holds_the_next_promotion() {
         v.reasons,
         vec![format!(
             "observer 4: would be promoted, but its cooldown runs until {}",
-            at(290)
+            Text(at(290))
         )]
     );
     // status.autoPromotions alone does not know of the demotion: it would promote.

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::memory::{
@@ -14,6 +14,7 @@ use super::memory::{
 use crate::policy::{
     decide, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PolicyKind,
 };
+use crate::time_format::{self, Text};
 
 /// One action the engine would take, in the order it would take them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -31,8 +32,10 @@ pub struct PlannedAction {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanView {
-    pub decided_at: DateTime<Utc>,
-    pub scanned_at: DateTime<Utc>,
+    #[serde(serialize_with = "time_format::serialize")]
+    pub decided_at: Timestamp,
+    #[serde(serialize_with = "time_format::serialize")]
+    pub scanned_at: Timestamp,
     pub policy: String,
     pub dry_run: bool,
     /// One line: "no action: ..." or "<n> action(s)".
@@ -93,7 +96,7 @@ pub fn memory_notes(
 }
 
 /// The per-broker text of a [`BrokerMemory`]: confirmations, window, cooldown.
-pub fn describe_memory(m: &BrokerMemory, config: &PolicyConfig, now: DateTime<Utc>) -> Vec<String> {
+pub fn describe_memory(m: &BrokerMemory, config: &PolicyConfig, now: Timestamp) -> Vec<String> {
     let mut parts = Vec::new();
     if let Some(k) = m.confirmations_counted {
         parts.push(format!(
@@ -103,15 +106,19 @@ pub fn describe_memory(m: &BrokerMemory, config: &PolicyConfig, now: DateTime<Ut
     }
     if let (Some(since), Some(due)) = (m.healthy_without_since, m.demotion_due_at) {
         parts.push(format!(
-            "demotion due at {due} ({}; stabilization window since {since})",
-            from_now(due, now)
+            "demotion due at {} ({}; stabilization window since {})",
+            Text(due),
+            from_now(due, now),
+            Text(since)
         ));
     }
     if let (Some(until), Some(kind), Some(at)) = (m.cooldown_until, m.last_action, m.last_action_at)
     {
         parts.push(format!(
-            "cooldown until {until} ({}; after its {kind} at {at})",
-            from_now(until, now)
+            "cooldown until {} ({}; after its {kind} at {})",
+            Text(until),
+            from_now(until, now),
+            Text(at)
         ));
     }
     parts
@@ -122,7 +129,7 @@ pub fn plan_view(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
     memory: &OperatorMemory,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> PlanView {
     let history = &memory.history;
     let decision = decide(snapshot, config, history, now);
@@ -197,7 +204,7 @@ pub fn render_plan(v: &PlanView) -> String {
         "engine decision now (policy {}{}, scan at {}): {}\n",
         v.policy,
         if v.dry_run { ", dry run" } else { "" },
-        v.scanned_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        v.scanned_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
         v.verdict
     );
     for a in &v.actions {

@@ -132,11 +132,11 @@ pub fn render_table(rows: &[ReplicaRow]) -> String {
 mod tests {
     use super::*;
     use crate::policy::{BrokerState, PartitionState, SourceHealth};
-    use chrono::Utc;
+    use k8s_openapi::jiff::Timestamp;
 
     fn snapshot() -> ClusterSnapshot {
         ClusterSnapshot {
-            taken_at: Utc::now(),
+            taken_at: Timestamp::now(),
             source: SourceHealth::Healthy,
             brokers: (1..=4)
                 .map(|b| {

@@ -4,13 +4,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use regex::Regex;
 use serde::Serialize;
 
 use super::replica_table::ReplicaRole;
 use crate::crd::HistoryEntry;
 use crate::policy::{assess, BrokerId, ClusterSnapshot, Health, PartitionState};
+use crate::time_format;
 
 /// Which partitions and brokers a view covers (`--topic`, `--broker`, `--under-min-isr`).
 #[derive(Clone, Debug, Default)]
@@ -138,7 +139,8 @@ pub struct AttentionLine {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusSummary {
-    pub taken_at: DateTime<Utc>,
+    #[serde(serialize_with = "time_format::serialize")]
+    pub taken_at: Timestamp,
     /// Partitions in view (after `--topic` / `--broker`).
     pub partitions: usize,
     pub brokers: Vec<BrokerLine>,
@@ -415,7 +417,7 @@ fn render_state(s: &StatusSummary, max_lag: i64) -> String {
         .collect();
     let mut out = format!(
         "scanned at {}: {} partition(s)\n",
-        s.taken_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        s.taken_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
         s.partitions
     );
     out += &columns(

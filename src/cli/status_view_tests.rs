@@ -196,7 +196,7 @@ fn summarizes_fifty_thousand_partitions() {
 #[test]
 fn history_is_shown_newest_first_and_capped() {
     use crate::crd::EngineActionKind;
-    let at = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap();
+    let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
     // As the apiserver may return it: the two writers' entries in no particular order.
     let history = vec![
         crate::history::entry(

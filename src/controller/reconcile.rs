@@ -162,7 +162,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
                 managed: fresh.metadata.managed_fields.as_deref().unwrap_or_default(),
             },
             &previous.history,
-            chrono::Utc::now(),
+            Timestamp::now(),
         )
     } else {
         Vec::new()

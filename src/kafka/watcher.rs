@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
@@ -84,7 +84,7 @@ impl KafkaWatcher {
     /// which the engine refuses to act on.
     pub async fn scan(&mut self) -> ClusterSnapshot {
         // Stamped with the start: what the engine sees is at least this old.
-        let started = Utc::now();
+        let started = Timestamp::now();
         let mut md = match read_metadata(&self.admin, self.options.request_timeout).await {
             Ok(md) => md,
             Err(e) => {
@@ -132,7 +132,7 @@ impl KafkaWatcher {
     /// every offset unknown. Good for noticing that the ISR changed, never for deciding: the
     /// engine decides only on full scans.
     pub async fn glance(&self) -> Result<ClusterSnapshot, KafkaError> {
-        let started = Utc::now();
+        let started = Timestamp::now();
         let md = read_metadata(&self.admin, self.options.request_timeout).await?;
         let offsets = Offsets {
             reachable: md.brokers.keys().map(|&b| (b, true)).collect(),
@@ -183,7 +183,7 @@ impl KafkaWatcher {
 }
 
 fn assemble(
-    taken_at: DateTime<Utc>,
+    taken_at: Timestamp,
     md: &Metadata,
     min_isr: &HashMap<Arc<str>, u32>,
     offsets: &Offsets,
@@ -298,6 +298,6 @@ impl SyntheticScan {
 
     /// What [`KafkaWatcher::scan`] does with the raw results.
     pub fn assemble(&self) -> ClusterSnapshot {
-        assemble(Utc::now(), &self.md, &self.min_isr, &self.offsets)
+        assemble(Timestamp::now(), &self.md, &self.min_isr, &self.offsets)
     }
 }

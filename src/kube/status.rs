@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn status_patch_sends_only_the_reconcilers_history_entries() {
         use crate::crd::EngineActionKind;
-        let at = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap();
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
         let history = crate::history::record(
             &[],
             vec![

@@ -285,7 +285,7 @@ mod tests {
             log_end_offsets: Default::default(),
         };
         let snapshot = ClusterSnapshot {
-            taken_at: chrono::Utc::now(),
+            taken_at: k8s_openapi::jiff::Timestamp::now(),
             source: SourceHealth::Healthy,
             brokers: Default::default(),
             partitions: vec![p(&[1, 2, 4]), p(&[1, 4]), p(&[1, 2])],

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::config::PolicyConfig;
@@ -12,6 +12,7 @@ use super::held_back::{Concern, HeldBack};
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
 use super::{demotion, promotion, takeover};
+use crate::time_format::Text;
 
 /// One thing the reconciler should do. Carry them out in the order given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,14 +86,14 @@ pub(super) struct Scan<'a> {
     pub snapshot: &'a ClusterSnapshot,
     pub config: &'a PolicyConfig,
     pub history: &'a PolicyHistory,
-    pub now: DateTime<Utc>,
+    pub now: Timestamp,
     /// Brokers that are observers for trigger purposes: declared, not promoted by hand or by us.
     pub observers_now: BTreeSet<BrokerId>,
     /// Partition indexes hosted by each broker the engine may act on.
     pub hosted: HashMap<BrokerId, Vec<usize>>,
     /// `assess` of every partition with `observers_now`, by partition index.
     pub health: Vec<Health>,
-    pub cooldown: TimeDelta,
+    pub cooldown: SignedDuration,
 }
 
 impl<'a> Scan<'a> {
@@ -111,7 +112,7 @@ impl<'a> Scan<'a> {
         self.history.reference_hw(p)
     }
 
-    pub fn cooling_until(&self, broker: BrokerId) -> Option<DateTime<Utc>> {
+    pub fn cooling_until(&self, broker: BrokerId) -> Option<Timestamp> {
         self.history.cooling_until(broker, self.cooldown, self.now)
     }
 }
@@ -121,7 +122,7 @@ pub fn decide(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
     history: &PolicyHistory,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Decision {
     let mut next = history.clone();
     if let Some(why) = untrustworthy(snapshot, config, now) {
@@ -176,7 +177,7 @@ pub fn decide(
         observers_now,
         hosted,
         health,
-        cooldown: TimeDelta::from_std(config.cooldown).unwrap_or(TimeDelta::MAX),
+        cooldown: SignedDuration::try_from(config.cooldown).unwrap_or(SignedDuration::MAX),
     };
 
     let mut out = Outcome::default();
@@ -288,7 +289,7 @@ pub(super) struct Outcome {
 fn untrustworthy(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Option<HeldBack> {
     if let SourceHealth::Unhealthy { reason } = &snapshot.source {
         return Some(HeldBack::new(
@@ -296,16 +297,16 @@ fn untrustworthy(
             format!("the last scan failed ({reason})"),
         ));
     }
-    let age = now.signed_duration_since(snapshot.taken_at);
-    let limit = TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX);
+    let age = now.duration_since(snapshot.taken_at);
+    let limit = SignedDuration::try_from(config.stale_after).unwrap_or(SignedDuration::MAX);
     (age > limit).then(|| {
         HeldBack::new(
             Concern::Scan,
             format!(
                 "the cluster snapshot from {} is stale ({}s old, limit {}s)",
-                snapshot.taken_at,
-                age.num_seconds(),
-                limit.num_seconds()
+                Text(snapshot.taken_at),
+                age.as_secs(),
+                limit.as_secs()
             ),
         )
     })

@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use chrono::TimeDelta;
+use k8s_openapi::jiff::SignedDuration;
 
 use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
 use super::health::{assess, Health};
 use super::held_back::{Concern, HeldBack};
 use super::history::{ActionKind, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
+use crate::time_format::Text;
 
 pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
     let config = scan.config;
@@ -18,7 +19,7 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
         next.recovered_since.clear();
         return;
     };
-    let window = TimeDelta::from_std(window).unwrap_or(TimeDelta::MAX);
+    let window = SignedDuration::try_from(window).unwrap_or(SignedDuration::MAX);
     let mut recovered = BTreeMap::new();
     for promotion in &scan.history.auto_promotions {
         let x = promotion.node_id;
@@ -48,14 +49,23 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
             .copied()
             .unwrap_or(scan.now);
         recovered.insert(x, since);
-        if scan.now.signed_duration_since(since) < window {
-            out.reasons.push(HeldBack::new(Concern::Demotion(x), format!("cluster healthy without it since {since}, demotion after the stabilization window")));
+        if scan.now.duration_since(since) < window {
+            out.reasons.push(HeldBack::new(
+                Concern::Demotion(x),
+                format!(
+                    "cluster healthy without it since {}, demotion after the stabilization window",
+                    Text(since)
+                ),
+            ));
             continue;
         }
         if let Some(until) = scan.cooling_until(x) {
             out.reasons.push(HeldBack::new(
                 Concern::Demotion(x),
-                format!("would be demoted, but its cooldown runs until {until}"),
+                format!(
+                    "would be demoted, but its cooldown runs until {}",
+                    Text(until)
+                ),
             ));
             continue;
         }
@@ -99,7 +109,8 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
         out.actions.push(Action::Demote {
             node_id: x,
             reason: format!(
-                "every partition it hosts has been fully replicated without it since {since}"
+                "every partition it hosts has been fully replicated without it since {}",
+                Text(since)
             ),
         });
     }

@@ -4,15 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
+use k8s_openapi::jiff::Timestamp;
 
 use super::{
     decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, Decision, PartitionState,
     PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
 };
 
-pub fn at(secs: i64) -> DateTime<Utc> {
-    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+pub fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
 pub fn config(policy: PolicyKind) -> PolicyConfig {
@@ -70,7 +70,7 @@ pub fn brokers(down: &[BrokerId]) -> BTreeMap<BrokerId, BrokerState> {
 }
 
 pub fn snapshot(
-    taken_at: DateTime<Utc>,
+    taken_at: Timestamp,
     down: &[BrokerId],
     partitions: Vec<PartitionState>,
 ) -> ClusterSnapshot {

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{BrokerId, PartitionState, TopicPartition};
@@ -12,7 +12,7 @@ use super::snapshot::{BrokerId, PartitionState, TopicPartition};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AutoPromotion {
     pub node_id: BrokerId,
-    pub at: DateTime<Utc>,
+    pub at: Timestamp,
     pub reason: String,
 }
 
@@ -28,7 +28,7 @@ pub enum ActionKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastAction {
     pub kind: ActionKind,
-    pub at: DateTime<Utc>,
+    pub at: Timestamp,
 }
 
 /// Memory carried from one decision to the next.
@@ -39,7 +39,7 @@ pub struct PolicyHistory {
     /// Consecutive scans in which a broker was a valid promotion candidate.
     pub promote_streak: BTreeMap<BrokerId, u32>,
     /// Since when an auto-promoted broker's partitions have been healthy without it.
-    pub recovered_since: BTreeMap<BrokerId, DateTime<Utc>>,
+    pub recovered_since: BTreeMap<BrokerId, Timestamp>,
     /// Last automatic action per broker: the cooldown is measured from it.
     pub last_action: BTreeMap<BrokerId, LastAction>,
     /// Last high watermark seen while the partition had a leader, for the partitions an observer
@@ -118,15 +118,12 @@ impl PolicyHistory {
     pub fn cooling_until(
         &self,
         broker: BrokerId,
-        cooldown: chrono::TimeDelta,
-        now: DateTime<Utc>,
-    ) -> Option<DateTime<Utc>> {
+        cooldown: SignedDuration,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
         let last = self.last_action.get(&broker)?;
         // An absurdly long cooldown saturates instead of overflowing the date.
-        let until = last
-            .at
-            .checked_add_signed(cooldown)
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let until = last.at.checked_add(cooldown).unwrap_or(Timestamp::MAX);
         (until > now).then_some(until)
     }
 }

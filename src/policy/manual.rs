@@ -1,11 +1,12 @@
 //! Pre-checks for promotions and demotions asked for by hand (`kubectl observer promote|demote`):
 //! the same rules the engine applies to its own actions.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::config::PolicyConfig;
 use super::health::{assess, Health};
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth};
+use crate::time_format::Text;
 
 /// Problems that forbid the change, and warnings that do not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -23,7 +24,7 @@ impl CheckReport {
 fn fresh(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
-    now: DateTime<Utc>,
+    now: Timestamp,
     report: &mut CheckReport,
 ) -> bool {
     if let SourceHealth::Unhealthy { reason } = &snapshot.source {
@@ -32,12 +33,12 @@ fn fresh(
             .push(format!("cannot read the cluster: {reason}"));
         return false;
     }
-    if now.signed_duration_since(snapshot.taken_at)
-        > TimeDelta::from_std(config.stale_after).unwrap_or(TimeDelta::MAX)
+    if now.duration_since(snapshot.taken_at)
+        > SignedDuration::try_from(config.stale_after).unwrap_or(SignedDuration::MAX)
     {
         report.problems.push(format!(
             "the cluster snapshot from {} is stale",
-            snapshot.taken_at
+            Text(snapshot.taken_at)
         ));
         return false;
     }
@@ -56,7 +57,7 @@ pub fn check_promotion(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
     id: BrokerId,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> CheckReport {
     let mut report = CheckReport::default();
     if !config.observers.contains(&id) {
@@ -106,7 +107,7 @@ pub fn check_demotion(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
     id: BrokerId,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> CheckReport {
     let mut report = CheckReport::default();
     if !config.promoted.contains(&id) {

@@ -9,6 +9,7 @@ use super::health::Health;
 use super::held_back::{Concern, HeldBack};
 use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
+use crate::time_format::Text;
 
 enum Candidate<'a> {
     /// No watched partition it hosts needs it.
@@ -58,7 +59,10 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
         if let Some(until) = scan.cooling_until(x) {
             out.reasons.push(HeldBack::new(
                 Concern::Promotion(x),
-                format!("would be promoted, but its cooldown runs until {until}"),
+                format!(
+                    "would be promoted, but its cooldown runs until {}",
+                    Text(until)
+                ),
             ));
             continue;
         }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chrono::TimeDelta;
+use k8s_openapi::jiff::SignedDuration;
 use proptest::prelude::*;
 
 use super::fixtures::{at, partition, snapshot};
@@ -229,7 +229,7 @@ proptest! {
             for a in &d.actions {
                 if matches!(a, Action::Promote { .. } | Action::Demote { .. }) {
                     if let Some(prev) = last_change.insert(a.node_id(), now) {
-                        prop_assert!(TimeDelta::seconds(now - prev) >= TimeDelta::from_std(cfg.cooldown).unwrap(),
+                        prop_assert!(SignedDuration::from_secs(now - prev) >= SignedDuration::try_from(cfg.cooldown).unwrap(),
                             "broker {} changed at {prev} and again at {now}, cooldown {:?}", a.node_id(), cfg.cooldown);
                     }
                 }

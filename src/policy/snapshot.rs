@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// A Kafka node id (`node.id`).
@@ -91,7 +91,7 @@ impl PartitionState {
 /// Everything one scan saw, stamped with the time the scan finished.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterSnapshot {
-    pub taken_at: DateTime<Utc>,
+    pub taken_at: Timestamp,
     pub source: SourceHealth,
     /// Every broker that appears in the metadata or in some replica list.
     pub brokers: BTreeMap<BrokerId, BrokerState>,
