@@ -174,7 +174,11 @@ pub async fn find_among(
     }
     let namespace = namespace.unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let pods = pods.list_metadata(&ListParams::default()).await?;
+    // From the watch cache, as the role pods are (dereference::list_role_pods says why); a pod
+    // event wakes the conflict check again.
+    let pods = pods
+        .list_metadata(&ListParams::default().match_any())
+        .await?;
     let pods: Vec<PodLabels> = pods
         .items
         .into_iter()

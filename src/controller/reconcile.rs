@@ -64,9 +64,21 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let name = obj.name_any();
     let namespace = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     let api: Api<ObserverSet> = Api::namespaced(ctx.client.clone(), &namespace);
-    // A fresh (quorum) read: the planner must resume from the latest persisted status, never
-    // from a cache that may lag behind our own last write.
-    let Some(fresh) = api.get_opt(&name).await.map_err(Error::kube(format!(
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    // Every read of the reconcile at once: a fresh (quorum) read of the ObserverSet, since the
+    // planner must resume from the latest persisted status, never from a cache that may lag
+    // behind our own last write; and, going by the cached object's spec, the conflict check and
+    // the pods and ConfigMaps. Those two are only used if the fresh spec is the same.
+    let early = async {
+        let validated = validate(obj).ok()?;
+        Some(tokio::join!(
+            find_conflict(ctx, obj),
+            observe::roles(&validated, &pods, &config_maps)
+        ))
+    };
+    let (fresh, early) = tokio::join!(api.get_opt(&name), early);
+    let Some(fresh) = fresh.map_err(Error::kube(format!(
         "reading ObserverSet {namespace}/{name}"
     )))?
     else {
@@ -79,24 +91,22 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         Ok(v) => v,
         Err(e) => return invalid(&api, &fresh, &previous, e.to_string(), None, ctx).await,
     };
+    let early = early.filter(|_| fresh.spec == obj.spec && fresh.metadata.uid == obj.metadata.uid);
+    let (conflict, observed) = match early {
+        Some(read) => read,
+        None => tokio::join!(
+            find_conflict(ctx, &fresh),
+            observe::roles(&validated, &pods, &config_maps)
+        ),
+    };
     // An older ObserverSet selecting the same pods keeps them: write nothing but our phase.
-    let conflict = match ctx.ready_sets() {
-        Some(store) => {
-            let cached = store.state();
-            let refs: Vec<&ObserverSet> = cached.iter().map(AsRef::as_ref).collect();
-            conflict::find_among(&ctx.client, &fresh, &refs).await
-        }
-        None => conflict::find(&ctx.client, &fresh).await,
-    }
-    .map_err(Error::kube(format!(
+    let conflict = conflict.map_err(Error::kube(format!(
         "listing the ObserverSets and pods of namespace {namespace} (conflict check)"
     )))?;
     if let Some(conflict) = conflict {
         return conflicted(&api, &fresh, &previous, &conflict, ctx).await;
     }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-    let observed = match observe::roles(&validated, &pods, &config_maps).await {
+    let observed = match observed {
         Ok(observed) => observed,
         Err(e @ (Error::Dereference(_) | Error::Selector { .. })) => {
             return invalid(
@@ -232,6 +242,22 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     Ok(Action::requeue(
         decision.requeue_after(now).unwrap_or(ctx.resync),
     ))
+}
+
+/// The older ObserverSet that selects some of `subject`'s pods, if any: from the controller's
+/// cache once it is ready, else listed.
+async fn find_conflict(
+    ctx: &Context,
+    subject: &ObserverSet,
+) -> std::result::Result<Option<Conflict>, kube::Error> {
+    match ctx.ready_sets() {
+        Some(store) => {
+            let cached = store.state();
+            let refs: Vec<&ObserverSet> = cached.iter().map(AsRef::as_ref).collect();
+            conflict::find_among(&ctx.client, subject, &refs).await
+        }
+        None => conflict::find(&ctx.client, subject).await,
+    }
 }
 
 /// What one reconcile writes to, and when.

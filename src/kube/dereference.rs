@@ -169,6 +169,13 @@ pub fn kafka_pods(
 
 /// Lists the pods `selector` picks in the namespace (terminating pods included: they still read
 /// their file until they are gone).
+///
+/// Served from the apiserver's watch cache (`resourceVersion=0`, what an informer sees), not as a
+/// consistent read: since Kubernetes 1.31 a consistent list waits for the cache to catch up with
+/// etcd, up to 100 ms per list, and every reconcile pass of a rollout step lists the pods.
+/// Safe because each pass lists again: a pod the cache has not shown yet is waited for by the
+/// next pass, and a pod that starts after a list mounts the list already written. The ObserverSet
+/// and its ConfigMaps, which the planner's own writes change, are still read from etcd.
 pub async fn list_role_pods(
     api: &Api<Pod>,
     role: Role,
@@ -176,7 +183,7 @@ pub async fn list_role_pods(
     rule: &NodeIdRule,
 ) -> Result<Vec<KafkaPod>> {
     let pods = api
-        .list(&ListParams::default().labels_from(selector))
+        .list(&ListParams::default().labels_from(selector).match_any())
         .await
         .map_err(Error::kube(format!("listing {role} pods ({selector})")))?;
     Ok(kafka_pods(&pods.items, role, rule)?)
