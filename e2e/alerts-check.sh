@@ -12,10 +12,7 @@
 # helm and promtool are built from the Go module proxy on first use (e2e/build/k8s.sh helm,
 # e2e/build/promtool.sh) and cached in $KOO_CACHE.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-source "$root/e2e/versions.env"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
+source "$(dirname "$0")/lib.sh"
 chart="$root/charts/kafka-observer-operator"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -24,10 +21,10 @@ start=$SECONDS
 ok() { echo "alerts-check: ok   $*"; }
 bad() { echo "alerts-check: FAIL $*"; fails=$((fails + 1)); }
 
-tb="${KOO_TESTBED:-$root/.testbed}"
+tb="${KOO_TESTBED:-$tb}"
 helm="$tb/bin/helm"
-[[ -x "$helm" ]] || helm="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"
-[[ -x "$helm" ]] || { bash "$root/e2e/build/k8s.sh" helm >&2; helm="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"; }
+[[ -x "$helm" ]] || helm="$helm_bin"
+[[ -x "$helm" ]] || { bash "$root/e2e/build/k8s.sh" helm >&2; helm="$helm_bin"; }
 promtool="$(bash "$root/e2e/build/promtool.sh" | tail -n1)"
 export HELM_CACHE_HOME="$work/helm-cache" HELM_CONFIG_HOME="$work/helm-config" HELM_DATA_HOME="$work/helm-data"
 

@@ -10,11 +10,8 @@
 # KOO_TESTBED=off: steps 1-3 only (helm needs no cluster), the dry-run is skipped with a line.
 # Otherwise nothing is skipped: a missing helm, operator binary, bed or kubectl is a failure.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-source "$root/e2e/versions.env"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
-tb="${KOO_TESTBED:-$root/.testbed}"
+source "$(dirname "$0")/lib.sh"
+tb="${KOO_TESTBED:-$tb}"
 chart="$root/charts/kafka-observer-operator"
 ns="koo-chart-check-$$"
 work="$(mktemp -d)"
@@ -24,7 +21,7 @@ ok() { echo "chart-check: ok   $*"; }
 bad() { echo "chart-check: FAIL $*"; fails=$((fails + 1)); }
 
 helm="$tb/bin/helm"
-[[ -x "$helm" ]] || helm="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"
+[[ -x "$helm" ]] || helm="$helm_bin"
 [[ -x "$helm" ]] || { echo "chart-check: no helm at $helm: run make k8s-binaries"; exit 1; }
 export HELM_CACHE_HOME="$work/helm-cache" HELM_CONFIG_HOME="$work/helm-config" HELM_DATA_HOME="$work/helm-data"
 
@@ -123,19 +120,18 @@ elif [[ ! -f "$tb/kubeconfig" ]]; then
 elif [[ ! -x "$tb/bin/kubectl" ]]; then
   bad "kubectl apply --dry-run=server: no kubectl wrapper at $tb/bin/kubectl (make testbed-up writes it)"
 else
-  k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
-  k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null
+  kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
   for v in "${!variants[@]}"; do
     [[ -s "$work/$v.yaml" ]] || continue
     # The bed has no Prometheus Operator CRDs: ServiceMonitor and PrometheusRule are checked by
     # helm lint/template here and by promtool in e2e/alerts-check.sh, not by the apiserver.
     awk 'BEGIN { RS = "\n---\n"; ORS = "\n---\n" } !/\napiVersion: monitoring\.coreos\.com\// && !/^apiVersion: monitoring\.coreos\.com\//' \
       "$work/$v.yaml" > "$work/$v.apply.yaml"
-    if out=$(k apply --dry-run=server --server-side --force-conflicts --field-manager=chart-check -f "$work/$v.apply.yaml" 2>&1); then
+    if out=$(kubectl apply --dry-run=server --server-side --force-conflicts --field-manager=chart-check -f "$work/$v.apply.yaml" 2>&1); then
       ok "kubectl apply --dry-run=server ($v): $(grep -c 'serverside-applied\|created\|configured' <<<"$out") objects accepted"
     else bad "kubectl apply --dry-run=server ($v):"$'\n'"$out"; fi
   done
-  k delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
 fi
 
 if ((fails)); then echo "chart-check: $fails check(s) failed"; exit 1; fi

@@ -3,24 +3,23 @@
 # example Kafka StatefulSets (namespace kafka), the operator installed by its Helm chart, the example ObserverSet and the
 # promotion drill, all on real pods. Leaves the bed running for a look around; `make testbed-down` stops it.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$(dirname "$0")/lib.sh"
 cd "$root"
-export KOO_TESTBED="$root/.testbed"
+export KOO_TESTBED="$tb"
 start=$SECONDS
 bash e2e/testbed/up.sh
-k() { "$KOO_TESTBED/bin/kubectl" --kubeconfig "$KOO_TESTBED/kubeconfig" "$@"; }
 echo "== the operator, installed by its Helm chart (2 replicas, leader election)"
 bash e2e/testbed/operator-chart.sh up
 echo "== applying examples/kafka/observerset/observerset.yaml"
 bash e2e/testbed/kafka.sh observerset
-k -n kafka get obs
+kubectl -n kafka get obs
 echo "== what the operator wrote (ConfigMap kafka-observers-broker) and what one pod's agent sees"
-k -n kafka get configmap kafka-observers-broker -o jsonpath='{.data.observer\.ids}'
-ip="$(k -n kafka get pod kafka-broker-3 -o jsonpath='{.status.podIP}')"
+kubectl -n kafka get configmap kafka-observers-broker -o jsonpath='{.data.observer\.ids}'
+ip="$(kubectl -n kafka get pod "$(node_pod "$OBSERVER")" -o jsonpath='{.status.podIP}')"
 curl -s -m 2 "http://$ip:9180/observer-ids" && echo
 echo "== promotion drill on the real node"
 bash e2e/drills/operator/promotion-drill.sh
-k -n kafka get obs
+kubectl -n kafka get obs
 echo "demo done in $((SECONDS - start))s. The bed is still up: kubectl at $KOO_TESTBED/bin/kubectl" \
   "(--kubeconfig $KOO_TESTBED/kubeconfig); operator logs: kubectl -n kafka-observer-system logs" \
   "-l app.kubernetes.io/name=kafka-observer-operator; stop it with make testbed-down"

@@ -5,10 +5,8 @@
 # with exactly the chart's permissions for the Rust integration tests (they kill and restart
 # it), and the Kafka failure suite S1-S10. Expects the bed up (make test brings it up first). Prints each stage's duration.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/e2e/versions.env"
-export KOO_TESTBED="$root/.testbed"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
+source "$(dirname "$0")/lib.sh"
+export KOO_TESTBED="$tb"
 [[ -f "$KOO_TESTBED/kubeconfig" ]] || { echo "test bed not up: run make testbed-up"; exit 1; }
 cd "$root"
 timings=()

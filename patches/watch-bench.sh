@@ -13,15 +13,13 @@
 # (default /tmp/koo-watch-bench). About 30 s plus the node's start.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
-source "$repo/e2e/versions.env"
-: "${KOO_CACHE:=$HOME/.cache/kafka-observer-operator}"
+source "$here/../e2e/lib.sh"
 version="${1:-$KAFKA_VERSION}"
 label="${2:-$version}"
 dir="${BENCH_DIR:-/tmp/koo-watch-bench}"
 net="${BENCH_NET:-127.0.8}"
 changes="${BENCH_CHANGES:-20}"
-jar="${BENCH_JAR:-$(bash "$repo/e2e/build/kafka-patched.sh" "$version" | tail -n 1)}"
+jar="${BENCH_JAR:-$(bash "$root/e2e/build/kafka-patched.sh" "$version" | tail -n 1)}"
 lib="$KOO_CACHE/kafka/$version/lib"
 pid=""
 stop() { [[ -n "$pid" ]] && { kill "$pid" 2>/dev/null; sleep 2; kill -9 "$pid" 2>/dev/null; } || true; }
@@ -45,12 +43,12 @@ offsets.topic.replication.factor=1
 num.network.threads=2
 num.io.threads=2
 PROPS
-java -Xmx128m -XX:+UseSerialGC -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/tools-log4j2.properties" \
+java -Xmx128m -XX:+UseSerialGC -Dlog4j2.configurationFile="$root/e2e/testbed/kafka/tools-log4j2.properties" \
   -cp "$lib/*" kafka.tools.StorageTool format -t "$(java -cp "$lib/*" kafka.tools.StorageTool random-uuid 2>/dev/null)" \
   -c "$dir/node/server.properties" > /dev/null
 env KAFKA_OBSERVER_IDS_FILE="$dir/observer/observer.ids" KAFKA_OBSERVER_IDS_LOADED_FILE="$dir/loaded/observer.ids" \
   ${BENCH_TTL_MS:+KAFKA_OBSERVER_IDS_TTL_MS=$BENCH_TTL_MS} \
-  java -Xmx256m -XX:+UseSerialGC -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/log4j2.properties" \
+  java -Xmx256m -XX:+UseSerialGC -Dlog4j2.configurationFile="$root/e2e/testbed/kafka/log4j2.properties" \
   -Dkafka.logs.dir="$dir/node" -cp "$jar:$lib/*" kafka.Kafka "$dir/node/server.properties" > "$dir/node.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 120); do

@@ -80,15 +80,15 @@ roll_observer() {
   local uid deadline
   uid="$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid}')"
   kubectl -n "$KAFKA_NS" patch statefulset kafka-broker --type json -p "$1" >/dev/null ||
-    { note "cannot patch statefulset kafka-broker ($2)"; return 1; }
+    { log "cannot patch statefulset kafka-broker ($2)"; return 1; }
   deadline=$(($(date +%s) + 240))
   until [[ "$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == *" True" &&
     "$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid}')" != "$uid" ]]; do
-    (($(date +%s) < deadline)) || { note "$observer_pod not replaced and Ready 240 s after the StatefulSet change ($2)"; return 1; }
+    (($(date +%s) < deadline)) || { log "$observer_pod not replaced and Ready 240 s after the StatefulSet change ($2)"; return 1; }
     sleep 1
   done
   dc brokers 4 90000 >&2 || return 1
-  note "$observer_pod replaced: $2"
+  log "$observer_pod replaced: $2"
 }
 slow_observer() {
   local ci n
@@ -179,7 +179,7 @@ for i in $(seq "$BENCH_RUNS"); do
   read -r a b < <(timed_change "$t" isr-lacks=4 "$DEFAULT_OBSERVERS")
   [[ -n "${b:-}" ]] || fail "demotion run $i failed (see $SCENARIO_DIR)"
   demo+=("$a") demo_e2e+=("$b")
-  note "run $i: promotion ${promo[-1]} ms (e2e ${promo_e2e[-1]}), demotion ${demo[-1]} ms (e2e ${demo_e2e[-1]})"
+  log "run $i: promotion ${promo[-1]} ms (e2e ${promo_e2e[-1]}), demotion ${demo[-1]} ms (e2e ${demo_e2e[-1]})"
 done
 result "promotion, file change -> in ISR (ms):     ${promo[*]}   ($(stats "${promo[@]}"))"
 result "promotion, change start -> in ISR (ms):    ${promo_e2e[*]}   ($(stats "${promo_e2e[@]}"))"

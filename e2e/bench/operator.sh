@@ -11,30 +11,26 @@
 # agents (the drill and tests/operator_rollout.rs cover those on the bed's real pods).
 # Environment: KOO_BENCH_SETS (200), KOO_BENCH_SAMPLES (100).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$root/e2e/versions.env"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
-tb="${KOO_TESTBED:-$root/.testbed}"
+source "$(dirname "$0")/../lib.sh"
+tb="${KOO_TESTBED:-$tb}"
 [[ -f "$tb/kubeconfig" ]] || { echo "bench-operator: no test bed at $tb: run make testbed-up"; exit 1; }
 [[ -s "$tb/kafka/bootstrap" ]] || { echo "bench-operator: no Kafka bootstrap at $tb/kafka/bootstrap: run make testbed-up"; exit 1; }
 sets="${KOO_BENCH_SETS:-200}"
 samples="${KOO_BENCH_SAMPLES:-100}"
 ns="koo-bench"
-k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
-rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$(cat "$tb/pids/operator.pid")/status"; }
+rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$(live_pid "$tb/pids/operator.pid")/status"; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
 
 cd "$root"
 cargo build --release --quiet --example bench_operator
 bash e2e/testbed/operator.sh up
-if k get namespace "$ns" >/dev/null 2>&1; then
+if kubectl get namespace "$ns" >/dev/null 2>&1; then
   echo "bench-operator: deleting the namespace $ns left by a previous run"
-  k delete namespace "$ns" --wait=true --timeout=300s >/dev/null
+  kubectl delete namespace "$ns" --wait=true --timeout=300s >/dev/null
 fi
 sleep 5
 idle=$(rss_kib)
-existing="$(k get observersets -A --no-headers 2>/dev/null | wc -l)"
+existing="$(kubectl get observersets -A --no-headers 2>/dev/null | wc -l)"
 echo "BENCH operator RSS idle (ObserverSets on the bed before the bench's: $existing): $(mib "$idle")"
 
 peak_file="$(mktemp)"
@@ -50,5 +46,5 @@ bootstrap="$(cat "$tb/kafka/bootstrap")"
 sleep 10
 settled=$(rss_kib)
 echo "BENCH operator RSS at $sets ObserverSets: settled $(mib "$settled"), peak during the run $(mib "$(cat "$peak_file")")"
-k delete namespace "$ns" --wait=false >/dev/null
+kubectl delete namespace "$ns" --wait=false >/dev/null
 echo "bench-operator: done (namespace $ns is being deleted)"

@@ -7,10 +7,10 @@
 #     Runs when KOO_TESTBED points at a running bed (default: ./.testbed if its Kafka bootstrap
 #     exists); KOO_TESTBED=off skips it.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/kafka-observer-operator/target}"
-if [[ -z "${KOO_TESTBED:-}" && -f .testbed/kafka/bootstrap ]]; then
-  export KOO_TESTBED="$PWD/.testbed"
+source "$(dirname "$0")/../lib.sh"
+cd "$root"
+if [[ -z "${KOO_TESTBED:-}" && -f "$tb/kafka/bootstrap" ]]; then
+  export KOO_TESTBED="$tb"
 fi
 echo "== policy engine and snapshot assembly (no network)"
 cargo run --quiet --release --example bench_policy

@@ -10,19 +10,15 @@
 # Prints the split per run, the p50 of each step and the floor (what the file delivery and
 # Kafka take). Environment: KOO_BENCH_RUNS (5).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$root/e2e/versions.env"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
-tb="${KOO_TESTBED:-$root/.testbed}"
+source "$(dirname "$0")/../lib.sh"
+tb="${KOO_TESTBED:-$tb}"
 [[ -f "$tb/kubeconfig" ]] || { echo "bench-promotion: no test bed at $tb: run make testbed-up"; exit 1; }
-k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 cd "$root"
 cargo build --release --quiet --example bench_promotion
 bash e2e/testbed/operator.sh up
 bootstrap="$(bash e2e/testbed/kafka.sh bootstrap)"
 sed "s/kafka-bootstrap\.kafka\.svc:9092/$bootstrap/" examples/kafka/observerset/observerset.yaml |
-  k -n kafka apply -f - >/dev/null
-k -n kafka wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null
+  kubectl -n kafka apply -f - >/dev/null
+kubectl -n kafka wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null
 "$CARGO_TARGET_DIR/release/examples/bench_promotion" --kubeconfig "$tb/kubeconfig" \
   --bootstrap "$bootstrap" --kafka-sh "$root/e2e/testbed/kafka.sh" --runs "${KOO_BENCH_RUNS:-5}"

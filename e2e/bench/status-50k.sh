@@ -36,11 +36,10 @@ BENCH_HEAP_MIB="${BENCH_HEAP_MIB:-1536}"
 if [[ "$KAFKA_NS" == kafka ]]; then heap_mib=256; else heap_mib="$BENCH_HEAP_MIB"; fi
 BENCH_HEAP_LIMIT_MIB="${BENCH_HEAP_LIMIT_MIB:-$((heap_mib * 43 / 100))}"
 PREFIX="bench-status-"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/kafka-observer-operator/target}"
 cargo build --quiet --release --bin kubectl-observer
 plugin_bin="$CARGO_TARGET_DIR/release/kubectl-observer"
 if [[ "$KAFKA_NS" != kafka ]]; then
-  note "bringing up the bench's own Kafka in namespace $KAFKA_NS (heap $BENCH_HEAP_MIB MiB per JVM)"
+  log "bringing up the bench's own Kafka in namespace $KAFKA_NS (heap $BENCH_HEAP_MIB MiB per JVM)"
   KOO_KAFKA_HEAP_MIB="$BENCH_HEAP_MIB" bash "$KAFKA_SH" up
   # The plugin reads the ObserverSet (spec.observers, the policy) as a user's would find it.
   sed "s/\.kafka\.svc:/.$KAFKA_NS.svc:/" "$root/examples/kafka/observerset/observerset.yaml" |
@@ -64,7 +63,7 @@ wait_seen() { # wait_seen <partitions> <timeout s>
   while :; do
     s="$(seen 2>/dev/null || echo "? ?")"
     [[ "$s" == "$1 $1" ]] && return 0
-    (($(date +%s) < deadline)) || { note "metadata shows '$s' (partitions led), not $1 $1, after $2 s"; return 1; }
+    (($(date +%s) < deadline)) || { log "metadata shows '$s' (partitions led), not $1 $1, after $2 s"; return 1; }
     sleep 1
   done
 }
@@ -72,7 +71,7 @@ wait_seen() { # wait_seen <partitions> <timeout s>
 max_old_gen() {
   local id pid kib best=0 who=none
   for id in "${BROKERS[@]}" "${CONTROLLERS[@]}"; do
-    pid="$(bash "$KAFKA_SH" jvm-pid "$id")" || { note "node $id: no JVM"; echo "999 $id"; return; }
+    pid="$(bash "$KAFKA_SH" jvm-pid "$id")" || { log "node $id: no JVM"; echo "999 $id"; return; }
     jcmd "$pid" GC.run >/dev/null
     kib="$(jcmd "$pid" GC.heap_info | sed -n 's/.*tenured generation.* used \([0-9]*\)K.*/\1/p')"
     ((kib / 1024 > best)) && { best=$((kib / 1024)); who=$id; }
@@ -85,31 +84,31 @@ delete_topics() {
   local t left
   left="$(plugin status -o json --partitions --topic "^$PREFIX" 2>/dev/null | jq -r '[.replicas[].topic] | unique | .[]')" || return 1
   [[ -n "$left" ]] || return 0
-  note "deleting the topics $PREFIX* one by one"
+  log "deleting the topics $PREFIX* one by one"
   for t in $left; do
-    topics --delete --topic "$t" >/dev/null || note "deleting $t failed; retried by the wait below"
+    topics --delete --topic "$t" >/dev/null || log "deleting $t failed; retried by the wait below"
     local deadline=$(($(date +%s) + 300))
     until ! plugin status -o json --partitions --topic "^$t\$" 2>/dev/null | jq -e '.replicas | length > 0' >/dev/null; do
-      (($(date +%s) < deadline)) || { note "$t still listed 300 s after its deletion"; return 1; }
+      (($(date +%s) < deadline)) || { log "$t still listed 300 s after its deletion"; return 1; }
       sleep 2
       topics --delete --topic "$t" >/dev/null 2>&1 || true
     done
   done
   wait_seen 0 300
-  note "topics gone from the metadata"
+  log "topics gone from the metadata"
 }
 finish() {
   if [[ "$KAFKA_NS" == kafka ]]; then
-    delete_topics || note "could not delete the topics $PREFIX*: delete them by hand"
+    delete_topics || log "could not delete the topics $PREFIX*: delete them by hand"
   elif [[ "${BENCH_KEEP:-0}" != 1 ]]; then
-    bash "$KAFKA_SH" purge || note "could not purge namespace $KAFKA_NS: KOO_KAFKA_NAMESPACE=$KAFKA_NS e2e/testbed/kafka.sh purge"
+    bash "$KAFKA_SH" purge || log "could not purge namespace $KAFKA_NS: KOO_KAFKA_NAMESPACE=$KAFKA_NS e2e/testbed/kafka.sh purge"
   fi
 }
 trap finish EXIT
 delete_topics
 
 read -r mib who <<<"$(max_old_gen)"
-note "heap before: largest old generation (after a full GC) of the 7 JVMs $mib MiB (node $who)"
+log "heap before: largest old generation (after a full GC) of the 7 JVMs $mib MiB (node $who)"
 created=0 n=0 stopped=""
 while ((created + BENCH_TOPIC_PARTITIONS <= BENCH_PARTITIONS)); do
   rf2=$((n % 10 == 9))
@@ -122,7 +121,7 @@ while ((created + BENCH_TOPIC_PARTITIONS <= BENCH_PARTITIONS)); do
   if ((n % 2 == 0)); then
     wait_seen "$created" 600
     read -r mib who <<<"$(max_old_gen)"
-    note "$created partitions in $n topics led; largest old generation $mib MiB (node $who)"
+    log "$created partitions in $n topics led; largest old generation $mib MiB (node $who)"
     if ((mib > BENCH_HEAP_LIMIT_MIB)); then
       stopped="stopped at $created partitions: node $who's old generation $mib MiB > $BENCH_HEAP_LIMIT_MIB MiB"
       break
@@ -130,9 +129,9 @@ while ((created + BENCH_TOPIC_PARTITIONS <= BENCH_PARTITIONS)); do
   fi
 done
 wait_seen "$created" 600
-[[ -z "$stopped" ]] || note "$stopped"
+[[ -z "$stopped" ]] || log "$stopped"
 total="$(plugin status -o json --limit 1 | jq .partitions)"
-note "the bed now has $total partitions ($created of them the bench's)"
+log "the bed now has $total partitions ($created of them the bench's)"
 
 # time_runs <label> <args...>: BENCH_RUNS wall times of the plugin, p50 and max of the runs
 # that succeeded, the p50 of its own CPU time (user + system: the rest of the wall time is spent
@@ -149,7 +148,7 @@ time_runs() {
       cpu+=("$(awk '{printf "%d", ($1 + $2) * 1000}' "$tb/bench/status-50k.cpu")")
     else
       failed=$((failed + 1))
-      note "$label failed: $(tail -n1 "$tb/bench/status-50k.err")"
+      log "$label failed: $(tail -n1 "$tb/bench/status-50k.err")"
     fi
   done
   local cpu50

@@ -23,12 +23,11 @@
 # Logs go to stderr and to $KOO_CACHE/images/logs/<step>.log; stdout stays empty.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$here/../versions.env"
+source "$here/../lib.sh"
+log_tag="images.sh" die_prefix="error: "
 
 IMG_DIR="$KOO_CACHE/images"
 LOG_DIR="$IMG_DIR/logs"
-CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
 DEBIAN_SUITE="${DEBIAN_SUITE:-bookworm}"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
@@ -49,8 +48,6 @@ export BUILDAH_ISOLATION=chroot
 # No registries at all: a FROM that is not in the local store must fail, never pull.
 BUILDAH_REGISTRIES_CONF="$KOO_CACHE/buildah/registries.conf"
 
-say() { echo "images.sh: $*" >&2; }
-die() { say "error: $*"; exit 1; }
 bh() { buildah --root "$BUILDAH_ROOT" --runroot "$BUILDAH_RUNROOT" --storage-driver vfs \
   --registries-conf "$BUILDAH_REGISTRIES_CONF" "$@"; }
 
@@ -63,10 +60,10 @@ run() {
     echo "### $(date -u +%FT%TZ) $*"
   } >> "$log"
   if [[ "${KOO_IMAGES_VERBOSE:-0}" == 1 ]]; then
-    "$@" 2>&1 | tee -a "$log" >&2 || { say "step '$step' failed: see $log"; exit 1; }
+    "$@" 2>&1 | tee -a "$log" >&2 || { log "step '$step' failed: see $log"; exit 1; }
   else
     "$@" >> "$log" 2>&1 || {
-      say "step '$step' failed; last lines of $log:"
+      log "step '$step' failed; last lines of $log:"
       tail -n 25 "$log" | sed 's/^/  | /' >&2
       die "step '$step' failed: see $log"
     }
@@ -112,7 +109,7 @@ ensure_in_store() {
   have="$(bh images --noheading --no-trunc --format '{{.ID}}' "$ref" 2>/dev/null | head -n1 || true)"
   have="${have#sha256:}"
   [[ "$have" == "$want" ]] && return 0
-  say "loading $ref into buildah's store from $archive"
+  log "loading $ref into buildah's store from $archive"
   run "load-$(basename "$archive" .tar)" bh pull --quiet "oci-archive:$archive"
   run "load-$(basename "$archive" .tar)" bh tag "$want" "$ref"
 }
@@ -222,9 +219,9 @@ build_base() {
   key="$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$BASE_RECIPE" "$(declare -f base_rootfs)" | sha256sum | cut -c1-16)"
   archive="$IMG_DIR/koo-debian-$DEBIAN_SUITE-slim-$key.tar"
   if [[ -f "$archive" ]]; then
-    say "base: cached $archive"
+    log "base: cached $archive"
   else
-    say "base: debootstrap $DEBIAN_SUITE (minbase) from $DEBIAN_MIRROR (about 80-120 s)"
+    log "base: debootstrap $DEBIAN_SUITE (minbase) from $DEBIAN_MIRROR (about 80-120 s)"
     rootfs="$(mktemp -d "$IMG_DIR/rootfs.$$.XXXXXX")"
     run base-debootstrap base_rootfs "$rootfs"
     # `buildah copy` would chown everything to 0:0 (Dockerfile COPY semantics) and lose setgid
@@ -241,7 +238,7 @@ build_base() {
     push_archive "$BASE_REF" "$archive" base-push
     rm -rf --one-file-system "$rootfs"
     prune_old "koo-debian-$DEBIAN_SUITE-slim" "$archive"
-    say "base: built $BASE_REF in $(elapsed "$t0") s: $archive ($(du -h "$archive" | cut -f1))"
+    log "base: built $BASE_REF in $(elapsed "$t0") s: $archive ($(du -h "$archive" | cut -f1))"
   fi
   ensure_in_store "$BASE_REF" "$archive"
   BASE_ARCHIVE="$archive"
@@ -256,15 +253,15 @@ bud_cached() {
   shift 5
   archive="$IMG_DIR/$name-$key.tar"
   if [[ -f "$archive" ]]; then
-    say "$step: cached $archive"
+    log "$step: cached $archive"
   else
-    say "$step: building $ref"
+    log "$step: building $ref"
     if [[ -n "${PREPARE:-}" ]]; then $PREPARE; fi
     run "$step" bh bud --isolation chroot --pull=never --layers=false --format oci \
       --timestamp 0 -t "$ref" "$@" "$ctx"
     push_archive "$ref" "$archive" "$step-push"
     prune_old "$name" "$archive"
-    say "$step: built $ref in $(elapsed "$t0") s: $archive ($(du -h "$archive" | cut -f1))"
+    log "$step: built $ref in $(elapsed "$t0") s: $archive ($(du -h "$archive" | cut -f1))"
   fi
   BUILT[$ref]="$archive"
 }
@@ -295,9 +292,9 @@ wait_for_cargo() {
   local lock="$CARGO_TARGET_DIR/release/.cargo-lock" t0=$SECONDS
   [[ -f "$lock" ]] || return 0
   if ! flock -n "$lock" true 2>/dev/null; then
-    say "operator: a cargo build holds $lock; waiting for it (up to 60 min)"
+    log "operator: a cargo build holds $lock; waiting for it (up to 60 min)"
     flock -w 3600 "$lock" true || die "operator: cargo still building after 60 min ($lock)"
-    say "operator: cargo build finished after $(elapsed "$t0") s"
+    log "operator: cargo build finished after $(elapsed "$t0") s"
   fi
 }
 
@@ -316,7 +313,7 @@ build_operator() {
 
 build_kafka() {
   local jars patch ctx f
-  say "kafka: Kafka $KAFKA_VERSION jars and observer patch (cached builds return at once)"
+  log "kafka: Kafka $KAFKA_VERSION jars and observer patch (cached builds return at once)"
   run kafka-jars bash "$here/kafka-jars.sh" "$KAFKA_VERSION"
   jars="$(tail -n1 "$LOG_DIR/kafka-jars.log")/lib"
   [[ -f "$jars/kafka_$SCALA_BINARY_VERSION-$KAFKA_VERSION.jar" ]] ||
@@ -375,7 +372,7 @@ write_list() {
   local tmp="$IMG_DIR/current.list.tmp.$$" ref
   for ref in "${!BUILT[@]}"; do echo "$ref ${BUILT[$ref]}"; done | LC_ALL=C sort > "$tmp"
   mv -f "$tmp" "$IMG_DIR/current.list"
-  say "wrote $IMG_DIR/current.list:"; sed 's/^/  /' "$IMG_DIR/current.list" >&2
+  log "wrote $IMG_DIR/current.list:"; sed 's/^/  /' "$IMG_DIR/current.list" >&2
 }
 
 cmd_build() {
@@ -393,7 +390,7 @@ cmd_build() {
       build_base; build_pause; build_kafka; build_operator
       # coredns only once node-tools.sh has built its binary (`images.sh build coredns` insists).
       if coredns_bin >/dev/null; then build_coredns
-      else say "coredns: skipped: no binary yet ('bash e2e/build/node-tools.sh coredns' builds it)"
+      else log "coredns: skipped: no binary yet ('bash e2e/build/node-tools.sh coredns' builds it)"
       fi ;;
     *) die "unknown image '$what' (base|pause|operator|kafka|coredns|rust|all)" ;;
   esac
@@ -405,7 +402,7 @@ cmd_build() {
     done < "$IMG_DIR/current.list"
   fi
   write_list
-  say "build $what: done in $(elapsed "$t0") s"
+  log "build $what: done in $(elapsed "$t0") s"
 }
 
 cmd_import() {
@@ -419,13 +416,13 @@ cmd_import() {
     want="$(archive_manifest_digest "$archive")"
     have="$(ctr --address "$sock" -n k8s.io images ls "name==$ref" 2>/dev/null | awk -v r="$ref" '$1 == r {print $3}')"
     if [[ "$have" == "$want" ]]; then skipped=$((skipped + 1)); continue; fi
-    say "import: $ref ($want)"
+    log "import: $ref ($want)"
     run import ctr --address "$sock" -n k8s.io images import --all-platforms "$archive"
     have="$(ctr --address "$sock" -n k8s.io images ls "name==$ref" | awk -v r="$ref" '$1 == r {print $3}')"
     [[ "$have" == "$want" ]] || die "import: after importing $archive, containerd has '$ref' at '$have', not $want (see $LOG_DIR/import.log)"
     n=$((n + 1))
   done < "$IMG_DIR/current.list"
-  say "import: $n imported, $skipped already present"
+  log "import: $n imported, $skipped already present"
 }
 
 # The Rust builder base for the full multi-stage build: the local base + this machine's rustup
@@ -473,11 +470,11 @@ cmd_operator_full() {
   t1=$SECONDS
   # The repository itself is the context (.dockerignore drops target/, .testbed/, .git/).
   # The cargo registry and target dir are cache mounts kept in buildah's store between builds.
-  say "operator-full: cargo build --release inside the image (cold: several minutes)"
+  log "operator-full: cargo build --release inside the image (cold: several minutes)"
   run operator-full bh bud --isolation chroot --pull=never --layers=false --format oci \
     --build-arg "BUILDER_IMAGE=$RUST_REF" --build-arg "RUNTIME_IMAGE=$BASE_REF" \
     -t docker.io/library/kafka-observer-operator:full -f "$root/Dockerfile" "$root"
-  say "operator-full: built docker.io/library/kafka-observer-operator:full in $(elapsed "$t1") s (total $(elapsed "$t0") s; log $LOG_DIR/operator-full.log)"
+  log "operator-full: built docker.io/library/kafka-observer-operator:full in $(elapsed "$t1") s (total $(elapsed "$t0") s; log $LOG_DIR/operator-full.log)"
 }
 
 case "${1:-build}" in

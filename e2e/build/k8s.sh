@@ -7,14 +7,12 @@
 # module cannot use, so a generated wrapper module requires k8s.io/kubernetes and points each
 # staging module at its published v0.X.Y twin. The wrappers live in the cache, not the tree.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-source "$here/../versions.env"
+source "$(dirname "$0")/../lib.sh"
+log_tag="k8s.sh" log_time="%T"
 
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false"
 k8s_root="$KOO_CACHE/k8s/$K8S_VERSION"
 helm_root="$KOO_CACHE/helm/$HELM_VERSION"
-
-log() { printf '%s k8s.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # Prints the go.sum-style hash of a module zip: the honest "commit" of a proxy-built binary,
 # since the proxy does not tell us the git commit of a tag.

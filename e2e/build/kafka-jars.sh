@@ -3,7 +3,7 @@
 # into $KOO_CACHE/kafka/<version>/{lib,sources}. Idempotent: a finished fetch leaves a stamp.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-source "$here/../versions.env"
+source "$here/../lib.sh"
 version="${1:-$KAFKA_VERSION}"
 dest="$KOO_CACHE/kafka/$version"
 if [[ -f "$dest/.complete" ]]; then echo "$dest"; exit 0; fi
@@ -19,8 +19,8 @@ rm -rf "$dest.tmp"; mkdir -p "$dest.tmp"
 # Some releases come without sources jars (here 4.2.2 and 4.4.0; the plugin skips missing
 # classifier jars silently): the runtime is still usable, a patch then needs a sources-from.
 [[ -f "$dest.tmp/sources/kafka_$SCALA_BINARY_VERSION-$version-sources.jar" ]] ||
-  echo "kafka-jars: Maven serves no sources jars for Kafka $version: runtime jars only" \
-    "(patches/kafka-$version/sources-from can name a release with identical patched files)" >&2
+  log "Maven serves no sources jars for Kafka $version: runtime jars only" \
+    "(patches/kafka-$version/sources-from can name a release with identical patched files)"
 for j in kafka_$SCALA_BINARY_VERSION kafka-metadata kafka-server kafka-clients kafka-tools; do
   ls "$dest.tmp/lib/$j-$version.jar" >/dev/null
 done

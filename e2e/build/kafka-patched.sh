@@ -18,19 +18,17 @@
 # of exactly the Scala version on Kafka's classpath) against the full Kafka classpath. No Gradle.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-source "$here/../versions.env"
+source "$here/../lib.sh"
 version="${1:-$KAFKA_VERSION}"
-patch_dir="$repo/patches/kafka-$version"
-common_src="$repo/patches/src"
-log() { echo "kafka-patched: $*" >&2; }
+patch_dir="$root/patches/kafka-$version"
+common_src="$root/patches/src"
 
 [[ -d "$patch_dir" ]] || { log "no patch for Kafka $version: $patch_dir does not exist"; exit 1; }
 
 # The sha covers everything that shapes the jar: the shared sources, this version's patch
 # directory and this script.
 patch_sha="$(
-  cd "$repo" &&
+  cd "$root" &&
     { find patches/src "patches/kafka-$version" -type f -print0 | LC_ALL=C sort -z |
         xargs -0 sha256sum; sha256sum e2e/build/kafka-patched.sh e2e/build/kafka-upstream-check.sh; } |
     sha256sum | cut -c1-12

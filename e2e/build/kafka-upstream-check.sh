@@ -14,8 +14,7 @@
 set -euo pipefail
 vanilla="$1" lib="$2" version="$3" scalac_cp="$4"
 shift 4
-source "$(cd "$(dirname "$0")" && pwd)/../versions.env"
-log() { echo "kafka-upstream-check: $*" >&2; }
+source "$(dirname "$0")/../lib.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/classes"

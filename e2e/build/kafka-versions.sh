@@ -15,13 +15,12 @@
 # instead. Logs: $KOO_CACHE/kafka-versions/<v>/{build,smoke}.log.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-source "$here/../versions.env"
+source "$here/../lib.sh"
 net_of() { # net_of <version>: the version's loopback /24 prefix
   local major minor rest
   IFS=. read -r major minor rest <<< "$1"
   [[ "$major" =~ ^[0-9]+$ && "$minor" =~ ^[0-9]+$ && $major -le 255 && $minor -le 255 ]] ||
-    { echo "kafka-versions: cannot derive a loopback range from version $1" >&2; return 1; }
+    { log "cannot derive a loopback range from version $1"; return 1; }
   echo "${KAFKA_VERSIONS_NET:-127.$major.$minor}"
 }
 out="$KOO_CACHE/kafka-versions"
@@ -32,7 +31,7 @@ else
   # Every version we carry a patch for, plus the releases the issue asks for even without one,
   # so a missing port shows up as a line instead of silently dropping out.
   mapfile -t versions < <(
-    { find "$repo/patches" -maxdepth 1 -type d -name 'kafka-*' -printf '%f\n' | sed 's/^kafka-//'
+    { find "$root/patches" -maxdepth 1 -type d -name 'kafka-*' -printf '%f\n' | sed 's/^kafka-//'
       printf '%s\n' 3.9.2 4.0.2 4.4.0; } | sort -u -V
   )
 fi
@@ -43,7 +42,7 @@ failed=0
 for v in "${versions[@]}"; do
   logs="$out/$v"
   mkdir -p "$logs"
-  if [[ ! -d "$repo/patches/kafka-$v" ]]; then
+  if [[ ! -d "$root/patches/kafka-$v" ]]; then
     reason="no patches/kafka-$v"
     [[ -f "$KOO_CACHE/kafka/$v/sources/kafka_$SCALA_BINARY_VERSION-$v-sources.jar" ]] ||
       reason="$reason (Maven serves no kafka_$SCALA_BINARY_VERSION-$v-sources.jar here; see patches/README.md)"
@@ -64,7 +63,7 @@ for v in "${versions[@]}"; do
   # One smoke cluster at a time: 4 JVMs each on a 2-core machine.
   flock 9
   started=$SECONDS
-  if SMOKE_NET="$net" SMOKE_DIR="$logs/smoke" bash "$repo/patches/smoke-test.sh" "$v" > "$logs/smoke.log" 2>&1; then
+  if SMOKE_NET="$net" SMOKE_DIR="$logs/smoke" bash "$root/patches/smoke-test.sh" "$v" > "$logs/smoke.log" 2>&1; then
     checks="$(grep -c '^smoke: PASS' "$logs/smoke.log" || true) checks"
     skipped="$(grep -c '^smoke: SKIP' "$logs/smoke.log" || true)"
     [[ "$skipped" == 0 ]] || checks="$checks, $skipped skipped"

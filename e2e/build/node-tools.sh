@@ -14,8 +14,8 @@
 # with exactly its own go.mod and go.sum (no wrapper module as k8s.sh needs for Kubernetes).
 # The version variables below can be overridden from the environment (they will move to versions.env).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-source "$here/../versions.env"
+source "$(dirname "$0")/../lib.sh"
+log_tag="node-tools.sh" log_time="%T"
 
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.10.0}"   # github.com/containernetworking/plugins
 CRICTL_VERSION="${CRICTL_VERSION:-v1.34.0}"             # sigs.k8s.io/cri-tools, matches K8S_VERSION's minor
@@ -25,24 +25,22 @@ COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"           # github.com/coredns/cor
 CNI_PLUGINS="${CNI_PLUGINS:-bridge host-local loopback portmap bandwidth firewall tuning ptp static host-device}"
 
 export CGO_ENABLED=0 GOTOOLCHAIN=local
-root="$KOO_CACHE/node-tools"
-cni_root="$root/cni-$CNI_PLUGINS_VERSION"
-crictl_root="$root/crictl-$CRICTL_VERSION"
-coredns_root="$root/coredns-$COREDNS_VERSION"
-
-log() { printf '%s node-tools.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+tools_root="$KOO_CACHE/node-tools"
+cni_root="$tools_root/cni-$CNI_PLUGINS_VERSION"
+crictl_root="$tools_root/crictl-$CRICTL_VERSION"
+coredns_root="$tools_root/coredns-$COREDNS_VERSION"
 
 # Prints the go.sum-style hash of a module zip: the honest "commit" of a proxy-built binary,
 # since the proxy does not tell us the git commit of a tag (as in k8s.sh).
 module_sum() {
-  (cd "$root" && go mod download -json "$1@$2" | sed -n 's/^\t"Sum": "\(.*\)",$/\1/p')
+  (cd "$tools_root" && go mod download -json "$1@$2" | sed -n 's/^\t"Sum": "\(.*\)",$/\1/p')
 }
 
 # install_to DIR LDFLAGS PKG@VERSION... : go install into DIR.tmp, then move the binaries into DIR.
 install_to() {
   local dir="$1" ldflags="$2"; shift 2
   rm -rf "$dir.tmp"; mkdir -p "$dir.tmp" "$dir"
-  (cd "$root" && GOBIN="$dir.tmp" go install -trimpath -ldflags "$ldflags" "$@")
+  (cd "$tools_root" && GOBIN="$dir.tmp" go install -trimpath -ldflags "$ldflags" "$@")
   mv -f "$dir.tmp"/* "$dir/"; rmdir "$dir.tmp"
 }
 
@@ -63,7 +61,7 @@ build_cni() {
     log "cni plugins $CNI_PLUGINS_VERSION: cached in $bin"; echo "$bin"; return
   fi
   local t0=$SECONDS p pkgs=()
-  (cd "$root" && go mod download github.com/containernetworking/plugins@"$CNI_PLUGINS_VERSION")
+  (cd "$tools_root" && go mod download github.com/containernetworking/plugins@"$CNI_PLUGINS_VERSION")
   for p in $CNI_PLUGINS; do pkgs+=("$(cni_pkg "$p")@$CNI_PLUGINS_VERSION"); done
   log "cni plugins $CNI_PLUGINS_VERSION: go install ${CNI_PLUGINS// /,}"
   # As the plugins' release script sets it: `CNI_COMMAND=VERSION` and `--version` report the tag.
@@ -111,10 +109,10 @@ paths() {
 
 parts=("$@"); [[ ${#parts[@]} -gt 0 ]] || parts=(all)
 if [[ "${parts[*]}" == paths ]]; then paths; exit 0; fi
-mkdir -p "$root"
+mkdir -p "$tools_root"
 # One build at a time (up.sh and images.sh both call this script): a second caller waits, then
 # finds the stamps.
-exec 9>"$root/.lock"
+exec 9>"$tools_root/.lock"
 flock 9
 start=$SECONDS
 for p in "${parts[@]}"; do
@@ -124,4 +122,4 @@ for p in "${parts[@]}"; do
     *) log "unknown part '$p' (expected cni, crictl, coredns, all or paths)"; exit 2 ;;
   esac
 done
-log "done in $((SECONDS - start))s: $root"
+log "done in $((SECONDS - start))s: $tools_root"

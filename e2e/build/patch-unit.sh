@@ -7,16 +7,14 @@
 #   PATCH-UNIT tests=<n> failures=<n> errors=<n> skipped=<n> (<s> s)
 # and exits non-zero if Maven failed or no test ran.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-: "${KOO_CACHE:=$HOME/.cache/kafka-observer-operator}"
+source "$(dirname "$0")/../lib.sh"
 out="$KOO_CACHE/patch-unit/target"
 reports="$out/surefire-reports"
 rm -rf "$reports"
 started=$SECONDS
 rc=0
 # (Maven 3.8 prints bare colour resets even with -B -q: strip escape sequences.)
-(cd "$repo/patches/test" && mvn -q -B -Dstyle.color=never test -Dkoo.build.dir="$out") 2>&1 |
+(cd "$root/patches/test" && mvn -q -B -Dstyle.color=never test -Dkoo.build.dir="$out") 2>&1 |
   sed 's/\x1b\[[0-9;]*m//g' || rc=$?
 sum() { # sum <attribute>: over every suite's report
   local total=0 f n
@@ -30,7 +28,7 @@ sum() { # sum <attribute>: over every suite's report
 tests="$(sum tests)"
 echo "PATCH-UNIT tests=$tests failures=$(sum failures) errors=$(sum errors) skipped=$(sum skipped) ($((SECONDS - started)) s)"
 if [[ $rc -ne 0 ]]; then
-  echo "patch-unit: Maven failed (status $rc); reports in $reports" >&2
+  log "Maven failed (status $rc); reports in $reports"
   exit "$rc"
 fi
-[[ "$tests" -gt 0 ]] || { echo "patch-unit: no test ran" >&2; exit 1; }
+[[ "$tests" -gt 0 ]] || die "no test ran"

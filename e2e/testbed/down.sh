@@ -4,13 +4,12 @@
 # Usage: down.sh [--purge]   (--purge also drops etcd's data)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-tb="$root/.testbed"
+source "$here/../lib.sh"
 [[ -d "$tb" ]] || { echo "no test bed at $tb"; exit 0; }
 [[ -f "$here/operator.sh" ]] && bash "$here/operator.sh" down
 bash "$here/node.sh" down
 bash "$here/control-plane.sh" down "$@"
-left=$(for p in "$tb"/pids/*.pid; do [[ -f $p ]] && kill -0 "$(cat "$p")" 2>/dev/null && echo "$p"; done)
+left=$(for p in "$tb"/pids/*.pid; do live_pid "$p" >/dev/null && echo "$p"; done)
 if [[ -n "$left" ]]; then echo "still running: $left"; exit 1; fi
 # Not killed here (only pid files are authoritative): reported, so nothing is left unnoticed.
 stray=$(for proc in /proc/[0-9]*; do

@@ -40,20 +40,16 @@
 # KOO_KAFKA_HEAP_MIB (`up` only: every Kafka JVM's heap instead of the example's 256 MiB).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$root/e2e/versions.env"
+source "$here/../lib.sh"
 source "$here/kafka/lib.sh"
 source "$here/kafka/wrappers.sh"
+log_tag="kafka.sh" log_time="%T"
 ns="${KOO_KAFKA_NAMESPACE:-kafka}"
-node="koo-node"
 if [[ "$ns" == kafka ]]; then state="$tb/kafka"; else state="$tb/kafka.$ns"; fi
 sock="/run/koo-node/containerd.sock"
 timeout="${KOO_KAFKA_TIMEOUT:-300}"
 start_timeout="${KAFKA_START_TIMEOUT_S:-180}"
 
-say() { printf '%s kafka.sh: %s\n' "$(date -u +%T)" "$*" >&2; }
-die() { say "$*"; exit 1; }
-k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 crictl_bin=""
 crictl() {
   [[ -n "$crictl_bin" ]] || crictl_bin="$(bash "$root/e2e/build/node-tools.sh" paths | sed -n 's/^crictl=//p')"
@@ -61,14 +57,8 @@ crictl() {
   "$crictl_bin" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 10s "$@"
 }
 
-check_id() {
-  case "$1" in 101 | 102 | 103 | 1 | 2 | 3 | 4) ;; *) die "unknown node id '$1': controllers are 101-103, brokers 1-4" ;; esac
-}
-# pod_of ID: the pod name of Kafka node ID (controllers 101-103, brokers 1-4).
-pod_of() {
-  check_id "$1"
-  if (($1 >= 101)); then echo "kafka-controller-$(($1 - 101))"; else echo "kafka-broker-$(($1 - 1))"; fi
-}
+# pod_of ID: the pod name of Kafka node ID (the node table is in e2e/lib.sh).
+pod_of() { check_id "$1"; node_pod "$1"; }
 
 # The id of node ID's kafka container: running, or with --any the most recent one.
 container_of() {
@@ -90,13 +80,13 @@ jvm_pid() {
 log_path() {
   local c
   c="$(container_of "$1" --any)"
-  [[ -n "$c" ]] || die "node $1: no kafka container on $node"
+  [[ -n "$c" ]] || die "node $1: no kafka container on $node_name"
   crictl inspect -o go-template --template '{{.status.logPath}}' "$c"
 }
 
 observer_dir() {
   local uid
-  uid="$(k -n "$ns" get pod "$(pod_of "$1")" -o jsonpath='{.metadata.uid}')"
+  uid="$(kubectl -n "$ns" get pod "$(pod_of "$1")" -o jsonpath='{.metadata.uid}')"
   [[ -n "$uid" ]] || die "node $1: no pod $(pod_of "$1") in $ns"
   echo "$tb/node/kubelet/pods/$uid/volumes/kubernetes.io~configmap/observer-ids"
 }
@@ -129,42 +119,36 @@ assert_patched() {
 }
 
 pod_ready() {
-  [[ "$(k -n "$ns" get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+  [[ "$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
 all_ready() {
   local n
-  n="$(k -n "$ns" get pods -l app.kubernetes.io/name=kafka \
+  n="$(kubectl -n "$ns" get pods -l app.kubernetes.io/name=kafka \
         -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
         grep -c True)" || true
-  [[ "$n" == 7 ]]
+  [[ "$n" == $((${#CONTROLLERS[@]} + ${#BROKERS[@]})) ]]
 }
 
-bootstrap() { echo "$(k -n "$ns" get svc kafka-bootstrap -o jsonpath='{.spec.clusterIP}'):9092"; }
+bootstrap() { echo "$(kubectl -n "$ns" get svc kafka-bootstrap -o jsonpath='{.spec.clusterIP}'):9092"; }
 controller_bootstrap() {
-  k -n "$ns" get pods -l app.kubernetes.io/component=controller \
+  kubectl -n "$ns" get pods -l app.kubernetes.io/component=controller \
     -o jsonpath='{range .items[*]}{.status.podIP}{":9093\n"}{end}' | grep -v '^:' | paste -sd, -
 }
 
-# Four brokers registered and unfenced, as the active controller sees them.
+# Four brokers (all of BROKERS) registered and unfenced, as the active controller sees them.
 brokers_registered() {
   local out
   out="$("$tb/bin/kafka-metadata-quorum" --bootstrap-server "$(bootstrap)" describe --replication 2>/dev/null)" || return 1
-  (($(grep -cE '^\s*[1-4]\s' <<<"$out") >= 4))
+  (($(grep -cE "^\s*($(IFS='|'; echo "${BROKERS[*]}"))\s" <<<"$out") >= ${#BROKERS[@]}))
 }
 
-wait_until() { # WHAT TIMEOUT COMMAND...
-  local what="$1" limit="$2"; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS > deadline)); then
-      k -n "$ns" get pods -o wide >&2 || true
-      k -n "$ns" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 20 >&2 || true
-      die "$what: not within ${limit}s"
-    fi
-    sleep 1
-  done
+# What a wait_for that ran out of time shows before it dies.
+diagnose() {
+  kubectl -n "$ns" get pods -o wide >&2 || true
+  kubectl -n "$ns" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 20 >&2 || true
 }
+wait_diag=diagnose
 
 wrappers() {
   mkdir -p "$kdir"
@@ -190,42 +174,42 @@ up() {
   local t0=$SECONDS
   mkdir -p "$state"
   wrappers
-  k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null
+  kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
   KUBECTL="$tb/bin/kubectl --kubeconfig $tb/kubeconfig" \
-    bash "$here/manifests/local-pvs.sh" "$ns" "$node" "$tb/node/local-pvs" >/dev/null
+    bash "$here/manifests/local-pvs.sh" "$ns" "$node_name" "$tb/node/local-pvs" >/dev/null
   # The pods do not start without their observer lists: seed them once, never over the operator's.
   for role in controller broker; do
-    if ! k -n "$ns" get configmap "kafka-observers-$role" >/dev/null 2>&1; then
-      k -n "$ns" create -f "$root/examples/kafka/seed/observer-configmaps.yaml" >/dev/null 2>&1 || true
+    if ! kubectl -n "$ns" get configmap "kafka-observers-$role" >/dev/null 2>&1; then
+      kubectl -n "$ns" create -f "$root/examples/kafka/seed/observer-configmaps.yaml" >/dev/null 2>&1 || true
     fi
   done
-  manifests | k -n "$ns" apply -f - >/dev/null
+  manifests | kubectl -n "$ns" apply -f - >/dev/null
   # A changed pod template rolls the pods: wait for the roll, not for the old pods' readiness.
   for sts in kafka-controller kafka-broker; do
-    k -n "$ns" rollout status "statefulset/$sts" --timeout="${timeout}s" >/dev/null ||
+    kubectl -n "$ns" rollout status "statefulset/$sts" --timeout="${timeout}s" >/dev/null ||
       die "statefulset $ns/$sts did not finish rolling out within ${timeout}s"
   done
-  wait_until "7 Kafka pods Ready in $ns" "$timeout" all_ready
-  assert_patched 101 102 103 1 2 3 4
+  wait_for "$timeout" "7 Kafka pods Ready in $ns" all_ready
+  assert_patched "${CONTROLLERS[@]}" "${BROKERS[@]}"
   bootstrap > "$state/bootstrap"
-  wait_until "4 brokers registered with the quorum" 120 brokers_registered
+  wait_for 120 "4 brokers registered with the quorum" brokers_registered
   controller_bootstrap > "$state/controller-bootstrap"
-  say "up in $((SECONDS - t0))s (observer patch active on all 7 nodes): bootstrap $(cat "$state/bootstrap")"
+  log "up in $((SECONDS - t0))s (observer patch active on all 7 nodes): bootstrap $(cat "$state/bootstrap")"
 }
 
 observerset() {
   sed "s/\.kafka\.svc:/.$ns.svc:/" "$root/examples/kafka/observerset/observerset.yaml" |
-    k -n "$ns" apply -f - >/dev/null
-  k -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null ||
-    die "ObserverSet $ns/kafka not Ready after 180s: $(k -n "$ns" get obs kafka -o jsonpath='{.status.conditions}')"
-  say "ObserverSet $ns/kafka Ready"
+    kubectl -n "$ns" apply -f - >/dev/null
+  kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null ||
+    die "ObserverSet $ns/kafka not Ready after 180s: $(kubectl -n "$ns" get obs kafka -o jsonpath='{.status.conditions}')"
+  log "ObserverSet $ns/kafka Ready"
 }
 
 kill_node() {
   local pid
   pid="$(jvm_pid "$1")" || die "no running kafka container for node $1"
   kill -KILL "$pid"
-  say "node $1: JVM pid $pid killed (-9)"
+  log "node $1: JVM pid $pid killed (-9)"
 }
 
 # The nodes stopped by `stop` and not yet started again, one id per line.
@@ -235,12 +219,12 @@ stop_node() {
   local pod pid
   pod="$(pod_of "$1")"
   mkdir -p "$state"
-  k cordon "$node" >/dev/null
+  kubectl cordon "$node_name" >/dev/null
   { cat "$(stopped_file)" 2>/dev/null || true; echo "$1"; } | sort -nu > "$(stopped_file).tmp"
   mv "$(stopped_file).tmp" "$(stopped_file)"
   if pid="$(jvm_pid "$1")"; then kill -KILL "$pid"; fi
-  k -n "$ns" delete pod "$pod" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
-  say "node $1 stopped: $node cordoned, JVM ${pid:-(none)} killed, pod $pod deleted (its replacement stays Pending)"
+  kubectl -n "$ns" delete pod "$pod" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+  log "node $1 stopped: $node_name cordoned, JVM ${pid:-(none)} killed, pod $pod deleted (its replacement stays Pending)"
 }
 
 start_nodes() {
@@ -249,32 +233,32 @@ start_nodes() {
   left="$(grep -vxF -f <(printf '%s\n' "$@") "$(stopped_file)" 2>/dev/null || true)"
   [[ -z "$left" ]] || die "nodes $(paste -sd, <<<"$left") are stopped too: uncordoning would start them as well; start them together"
   rm -f "$(stopped_file)"
-  k uncordon "$node" >/dev/null
-  say "nodes $* back: $node uncordoned"
+  kubectl uncordon "$node_name" >/dev/null
+  log "nodes $* back: $node_name uncordoned"
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
-  for id in "$@"; do wait_until "node $id Ready" "$start_timeout" pod_ready "$(pod_of "$id")"; done
+  for id in "$@"; do wait_for "$start_timeout" "node $id Ready" pod_ready "$(pod_of "$id")"; done
   assert_patched "$@"
-  say "nodes $* Ready, observer patch active"
+  log "nodes $* Ready, observer patch active"
 }
 
 restart_node() {
   local pod uid
   pod="$(pod_of "$1")"
-  uid="$(k -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}')"
-  k -n "$ns" delete pod "$pod" --wait=true --timeout=180s >/dev/null
-  replaced() { [[ "$(k -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}' 2>/dev/null)" != "$uid" ]] && pod_ready "$pod"; }
+  uid="$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}')"
+  kubectl -n "$ns" delete pod "$pod" --wait=true --timeout=180s >/dev/null
+  replaced() { [[ "$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}' 2>/dev/null)" != "$uid" ]] && pod_ready "$pod"; }
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
-  wait_until "node $1 (pod $pod) replaced and Ready" "$start_timeout" replaced
+  wait_for "$start_timeout" "node $1 (pod $pod) replaced and Ready" replaced
   assert_patched "$1"
-  say "node $1 restarted (pod $pod replaced), observer patch active"
+  log "node $1 restarted (pod $pod replaced), observer patch active"
 }
 
 down() {
-  k get namespace "$ns" >/dev/null 2>&1 || return 0
-  k -n "$ns" delete obs --all --wait=true --timeout=60s >/dev/null 2>&1 || true
-  k -n "$ns" delete statefulset,service,pdb --all --wait=true --timeout=120s >/dev/null 2>&1 || true
+  kubectl get namespace "$ns" >/dev/null 2>&1 || return 0
+  kubectl -n "$ns" delete obs --all --wait=true --timeout=60s >/dev/null 2>&1 || true
+  kubectl -n "$ns" delete statefulset,service,pdb --all --wait=true --timeout=120s >/dev/null 2>&1 || true
   rm -f "$(stopped_file)"
-  say "workloads in $ns deleted (claims and volumes kept)"
+  log "workloads in $ns deleted (claims and volumes kept)"
 }
 
 # down, then the claims, the PersistentVolumes and their directories, and the namespace: the
@@ -282,20 +266,21 @@ down() {
 purge() {
   [[ "$ns" != kafka ]] || die "purge is for other namespaces: the bed's kafka is removed by make testbed-down"
   down
-  local claim pv
-  for claim in data-kafka-controller-{0..2} data-kafka-broker-{0..3}; do
+  local id claim pv
+  for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do
+    claim="data-$(node_pod "$id")"
     pv="koo-local-$ns-${claim#data-}"
-    k -n "$ns" delete pvc "$claim" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
-    k delete pv "$pv" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
+    kubectl -n "$ns" delete pvc "$claim" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
+    kubectl delete pv "$pv" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
     rm -rf "${tb:?}/node/local-pvs/$pv"
   done
-  k delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null 2>&1 || true
+  kubectl delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null 2>&1 || true
   rm -rf "$state"
-  say "namespace $ns purged (workloads, claims, volumes and their data)"
+  log "namespace $ns purged (workloads, claims, volumes and their data)"
 }
 
 status() {
-  k -n "$ns" get pods -o wide 2>/dev/null || echo "namespace $ns: absent"
+  kubectl -n "$ns" get pods -o wide 2>/dev/null || echo "namespace $ns: absent"
   [[ -f "$state/bootstrap" ]] && echo "bootstrap: $(cat "$state/bootstrap")"
   [[ -s "$(stopped_file)" ]] && echo "stopped: $(paste -sd, "$(stopped_file)")"
   echo "host tools: $(describe_classpath)"
@@ -314,7 +299,7 @@ case "${1:-}" in
   stop) stop_node "${2:?node id}" ;;
   start) shift; [[ $# -gt 0 ]] || usage; start_nodes "$@" ;;
   restart) restart_node "${2:?node id}" ;;
-  patched) shift; [[ $# -gt 0 ]] || usage; assert_patched "$@"; say "nodes $*: observer patch active" ;;
+  patched) shift; [[ $# -gt 0 ]] || usage; assert_patched "$@"; log "nodes $*: observer patch active" ;;
   running) jvm_pid "${2:?node id}" >/dev/null ;;
   jvm-pid) jvm_pid "${2:?node id}" ;;
   log) log_path "${2:?node id}" ;;

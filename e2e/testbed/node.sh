@@ -16,14 +16,11 @@
 # kube-proxy serves NodePorts on the node address only.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$root/e2e/versions.env"
+source "$here/../lib.sh"
 
-tb="$root/.testbed"
 pki="$tb/pki"
-k8s_bin="$KOO_CACHE/k8s/$K8S_VERSION/bin"
-node_name="koo-node"
-node_ip="${KOO_NODE_IP:-10.214.0.1}"
+# The cached binary itself, not the wrapper in .testbed/bin.
+kubectl_bin="$k8s_bin/kubectl"
 pod_cidr="${KOO_POD_CIDR:-10.214.0.0/24}"
 bridge="koo0"
 service_cidr="10.96.0.0/16"
@@ -39,22 +36,14 @@ kubelet_root="$node_dir/kubelet"
 start_timeout="${KOO_NODE_TIMEOUT:-180}"
 procs=(containerd kubelet kube-scheduler kube-proxy)
 
-log() { printf 'node: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-
-source "$here/process.sh"
-
 exe_of() {
   case "$1" in
     containerd) command -v containerd ;;
     *) echo "$k8s_bin/$1" ;;
   esac
 }
-pid_of() { live_pid "$tb/pids/$1.pid" "$(exe_of "$1")"; }
-alive() { pid_of "$1" >/dev/null; }
 # node_tool KEY: a path from `node-tools.sh paths` (cni_bin_dir, crictl, coredns).
 node_tool() { bash "$root/e2e/build/node-tools.sh" paths 2>/dev/null | sed -n "s/^$1=//p"; }
-kubectl() { "$k8s_bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 ctr() { command ctr --address "$sock" --namespace k8s.io "$@"; }
 
 # start NAME ARGS...: NAME's binary, unless it already runs.
@@ -65,10 +54,6 @@ start() {
   [[ -x "$exe" ]] || die "$name: missing $exe"
   start_detached "$name" "$exe" "$@"
 }
-
-# wait_for NAME WHAT COMMAND...: poll COMMAND; fail naming NAME and its log if NAME dies or time
-# runs out. CoreDNS is checked through the kubelet that runs it.
-wait_for() { local name="$1" what="$2"; shift 2; wait_healthy "$name" "$what" "$start_timeout" "$@"; }
 
 # write_if_changed FILE < content: kube-proxy exits when its config file is written to while it
 # runs, even with the same content, so a second `up` touches nothing that did not change.
@@ -279,7 +264,7 @@ up() {
   write_cni_config
   write_containerd_config "$cni_bin"
   start containerd --config "$node_dir/containerd.toml"
-  wait_for containerd "answering on $sock" containerd_up
+  wait_proc=containerd wait_for "$start_timeout" "answering on $sock" containerd_up
 
   KOO_CONTAINERD_SOCK="$sock" bash "$root/e2e/build/images.sh" import
 
@@ -288,24 +273,25 @@ up() {
     --root-dir="$kubelet_root" --cert-dir="$node_dir/kubelet-pki" \
     --hostname-override="$node_name" --node-ip="$node_ip" \
     --node-labels=koo.io/test-bed=real-node
-  wait_for kubelet "healthy (:10248/healthz)" kubelet_healthy
+  wait_proc=kubelet wait_for "$start_timeout" "healthy (:10248/healthz)" kubelet_healthy
 
   start kube-scheduler --kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --authorization-kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false --profiling=false
-  wait_for kube-scheduler "healthy (:10259/healthz)" scheduler_healthy
+  wait_proc=kube-scheduler wait_for "$start_timeout" "healthy (:10259/healthz)" scheduler_healthy
 
   write_proxy_config
   start kube-proxy --config="$node_dir/kube-proxy.yaml"
-  wait_for kube-proxy "healthy (:10256/healthz)" proxy_healthy
+  wait_proc=kube-proxy wait_for "$start_timeout" "healthy (:10256/healthz)" proxy_healthy
 
-  wait_for kubelet "Ready (Node $node_name)" node_ready
+  wait_proc=kubelet wait_for "$start_timeout" "Ready (Node $node_name)" node_ready
   # A bed of an older layout registered a Node for its kubelet stand-in: gone for good.
   kubectl delete node testbed-node --ignore-not-found >/dev/null
 
   kubectl apply -f "$here/manifests/coredns.yaml" >/dev/null
-  wait_for kubelet "running CoreDNS (kube-system/coredns Ready)" dns_ready
+  # CoreDNS is checked through the kubelet that runs it.
+  wait_proc=kubelet wait_for "$start_timeout" "running CoreDNS (kube-system/coredns Ready)" dns_ready
   log "node $node_name up in $((SECONDS - t0))s (address $node_ip, pods $pod_cidr)"
 }
 

@@ -24,11 +24,8 @@
 # The local-process operator (operator.sh) campaigns for the same Lease in the same namespace,
 # so `up` refuses to run while it runs: stop it first with `e2e/testbed/operator.sh down`.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$root/e2e/versions.env"
+source "$(dirname "$0")/../lib.sh"
 
-tb="$root/.testbed"
 chart="$root/charts/kafka-observer-operator"
 ns="kafka-observer-system"
 release="kafka-observer-operator"
@@ -41,16 +38,10 @@ image_repository="${KOO_IMAGE_REPOSITORY:-kafka-observer-operator}"
 image_tag="${KOO_IMAGE_TAG:-dev}"
 pull_policy="${KOO_IMAGE_PULL_POLICY:-Never}"
 timeout="${KOO_CHART_TIMEOUT:-180}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
 local_bin="${KOO_OPERATOR_BIN:-$CARGO_TARGET_DIR/release/kafka-observer-operator}"
 
-log() { printf 'operator-chart: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-# The bed's wrappers carry its kubeconfig (and helm's config and cache directories).
-kubectl() { "$tb/bin/kubectl" "$@"; }
+# The bed's wrapper carries its kubeconfig and helm's config and cache directories.
 helm() { "$tb/bin/helm" "$@"; }
-
-source "$here/process.sh"
 
 now_ms() { date +%s%3N; }
 secs_since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }

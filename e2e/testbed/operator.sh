@@ -21,12 +21,8 @@
 # State: pid .testbed/pids/operator.pid, log .testbed/logs/operator.log, metrics address in
 # .testbed/operator/metrics-addr (read by tests and the bench).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$root/e2e/versions.env"
+source "$(dirname "$0")/../lib.sh"
 
-tb="$root/.testbed"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
 bin="${KOO_OPERATOR_BIN:-$CARGO_TARGET_DIR/release/kafka-observer-operator}"
 metrics="${KOO_OPERATOR_METRICS:-127.0.0.1:8480}"
 pidfile="$tb/pids/operator.pid"
@@ -34,14 +30,9 @@ logfile="$tb/logs/operator.log"
 lease_ns="${KOO_OPERATOR_NAMESPACE:-kafka-observer-system}"
 start_timeout="${KOO_OPERATOR_TIMEOUT:-60}"
 
-log() { printf 'operator: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-kubectl() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
-
-source "$here/process.sh"
-# The operator's pid, if the pid file names a live process still running the operator binary.
-pid() { live_pid "$pidfile" "$bin"; }
-alive() { pid >/dev/null; }
+# The operator binary: `pid_of operator` and `alive operator` (e2e/lib.sh) read its pid file,
+# $tb/pids/operator.pid, and require a live process still running that binary.
+exe_of() { echo "$bin"; }
 
 readyz() { curl -sf -m 2 -o /dev/null "http://$metrics/readyz"; }
 
@@ -82,7 +73,7 @@ EOF
 
 up() {
   install_crd
-  if alive; then log "already running (pid $(pid))"; return; fi
+  if alive operator; then log "already running (pid $(pid_of operator))"; return; fi
   # An operator this script does not know (its pidfile lost or overwritten) would keep running
   # beside the new one and make every later `down` a no-op: refuse, naming it.
   if readyz; then
@@ -105,11 +96,11 @@ up() {
       3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   echo $! > "$pidfile"
   # Until setsid has exec'd the binary, `alive` would call the process dead.
-  for _ in $(seq 50); do alive && break; sleep 0.1; done
+  for _ in $(seq 50); do alive operator && break; sleep 0.1; done
   log "started (pid $!, credentials ${KOO_OPERATOR_CREDENTIALS:-admin}), log $logfile, metrics http://$metrics/metrics"
   local deadline=$((SECONDS + start_timeout))
   until readyz; do
-    if ! alive; then tail -n 30 "$logfile" >&2; rm -f "$pidfile"; die "exited during start-up; see $logfile"; fi
+    if ! alive operator; then tail -n 30 "$logfile" >&2; rm -f "$pidfile"; die "exited during start-up; see $logfile"; fi
     if ((SECONDS > deadline)); then tail -n 30 "$logfile" >&2; die "not ready after ${start_timeout}s; see $logfile"; fi
     sleep 0.5
   done
@@ -117,15 +108,15 @@ up() {
 }
 
 stop() {
-  if ! alive; then log "not running"; rm -f "$pidfile"; return; fi
+  if ! alive operator; then log "not running"; rm -f "$pidfile"; return; fi
   stop_pid "$pidfile" "$bin" operator 20 "$1"
 }
 
 status() {
-  if alive; then
-    local rss; rss=$(awk '/^VmRSS/ {print $2 " " $3}' "/proc/$(pid)/status")
+  if alive operator; then
+    local rss; rss=$(awk '/^VmRSS/ {print $2 " " $3}' "/proc/$(pid_of operator)/status")
     printf 'operator: running, pid %s, RSS %s, metrics http://%s/metrics, ready: %s\n' \
-      "$(pid)" "$rss" "$metrics" "$(readyz && echo yes || echo no)"
+      "$(pid_of operator)" "$rss" "$metrics" "$(readyz && echo yes || echo no)"
   else
     echo "operator: not running"
   fi

@@ -5,6 +5,8 @@
 # kube-scheduler, kube-proxy and the kubelet.
 # A new CA (e.g. after deleting ca.key) re-issues every certificate.
 set -euo pipefail
+# $node_ip: the node's address (node.sh: the bridge koo0 holds it; the apiserver and kubelet listen on it).
+source "$(dirname "$0")/../lib.sh"
 dir="${1:?usage: pki.sh DIR}"
 mkdir -p "$dir"
 cd "$dir"
@@ -37,9 +39,6 @@ issue() {
     -extfile "$name.ext" -out "$name.crt" 2>/dev/null
   rm -f "$name.csr" "$name.ext"
 }
-
-# The node's address (node.sh: the bridge koo0 holds it; the apiserver and kubelet listen on it).
-node_ip="${KOO_NODE_IP:-10.214.0.1}"
 
 # 10.96.0.1 is the `kubernetes` Service address in the service range 10.96.0.0/16; pods reach the
 # apiserver through it (kube-proxy), so the serving cert names it and the node address.

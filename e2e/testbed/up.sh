@@ -4,9 +4,7 @@
 # patched Kafka KRaft cluster of examples/kafka/ on it (namespace kafka). Prints where everything is.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-source "$root/e2e/versions.env"
-tb="$root/.testbed"
+source "$here/../lib.sh"
 mkdir -p "$tb"/{logs,pids,bin,kafka}
 start=$(date +%s)
 

@@ -5,8 +5,9 @@
 #
 # The cluster is the bed's example StatefulSets (e2e/testbed/kafka.sh: examples/kafka/ on the
 # real node koo-node) in namespace $KOO_KAFKA_NAMESPACE (default kafka): controllers 101-103 =
-# pods kafka-controller-0..2, brokers 1-4 = pods kafka-broker-0..3. Every node operation goes
-# through kafka.sh (stop/start/restart/running/log/observer-dir), which knows the pods.
+# pods kafka-controller-0..2, brokers 1-4 = pods kafka-broker-0..3 (the node table, CONTROLLERS,
+# BROKERS, OBSERVER and node_pod, is in e2e/lib.sh). Every node operation goes through kafka.sh
+# (stop/start/restart/running/log/observer-dir), which knows the pods.
 #
 # How observer lists change, exactly as in a cluster: patch the ConfigMap kafka-observers-<role>
 # (or, when an ObserverSet owns the ConfigMaps, its spec.promotion.promoted), annotate the role's
@@ -16,26 +17,20 @@
 # projected file on the host directly, because that is the failure they simulate; the kubelet
 # undoes such an edit at its next sync of the pod, and restore_default repairs and nudges.
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
-# shellcheck source=../../versions.env
-source "$root/e2e/versions.env"
-tb="$root/.testbed"
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
+# Notes: "[<UTC time>] message" on stderr.
+log_tag="" log_time="[%T]"
 KAFKA_SH="$root/e2e/testbed/kafka.sh"
 # The namespace of the Kafka cluster; kafka.sh reads the same variable.
 KAFKA_NS="${KOO_KAFKA_NAMESPACE:-kafka}"
 export KOO_KAFKA_NAMESPACE="$KAFKA_NS"
 # kafka.sh's state directory for that namespace (bootstrap, stopped nodes).
 if [[ "$KAFKA_NS" == kafka ]]; then kstate="$tb/kafka"; else kstate="$tb/kafka.$KAFKA_NS"; fi
-CONTROLLERS=(101 102 103)
-BROKERS=(1 2 3 4)
-OBSERVER=4
-DEFAULT_OBSERVERS=$'4\n'
+DEFAULT_OBSERVERS="$OBSERVER"$'\n'
 if [[ "$KAFKA_NS" == kafka ]]; then drill_work="${DRILL_WORK:-$tb/drills/kafka}"; else drill_work="${DRILL_WORK:-$tb/drills/kafka.$KAFKA_NS}"; fi
 mkdir -p "$drill_work"
 
-note() { echo "[$(date -u +%T)] $*" >&2; }
 now_ms() { date +%s%3N; }
-kubectl() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 
 # The kafka-bootstrap Service's ClusterIP:9092 (reachable from the host through kube-proxy),
 # resolved once by resolve_bootstrap (run.sh, the bench) and exported for every subshell.
@@ -46,7 +41,7 @@ resolve_bootstrap() {
   export KAFKA_BOOTSTRAP="$b"
 }
 bootstrap() {
-  [[ -n "${KAFKA_BOOTSTRAP:-}" ]] || resolve_bootstrap || { note "no kafka-bootstrap Service in namespace $KAFKA_NS"; return 1; }
+  [[ -n "${KAFKA_BOOTSTRAP:-}" ]] || resolve_bootstrap || { log "no kafka-bootstrap Service in namespace $KAFKA_NS"; return 1; }
   echo "$KAFKA_BOOTSTRAP"
 }
 # Whether the nodes run the observer patch: every start of a patched node logs "observer patch
@@ -126,8 +121,6 @@ resume_paused() {
   rm -f "$SCENARIO_DIR/paused"
 }
 node_running() { bash "$KAFKA_SH" running "$1" 2>/dev/null; }
-node_pod() { if (($1 >= 101)); then echo "kafka-controller-$(($1 - 101))"; else echo "kafka-broker-$(($1 - 1))"; fi; }
-role_nodes() { if [[ $1 == controller ]]; then echo "${CONTROLLERS[@]}"; else echo "${BROKERS[@]}"; fi; }
 # node_scheduled <id>: the node's pod exists and is bound to the node (not a Pending replacement
 # of a stopped node, which has no volume yet and mounts the ConfigMap as it is when it starts).
 node_scheduled() {
@@ -226,7 +219,7 @@ nudge() {
 # Whether an operator runs: the Helm chart's pods (namespace kafka-observer-system) or the local
 # process of e2e/testbed/operator.sh. Only for messages: ownership is the ConfigMaps' business.
 operator_running() {
-  [[ -f "$tb/pids/operator.pid" ]] && kill -0 "$(cat "$tb/pids/operator.pid")" 2>/dev/null && return 0
+  live_pid "$tb/pids/operator.pid" >/dev/null && return 0
   kubectl -n kafka-observer-system get pods -l app.kubernetes.io/name=kafka-observer-operator \
     -o jsonpath='{.items[*].status.phase}' 2>/dev/null | grep -qw Running
 }
@@ -257,7 +250,7 @@ wait_role_shows() {
   local role="$1" content="$2" id deadline still m=0 f
   local -A dir=()
   for id in $(role_nodes "$role"); do
-    if node_scheduled "$id"; then dir[$id]="$(obs_dir "$id")"; else note "node $id is stopped: its pod mounts the list when it starts"; fi
+    if node_scheduled "$id"; then dir[$id]="$(obs_dir "$id")"; else log "node $id is stopped: its pod mounts the list when it starts"; fi
   done
   deadline=$(($(date +%s) + $3))
   while :; do
@@ -302,7 +295,7 @@ set_observers() {
     [[ -n "$owner" ]] && why=" (through ObserverSet $KAFKA_NS/$owner$(operator_running || echo '; no operator seems to run'))"
     fail "observer.ids of $role node(s)$ROLE_PENDING did not show the new list within ${timeout}s$why"
   fi
-  note "observers($role) = [$(printf '%s' "$content" | ids_of)] on every running $role${owner:+ (through ObserverSet $KAFKA_NS/$owner)}"
+  log "observers($role) = [$(printf '%s' "$content" | ids_of)] on every running $role${owner:+ (through ObserverSet $KAFKA_NS/$owner)}"
 }
 
 # Both roles, in the order the operator uses: controllers first (promotion and demotion).
@@ -313,7 +306,7 @@ set_observers_all() { set_observers controller "$1" && set_observers broker "$1"
 # first reason stays: a failing restore after a failed scenario does not hide why it failed.
 fail() {
   [[ -s "$SCENARIO_DIR/reason" ]] || echo "$*" > "$SCENARIO_DIR/reason"
-  note "FAIL: $*"
+  log "FAIL: $*"
   exit 1
 }
 # expect <reason> <command...>: fail with the reason if the command fails; its stdout is echoed.
@@ -329,7 +322,7 @@ await() { # await <topic> <timeout ms> <cond...>: prints "<epoch ms> <state>"
 produce() { # produce <topic> <count> <acks> <prefix>: all must be acknowledged
   local out
   out="$(dc produce "$@")" || fail "produce $2 to $1 (acks=$3): $out"
-  note "produce $1 $2 acks=$3: $out"
+  log "produce $1 $2 acks=$3: $out"
   echo "$out"
 }
 consume_count() { dc consume "$1" "$2" | sed -n 's/.*count=\([0-9]*\).*/\1/p'; }
@@ -366,17 +359,17 @@ take_manual_policy() {
   [[ -n "$owner" ]] || return 0
   policy="$(kubectl -n "$KAFKA_NS" get observerset "$owner" -o jsonpath='{.spec.promotion.policy}')"
   if [[ -n "$policy" && "$policy" != Manual ]]; then
-    note "ObserverSet $KAFKA_NS/$owner has policy $policy: set to Manual while the Kafka drills run"
+    log "ObserverSet $KAFKA_NS/$owner has policy $policy: set to Manual while the Kafka drills run"
     echo "$owner $policy" > "$drill_work/policy-taken"
     kubectl -n "$KAFKA_NS" patch observerset "$owner" --type merge -p '{"spec":{"promotion":{"policy":"Manual"}}}' >/dev/null ||
-      { note "cannot set ObserverSet $KAFKA_NS/$owner to Manual"; return 1; }
+      { log "cannot set ObserverSet $KAFKA_NS/$owner to Manual"; return 1; }
   fi
   for _ in $(seq 90); do
     auto="$(kubectl -n "$KAFKA_NS" get observerset "$owner" -o jsonpath='{.status.autoPromotions}')"
     [[ -z "$auto" || "$auto" == "[]" ]] && return 0
     sleep 1
   done
-  note "ObserverSet $KAFKA_NS/$owner still holds automatic promotions after 90 s: $auto"
+  log "ObserverSet $KAFKA_NS/$owner still holds automatic promotions after 90 s: $auto"
   return 1
 }
 give_back_policy() {
@@ -384,7 +377,7 @@ give_back_policy() {
   [[ -s "$drill_work/policy-taken" ]] || return 0
   read -r owner policy < "$drill_work/policy-taken"
   kubectl -n "$KAFKA_NS" patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"policy\":\"$policy\"}}}" >/dev/null &&
-    note "ObserverSet $KAFKA_NS/$owner policy back to $policy"
+    log "ObserverSet $KAFKA_NS/$owner policy back to $policy"
   rm -f "$drill_work/policy-taken"
 }
 
@@ -395,7 +388,7 @@ start_down_nodes() {
   for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do node_running "$id" || down+=("$id"); done
   while read -r id; do [[ -n "$id" ]] && down+=("$id"); done < <(stopped_nodes)
   ((${#down[@]} == 0)) && return 0
-  note "nodes down: ${down[*]}: starting them"
+  log "nodes down: ${down[*]}: starting them"
   node_up "${down[@]}"
 }
 
@@ -412,7 +405,7 @@ restore_default() {
   local id role bad=0 dir
   stop_watch
   resume_paused
-  start_down_nodes || { note "restore: the stopped nodes do not start"; bad=1; }
+  start_down_nodes || { log "restore: the stopped nodes do not start"; bad=1; }
   # Undo direct edits of a projected file (S7): the mode and the visible symlink here; the
   # content (and a ..data the kubelet no longer knows) through a nudge below: the kubelet
   # re-projects whenever a file differs from its ConfigMap.
@@ -433,18 +426,18 @@ restore_default() {
     else
       nudge "$role"
       wait_role_shows "$role" "$DEFAULT_OBSERVERS" 30 ||
-        { note "restore: node(s)$ROLE_PENDING do not show the default list 30 s after a nudge"; bad=1; }
+        { log "restore: node(s)$ROLE_PENDING do not show the default list 30 s after a nudge"; bad=1; }
     fi
   done
   # Every topic the scenario created (drill_topic records them; it runs in a subshell).
   if [[ -f "$SCENARIO_DIR/topics" ]]; then
-    while read -r id; do dc delete "$id" >&2 < /dev/null || { note "restore: cannot delete $id"; bad=1; }; done < "$SCENARIO_DIR/topics"
+    while read -r id; do dc delete "$id" >&2 < /dev/null || { log "restore: cannot delete $id"; bad=1; }; done < "$SCENARIO_DIR/topics"
   fi
   dc brokers 4 90000 >&2 || bad=1
   if ! dc observer-free "$OBSERVER" 30000 >&2; then
     # A demoted broker that still leads keeps its leadership until the next partition change:
     # a controlled restart moves it (the controller no longer accepts it as leader).
-    note "restore: broker $OBSERVER still leads or sits in an ISR: restarting it"
+    log "restore: broker $OBSERVER still leads or sits in an ISR: restarting it"
     bash "$KAFKA_SH" restart "$OBSERVER" >&2 || bad=1
     dc observer-free "$OBSERVER" 60000 >&2 || bad=1
   fi

@@ -35,9 +35,9 @@ nodes_patched || { echo "the Kafka nodes in $KAFKA_NS did not log 'observer patc
 dc_build || { echo "cannot compile the drill client" >&2; exit 2; }
 owner="$(owning_observerset)"
 if [[ -n "$owner" ]]; then
-  note "observer lists change through the ObserverSet $KAFKA_NS/$owner (spec.promotion.promoted), which owns the ConfigMaps"
+  log "observer lists change through the ObserverSet $KAFKA_NS/$owner (spec.promotion.promoted), which owns the ConfigMaps"
 else
-  note "observer lists change through the ConfigMaps $KAFKA_NS/kafka-observers-{controller,broker} and a nudge of the pods"
+  log "observer lists change through the ConfigMaps $KAFKA_NS/kafka-observers-{controller,broker} and a nudge of the pods"
 fi
 
 take_manual_policy || { echo "the ObserverSet owning the observer lists cannot be made Manual (see above)" >&2; give_back_policy; exit 2; }
@@ -54,7 +54,7 @@ for s in "${wanted[@]}"; do
     export SCENARIO_DIR
     # Restore even on failure; a failing restore fails the scenario too.
     trap 'rc=$?; trap - EXIT; restore_default || { [[ -s "$SCENARIO_DIR/reason" ]] || echo "could not restore the default state" > "$SCENARIO_DIR/reason"; rc=1; }; exit $rc' EXIT
-    note "==== $s"
+    log "==== $s"
     precondition
     "scenario_${s,,}"
   ) > "$SCENARIO_DIR/log" 2>&1

@@ -30,7 +30,7 @@ scenario_s1() {
   t0="$(now_ms)"
   node_stop 1
   line="$(await "$t" 30000 leader-in=2,3)"
-  note "S1: leader moved to a primary $(( ${line%% *} - t0 )) ms after the stop began (cordon, kill -9): ${line#* }"
+  log "S1: leader moved to a primary $(( ${line%% *} - t0 )) ms after the stop began (cordon, kill -9): ${line#* }"
   produce "$t" 1000 all post >/dev/null
   sleep 1
   stop_watch
@@ -69,7 +69,7 @@ scenario_s3() {
   before="$(produce "$t" 2000 all pre)"
   node_stop "$OBSERVER"
   during="$(produce "$t" 2000 all during)"
-  note "S3: 2000 acks=all records took ${before##*ms=} before, ${during##*ms=} with the observer dead"
+  log "S3: 2000 acks=all records took ${before##*ms=} before, ${during##*ms=} with the observer dead"
   node_up "$OBSERVER"
   stop_watch
   never_in_watch ' isr=[0-9,]*4' "the observer was in the ISR"
@@ -80,7 +80,7 @@ scenario_s3() {
       fail "segments differ 60 s after the restart: leader [$(segments_md5 1 "$t" | tr '\n' ' ')] observer [$(segments_md5 "$OBSERVER" "$t" | tr '\n' ' ')]"
     sleep 1
   done
-  note "S3: leader and observer segments identical: $(segments_md5 1 "$t" | tr '\n' ' ')"
+  log "S3: leader and observer segments identical: $(segments_md5 1 "$t" | tr '\n' ' ')"
 }
 
 # S4: kill every primary: Leader none, even with an unclean election; promote the observer and
@@ -97,7 +97,7 @@ scenario_s4() {
   node_stop 1 && node_stop 2 && node_stop 3
   await "$t" 30000 leader=none >&2
   out="$(dc elect "$t" unclean || true)"
-  note "S4: unclean election with the observer not promoted: $out"
+  log "S4: unclean election with the observer not promoted: $out"
   [[ "$out" == error=* ]] || fail "an unclean election succeeded while broker 4 was an observer: $out"
   sleep 2
   await "$t" 1000 leader=none >&2
@@ -136,7 +136,7 @@ scenario_s5() {
   produce "$t" 5000 all trickle >/dev/null &
   local producer=$!
   line="$(await "$t" 90000 isr=1,2,3,4)"
-  note "S5: the promoted observer joined the ISR $(( ${line%% *} - t_start )) ms after its pod was let start (scheduling, container and JVM start-up included)"
+  log "S5: the promoted observer joined the ISR $(( ${line%% *} - t_start )) ms after its pod was let start (scheduling, container and JVM start-up included)"
   wait "$producer" || fail "acks=all writes failed while the observer caught up"
   sleep 1
   stop_watch
@@ -146,12 +146,12 @@ scenario_s5() {
   [[ -n "$join" ]] || fail "no watch sample shows the observer in the ISR"
   local size4="${join##* size.4=}"
   size4="${size4%% *}"
-  note "S5: leader size at promotion $size_at_promotion, observer size when it joined: $size4 ($join)"
+  log "S5: leader size at promotion $size_at_promotion, observer size when it joined: $size4 ($join)"
   [[ "$size4" =~ ^[0-9]+$ && "$size_at_promotion" =~ ^[0-9]+$ ]] || fail "no partition sizes sampled ($join)"
   ((size4 >= size_at_promotion)) || fail "the observer joined the ISR with $size4 bytes, the leader had $size_at_promotion at promotion"
   ((lag_at_promotion < size_at_promotion)) ||
     fail "the observer was not lagging at promotion ($lag_at_promotion of $size_at_promotion bytes)"
   hw_back="$(awk '{for(i=1;i<=NF;i++) if ($i ~ /^hw=[0-9]+$/) {split($i,a,"="); if (a[2] < last) {print $0; exit} last=a[2]}}' "$WATCH_OUT")"
   [[ -z "$hw_back" ]] || fail "the high watermark went back: $hw_back"
-  note "S5: $(wc -l < "$WATCH_OUT") samples, HW monotonic from $(grep -o 'hw=[0-9]*' "$WATCH_OUT" | head -n1) to $(grep -o 'hw=[0-9]*' "$WATCH_OUT" | tail -n1)"
+  log "S5: $(wc -l < "$WATCH_OUT") samples, HW monotonic from $(grep -o 'hw=[0-9]*' "$WATCH_OUT" | head -n1) to $(grep -o 'hw=[0-9]*' "$WATCH_OUT" | tail -n1)"
 }

@@ -45,8 +45,8 @@ scenario_s6() {
   never_in_watch ' isr=[0-9,]*4' "the ISR took the observer while the controllers still list it"
   rejected="$(controllers_log_since "$marks" "Rejecting AlterPartition request from node 1 for $t-0 .*ineligible replicas \[4 \(observer\)\]" | head -n1)"
   [[ -n "$rejected" ]] || fail "no controller logged the INELIGIBLE_REPLICA rejection of observer 4 for $t-0"
-  note "S6: controller: $(cri_strip <<< "$rejected")"
-  note "S6: leader: $(log_since 1 "$leader_mark" "INELIGIBLE_REPLICA" | head -n1 | cri_strip || true)"
+  log "S6: controller: $(cri_strip <<< "$rejected")"
+  log "S6: leader: $(log_since 1 "$leader_mark" "INELIGIBLE_REPLICA" | head -n1 | cri_strip || true)"
   log_since 1 "$leader_mark" "$t-0.*INELIGIBLE_REPLICA|INELIGIBLE_REPLICA.*$t" >/dev/null ||
     fail "the leader (broker 1) did not log the controller's INELIGIBLE_REPLICA answer for $t-0"
   set_observers controller ""
@@ -100,11 +100,11 @@ s7_check() {
     if ! s7_seen "$id" "$re" 30; then
       [[ "$how" != : && "$(readlink "$(obs_dir "$id")/..data")" != "${DATA[$id]}" ]] ||
         fail "$what: node $id did not log /$re/"
-      note "S7 $what: the kubelet re-projected node $id's volume before the node read the broken file: breaking it again"
+      log "S7 $what: the kubelet re-projected node $id's volume before the node read the broken file: breaking it again"
       s7_break "$how" "$id"
       s7_seen "$id" "$re" 30 || fail "$what: node $id did not log /$re/ (broken twice)"
     fi
-    note "S7 $what: node $id: $(log_since "$id" "${MARK[$id]}" "$re" | tail -n1 | cri_strip)"
+    log "S7 $what: node $id: $(log_since "$id" "${MARK[$id]}" "$re" | tail -n1 | cri_strip)"
     node_running "$id" || fail "$what: node $id died"
   done
   produce "$t" 300 all "$prefix" >/dev/null
@@ -125,7 +125,7 @@ scenario_s7() {
   ctl="$(active_controller)"
   [[ -n "$ctl" ]] || fail "no active controller"
   nodes=(1 "$ctl")
-  note "S7: breaking the files of broker 1 (leader) and controller $ctl (active)"
+  log "S7: breaking the files of broker 1 (leader) and controller $ctl (active)"
   # Each recovery is looked for after the break's mark: if the kubelet repaired the file before
   # s7_restore did, the node logged its recovery then.
   s7_break s7_chmod "${nodes[@]}"
@@ -158,7 +158,7 @@ scenario_s8() {
     (($(date +%s) < deadline)) || fail "no new active controller 60 s after killing $old"
     sleep 0.2
   done
-  note "S8: active controller $old -> $new seen $(($(now_ms) - t0)) ms after the kill (tool start-ups included); new leader's log: $(grep -h 'Completed transition to Leader' "$(node_log "$new")" | tail -n1 | cri_strip | cut -c1-25)"
+  log "S8: active controller $old -> $new seen $(($(now_ms) - t0)) ms after the kill (tool start-ups included); new leader's log: $(grep -h 'Completed transition to Leader' "$(node_log "$new")" | tail -n1 | cri_strip | cut -c1-25)"
   t2="$(drill_topic s8b)"
   node_stop 1
   await "$t" 30000 leader-in=2,3 isr-lacks=4 >&2
@@ -176,10 +176,10 @@ scenario_s9() {
   # (NOT_LEADER_OR_FOLLOWER right after a restart), which a transaction would not survive.
   produce "$t" 1 all warmup >/dev/null
   out="$(dc txn "$t" "drill-s9-$t" 20 50)" || fail "transactional producer failed: $out"
-  note "S9: $out"
+  log "S9: $out"
   a="$(dc consume "$t" read_committed "$SCENARIO_DIR/from-leader.txt")" || fail "read_committed from the leader failed"
   b="$(dc consume "$t" read_uncommitted)" || fail "read_uncommitted from the leader failed"
-  note "S9: leader 1, read_committed: $a; read_uncommitted: $b"
+  log "S9: leader 1, read_committed: $a; read_uncommitted: $b"
   [[ "$a" == count=501\ * ]] || fail "read_committed from the leader gave $a, expected 500 committed records + 1 plain"
   [[ "$b" == count=1001\ * ]] || fail "read_uncommitted from the leader gave $b, expected 1001 records"
   grep -q ' a-' "$SCENARIO_DIR/from-leader.txt" && fail "read_committed returned aborted records"
@@ -188,7 +188,7 @@ scenario_s9() {
   out="$(dc elect "$t" preferred)" || fail "preferred election of the promoted observer failed: $out"
   await "$t" 10000 leader=4 >&2
   b="$(dc consume "$t" read_committed "$SCENARIO_DIR/from-observer.txt")" || fail "read_committed from the observer failed"
-  note "S9: leader 4 (promoted observer), read_committed: $b"
+  log "S9: leader 4 (promoted observer), read_committed: $b"
   [[ "$a" == "$b" ]] || fail "read_committed differs: leader [$a] vs promoted observer [$b]"
   cmp -s "$SCENARIO_DIR/from-leader.txt" "$SCENARIO_DIR/from-observer.txt" || fail "records differ (see $SCENARIO_DIR)"
 }
@@ -236,10 +236,10 @@ scenario_s10() {
     stop_watch
     proof="$(awk -v t="$acked_at" -v o="$OBSERVER" '$1 >= t && $0 ~ (" isr=([0-9]+,)*" o "[ ,]") { print; exit }' "$WATCH_OUT")"
     if [[ -n "$proof" ]]; then
-      note "S10: 20 acks=all records acknowledged at $acked_at while the paused $OBSERVER was in the ISR (attempt $attempt; sample after: $proof)"
+      log "S10: 20 acks=all records acknowledged at $acked_at while the paused $OBSERVER was in the ISR (attempt $attempt; sample after: $proof)"
       return 0
     fi
-    note "S10: $OBSERVER left the ISR before the records were acknowledged at $acked_at (attempt $attempt): inconclusive, again"
+    log "S10: $OBSERVER left the ISR before the records were acknowledged at $acked_at (attempt $attempt): inconclusive, again"
     resume_paused
     write_projected 1 ""
   done

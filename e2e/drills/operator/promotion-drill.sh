@@ -25,9 +25,9 @@
 #
 # Environment: KOO_DRILL_RESUME_TIMEOUT (120 s), KOO_DRILL_DEMOTE_TIMEOUT (300 s).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../../.." && pwd)"
-tb="${KOO_TESTBED:-$root/.testbed}"
+source "$(dirname "$0")/../../lib.sh"
+log_time="%T" log_fd=1
+tb="${KOO_TESTBED:-$tb}"
 [[ "$tb" != off ]] || { echo "promotion-drill: SKIP (KOO_TESTBED=off)"; exit 0; }
 [[ -f "$tb/kubeconfig" ]] || { echo "promotion-drill: no test bed at $tb: run make testbed-up"; exit 1; }
 resume_timeout="${KOO_DRILL_RESUME_TIMEOUT:-120}"
@@ -37,18 +37,16 @@ kafka_sh() { bash "$root/e2e/testbed/kafka.sh" "$@"; }
 bootstrap="$(kafka_sh bootstrap)"
 topic="drill-promotion-$(date +%s)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/koo-drill.XXXXXX")"
-k() { "$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" "$@"; }
 operator_log() {
-  k -n kafka-observer-system logs -l app.kubernetes.io/name=kafka-observer-operator --tail=2000 \
+  kubectl -n kafka-observer-system logs -l app.kubernetes.io/name=kafka-observer-operator --tail=2000 \
     --prefix 2>/dev/null
 }
 # Whether broker ID's pod runs again (someone uncordoned the node).
 broker_back() {
-  [[ "$(k -n "$ns" get pod "kafka-broker-$(($1 - 1))" -o jsonpath='{.status.phase}' 2>/dev/null)" == Running ]]
+  [[ "$(kubectl -n "$ns" get pod "$(node_pod "$1")" -o jsonpath='{.status.phase}' 2>/dev/null)" == Running ]]
 }
 
-say() { printf '%s promotion-drill: %s\n' "$(date -u +%T)" "$*"; }
-fail() { say "FAIL: $*"; dump; exit 1; }
+fail() { log "FAIL: $*"; dump; exit 1; }
 now() { echo "$EPOCHREALTIME"; }
 since() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -64,19 +62,19 @@ cleanup() {
 trap cleanup EXIT
 
 dump() {
-  say "ObserverSet:"; k -n "$ns" get obs kafka -o yaml 2>&1 | sed -n '/^status:/,$p' | head -60
-  say "last ISR samples:"; tail -n 5 "$work/isr.log" 2>/dev/null
-  say "last ConfigMap samples:"; tail -n 5 "$work/cm.log" 2>/dev/null
-  say "the promotion engine's last words on $ns/kafka:"
+  log "ObserverSet:"; kubectl -n "$ns" get obs kafka -o yaml 2>&1 | sed -n '/^status:/,$p' | head -60
+  log "last ISR samples:"; tail -n 5 "$work/isr.log" 2>/dev/null
+  log "last ConfigMap samples:"; tail -n 5 "$work/cm.log" 2>/dev/null
+  log "the promotion engine's last words on $ns/kafka:"
   operator_log | grep 'automation' | grep "observerset=kafka\b\|$ns" | tail -n 8
 }
 
 # The ids a ConfigMap lists (comments dropped), space-separated.
 cm_ids() {
-  k -n "$ns" get configmap "kafka-observers-$1" -o jsonpath='{.data.observer\.ids}' 2>/dev/null \
+  kubectl -n "$ns" get configmap "kafka-observers-$1" -o jsonpath='{.data.observer\.ids}' 2>/dev/null \
     | grep -v '^[[:space:]]*#' | tr -s ' ,\n\t' ' ' | sed 's/^ //; s/ $//'
 }
-auto_promoted() { k -n "$ns" get obs kafka -o jsonpath='{.status.autoPromotions[*].nodeId}' 2>/dev/null; }
+auto_promoted() { kubectl -n "$ns" get obs kafka -o jsonpath='{.status.autoPromotions[*].nodeId}' 2>/dev/null; }
 has_id() { [[ " $1 " == *" $2 "* ]]; }
 
 # Background samplers, each line prefixed with the sample time.
@@ -140,18 +138,18 @@ socket.connection.setup.timeout.ms=1000
 socket.connection.setup.timeout.max.ms=2000
 EOF
 
-say "== setup"
+log "== setup"
 bash "$root/e2e/testbed/operator-chart.sh" up
 kafka_sh observerset
 # Manual promotions left by someone else (tests, a human) would hide what the drill looks for.
-k -n "$ns" patch obs kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
-k -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null \
+kubectl -n "$ns" patch obs kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
+kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null \
   || fail "ObserverSet $ns/kafka not Ready after 180s"
 # An automatic promotion left by an interrupted run is demoted by the operator itself once the
 # cluster is healthy (autoDemote); wait for it rather than start from a promoted state.
 for ((i = 0; i < demote_timeout; i += 2)); do [[ -z "$(auto_promoted)" ]] && break; sleep 2; done
 [[ -z "$(auto_promoted)" ]] || fail "ObserverSet $ns/kafka still has automatic promotions: $(auto_promoted)"
-k -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null \
+kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null \
   || fail "ObserverSet $ns/kafka not Ready after 180s"
 has_id "$(cm_ids controller)" 4 && has_id "$(cm_ids broker)" 4 || fail "ConfigMaps do not list observer 4"
 
@@ -179,9 +177,9 @@ wait_sample "$work/consumed.log" "$t0" 'NF >= 3' 120 "first record consumed" >/d
 wait_sample "$work/isr.log" "$t0" '$3 == "isr=1,2" || $3 == "isr=2,1"' 60 "ISR {1,2} without the observer" >/dev/null
 leader="$(tail -n1 "$work/isr.log" | sed -n 's/.*leader=\([0-9]*\).*/\1/p')"
 [[ "$leader" == 1 || "$leader" == 2 ]] || fail "partition leader is '$leader', expected a primary (1 or 2)"
-say "precondition ok: replicas 1,2,4, ISR {1,2}, observer 4 outside the ISR, leader $leader, writes flowing"
+log "precondition ok: replicas 1,2,4, ISR {1,2}, observer 4 outside the ISR, leader $leader, writes flowing"
 
-say "== lose a zone: kill -9 broker $leader (the leader)"
+log "== lose a zone: kill -9 broker $leader (the leader)"
 t_kill="$(now)"
 killed="$leader"
 kafka_sh stop "$leader" >/dev/null
@@ -189,7 +187,7 @@ kafka_sh stop "$leader" >/dev/null
 # under min ISR; the sampler (one kafka-topics call per sample, about a second each on a busy
 # machine) can miss that state when the promotion is faster, and then sees the observer already in.
 t_under="$(wait_sample "$work/isr.log" "$t_kill" "\$3 !~ /[=,]$leader(,|\$)/ && \$3 != \"isr=\"" 60 "ISR shrink without broker $leader")"
-say "ISR shrunk after $(since "$t_kill" "$t_under")s ($(awk -v t="$t_under" '$1 == t { print $2, $3 }' "$work/isr.log"))"
+log "ISR shrunk after $(since "$t_kill" "$t_under")s ($(awk -v t="$t_under" '$1 == t { print $2, $3 }' "$work/isr.log"))"
 t_ctrl="$(wait_sample "$work/cm.log" "$t_kill" '$2 !~ /(^|[=,])4(,|$)/ && $2 !~ /[?]/' "$resume_timeout" "controllers' ConfigMap without 4")"
 t_brk="$(wait_sample "$work/cm.log" "$t_kill" '$3 !~ /(^|[=,])4(,|$)/ && $3 !~ /[?]/' "$resume_timeout" "brokers' ConfigMap without 4")"
 [[ "$(auto_promoted)" == *4* ]] || fail "status.autoPromotions does not record node 4"
@@ -201,16 +199,16 @@ t_resume="$(wait_sample "$work/consumed.log" "$t_under" 'NF >= 3' "$resume_timeo
 ! broker_back "$leader" || fail "broker $leader was restarted by someone else during the outage (another drill on the shared bed?): timings invalid"
 awk -v a="$t_under" -v b="$t_resume" -v id="$leader" '$1 >= a && $1 <= b && $3 ~ ("[=,]" id "(,|$)") { bad = 1 } END { exit bad }' "$work/isr.log" \
   || fail "broker $leader was back in the ISR before writes resumed: not this drill's promotion"
-say "promotion: controllers' ConfigMap +$(since "$t_kill" "$t_ctrl")s, brokers' +$(since "$t_kill" "$t_brk")s (controllers first: ok)"
-say "broker 4 in the ISR +$(since "$t_kill" "$t_isr4")s"
+log "promotion: controllers' ConfigMap +$(since "$t_kill" "$t_ctrl")s, brokers' +$(since "$t_kill" "$t_brk")s (controllers first: ok)"
+log "broker 4 in the ISR +$(since "$t_kill" "$t_isr4")s"
 echo "DRILL kill_to_writes_resumed_s=$(since "$t_kill" "$t_resume") kill_to_isr_shrink_s=$(since "$t_kill" "$t_under") kill_to_controllers_cm_s=$(since "$t_kill" "$t_ctrl") kill_to_brokers_cm_s=$(since "$t_kill" "$t_brk") kill_to_isr_with_4_s=$(since "$t_kill" "$t_isr4")"
 
-say "== the zone comes back: restart broker $leader"
+log "== the zone comes back: restart broker $leader"
 t_restart="$(now)"
 KAFKA_START_WAIT=0 kafka_sh start "$leader" >/dev/null
 killed=""
 t_back="$(wait_sample "$work/isr.log" "$t_restart" "\$3 ~ /[=,]$leader(,|\$)/" "$demote_timeout" "broker $leader back in the ISR")"
-say "broker $leader back in the ISR +$(since "$t_restart" "$t_back")s"
+log "broker $leader back in the ISR +$(since "$t_restart" "$t_back")s"
 t_dctrl="$(wait_sample "$work/cm.log" "$t_restart" '$2 ~ /(^|[=,])4(,|$)/' "$demote_timeout" "controllers' ConfigMap lists 4 again (demotion)")"
 t_dbrk="$(wait_sample "$work/cm.log" "$t_restart" '$3 ~ /(^|[=,])4(,|$)/' "$demote_timeout" "brokers' ConfigMap lists 4 again (demotion)")"
 awk -v c="$t_dctrl" -v b="$t_dbrk" 'BEGIN { exit !(c <= b) }' \
@@ -220,7 +218,7 @@ t_out="$(wait_sample "$work/isr.log" "$t_dbrk" '$3 !~ /[=,]4(,|$)/ && $2 != "lea
 t_after="$(now)"
 sleep 2
 wait_sample "$work/consumed.log" "$t_after" 'NF >= 3' 30 "writes after the demotion" >/dev/null
-say "demotion: controllers' ConfigMap +$(since "$t_restart" "$t_dctrl")s, brokers' +$(since "$t_restart" "$t_dbrk")s after the restart; 4 out of the ISR +$(since "$t_restart" "$t_out")s"
+log "demotion: controllers' ConfigMap +$(since "$t_restart" "$t_dctrl")s, brokers' +$(since "$t_restart" "$t_dbrk")s after the restart; 4 out of the ISR +$(since "$t_restart" "$t_out")s"
 echo "DRILL restart_to_isr_back_s=$(since "$t_restart" "$t_back") restart_to_demotion_cm_s=$(since "$t_restart" "$t_dbrk") restart_to_observer_out_of_isr_s=$(since "$t_restart" "$t_out")"
-k -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=120s >/dev/null || fail "ObserverSet not Ready after the demotion"
-say "PASS ($(since "$t_kill" "$(now)")s from the kill)"
+kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=120s >/dev/null || fail "ObserverSet not Ready after the demotion"
+log "PASS ($(since "$t_kill" "$(now)")s from the kill)"

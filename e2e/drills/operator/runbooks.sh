@@ -19,15 +19,14 @@
 #   one incident, not the aftermath of the previous one), and the test puts it back at the end.
 # Prints `RUNBOOK <section>: PASS <n> commands` per section and `RUNBOOKS PASS <n> commands <s>s`.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../../.." && pwd)"
-tb="${KOO_TESTBED:-$root/.testbed}"
+source "$(dirname "$0")/../../lib.sh"
+log_time="%T" log_fd=1
+tb="${KOO_TESTBED:-$tb}"
 [[ "$tb" != off ]] || { echo "runbooks: SKIP (KOO_TESTBED=off)"; exit 0; }
 [[ -f "$tb/kubeconfig" ]] || { echo "runbooks: no test bed at $tb: run make testbed-up"; exit 1; }
 doc="$root/docs/runbooks.md"
 ns=kafka
 set_name=kafka
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/kafka-observer-operator/target}"
 cargo build --quiet --release --bin kubectl-observer
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/koo-runbooks.XXXXXX")"
@@ -39,7 +38,6 @@ export KUBECTL_OBSERVER_BOOTSTRAP="$bootstrap"
 topic="runbooks-$(date +%s)"
 t0=$SECONDS
 
-say() { printf '%s runbooks: %s\n' "$(date -u +%T)" "$*"; }
 bg_pids=()
 stop_bg() {
   local p
@@ -62,7 +60,7 @@ restore() {
     s="$(kubectl -n "$ns" get obs "$set_name" -o json |
       jq -r '"\(.metadata.generation == .status.observedGeneration) \(.status.phase)"')"
     [[ "$s" == "true Ready" ]] && return 0
-    ((SECONDS < deadline)) || { say "ObserverSet $ns/$set_name not Ready after 180 s ($s)"; return 1; }
+    ((SECONDS < deadline)) || { log "ObserverSet $ns/$set_name not Ready after 180 s ($s)"; return 1; }
     sleep 1
   done
 }
@@ -78,7 +76,7 @@ kafka-topics --bootstrap-server "$bootstrap" --create --topic "$topic" \
   --replica-assignment 1:2:4 --config min.insync.replicas=2 >/dev/null
 lease_holder="$(kubectl -n kafka-observer-system get lease kafka-observer-operator \
   -o jsonpath='{.spec.holderIdentity}')"
-[[ -n "$lease_holder" ]] || { say "FAIL: no operator holds the Lease (is the chart's operator running?)"; exit 1; }
+[[ -n "$lease_holder" ]] || { log "FAIL: no operator holds the Lease (is the chart's operator running?)"; exit 1; }
 image_tag="$(helm get values kafka-observer-operator -n kafka-observer-system -a -o json | jq -r '.image.tag')"
 
 # One logical command per record: fenced ```sh blocks only, continuation lines joined, comment
@@ -121,7 +119,7 @@ fill() {
   c="${c//<pod>/$lease_holder}"
   c="${c//<new>/$image_tag}"
   if [[ "$c" =~ \<[A-Za-z][A-Za-z0-9:._-]*\> ]]; then
-    say "FAIL: unknown placeholder ${BASH_REMATCH[0]} in: $1 (teach runbooks.sh what it stands for)"
+    log "FAIL: unknown placeholder ${BASH_REMATCH[0]} in: $1 (teach runbooks.sh what it stands for)"
     exit 1
   fi
   printf '%s' "$c"
@@ -133,13 +131,13 @@ run_one() {
   if [[ "$cmd" =~ \&[[:space:]]*$ ]]; then
     cmd="${cmd%&*}"
     [[ "$cmd" == *port-forward* ]] ||
-      { say "FAIL: a background command that is not a port-forward: $cmd"; return 1; }
+      { log "FAIL: a background command that is not a port-forward: $cmd"; return 1; }
     port="$(grep -oE '[0-9]+[[:space:]]*$' <<<"$cmd" | tr -d ' ')"
     setsid bash -c "cd '$root' && exec $cmd" >"$work/bg.$port.log" 2>&1 </dev/null &
     bg_pids+=($!)
     local deadline=$((SECONDS + 20))
     until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-      ((SECONDS < deadline)) || { say "FAIL: $cmd: port $port not open after 20 s"; cat "$work/bg.$port.log"; return 1; }
+      ((SECONDS < deadline)) || { log "FAIL: $cmd: port $port not open after 20 s"; cat "$work/bg.$port.log"; return 1; }
       sleep 0.5
     done
     return 0
@@ -154,11 +152,11 @@ run_one() {
   fi
   # A runbook command that prints nothing tells the reader nothing (grep's "no match" aside).
   if [[ $rc == 0 && ! -s "$out" && ! "$cmd" =~ \|[[:space:]]*grep[^|]*$ ]]; then
-    say "FAIL: no output from: $cmd"
+    log "FAIL: no output from: $cmd"
     return 1
   fi
   if [[ $rc != 0 ]]; then
-    say "FAIL (exit $rc): $cmd"
+    log "FAIL (exit $rc): $cmd"
     sed 's/^/    /' "$out" | tail -n 20
     return 1
   fi
@@ -178,10 +176,10 @@ while IFS=$'\t' read -r sec raw; do
     restore
   fi
   cmd="$(fill "$raw")"
-  say "[$section] $cmd"
+  log "[$section] $cmd"
   run_one "$cmd" || { echo "RUNBOOK $section: FAIL"; exit 1; }
   n=$((n + 1)) total=$((total + 1))
 done < <(commands)
 finish_section
-((total > 0)) || { say "FAIL: no commands found in $doc"; exit 1; }
+((total > 0)) || { log "FAIL: no commands found in $doc"; exit 1; }
 echo "RUNBOOKS PASS $total commands $((SECONDS - t0))s"

@@ -1,9 +1,8 @@
 # The host-side Kafka tools of the test bed (sourced by e2e/testbed/kafka.sh and wrappers.sh):
 # the Kafka runtime jars and the classpath the tools in .testbed/bin run with, the observer patch
 # jar first when one is named, so a tool sees the same classes as the patched image's nodes.
-# Sourced, never run. Expects $root (repo root) and e2e/versions.env already sourced.
+# Sourced, never run. Expects e2e/lib.sh already sourced ($root, $tb, the versions, die).
 
-tb="$root/.testbed"
 kdir="$tb/kafka"
 tmpl="$root/e2e/testbed/kafka"
 KAFKA_TOOL_HEAP_OPTS="${KAFKA_TOOL_HEAP_OPTS:--Xmx192m -Xms32m}"

@@ -1,0 +1,165 @@
+# shellcheck shell=bash disable=SC2034  # its variables are for the scripts that source it
+# The e2e scripts' shared shell library. Sourced, never run: `source "$(dirname "$0")/../lib.sh"`.
+# It sets no shell option (each script keeps its own `set` line), changes no directory and starts
+# nothing; sourcing it twice is a no-op. Not for what runs inside images or pods, nor for the
+# scripts it generates (.testbed/bin): those stay self-contained.
+#
+#   root, tb            the repository root; this checkout's bed, $root/.testbed (a script that
+#                       takes another bed says tb="${KOO_TESTBED:-$tb}" after sourcing)
+#   versions            e2e/versions.env (K8S_VERSION, ..., KOO_CACHE); CARGO_TARGET_DIR exported,
+#                       default $KOO_CACHE/target as in the Makefile
+#   k8s_bin, helm_bin   the cached Kubernetes binaries (e2e/build/k8s.sh) and helm
+#   node_name, node_ip  the bed's node koo-node and its address ($KOO_NODE_IP, 10.214.0.1)
+#   log, die            "<tag>: message" on stderr; die then exits 1
+#   kubectl             the bed's kubectl with its admin kubeconfig
+#   wait_for            poll a command until it succeeds or time runs out
+#   live_pid, pid_of, alive, stop_pid, start_detached    the processes the bed starts, by pid file
+#   CONTROLLERS, BROKERS, OBSERVER, node_pod, role_nodes, check_id    the Kafka node table
+
+[[ -z "${_koo_lib:-}" ]] || return 0
+_koo_lib=1
+
+# ---- paths and versions -------------------------------------------------------------------------
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tb="$root/.testbed"
+# shellcheck source=versions.env
+source "$root/e2e/versions.env"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
+k8s_bin="$KOO_CACHE/k8s/$K8S_VERSION/bin"
+helm_bin="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"
+node_name="koo-node"
+node_ip="${KOO_NODE_IP:-10.214.0.1}"
+
+# ---- log, die -----------------------------------------------------------------------------------
+# log MESSAGE...: "[<time> ]<tag>: MESSAGE" on fd $log_fd (2). A script may set, after sourcing:
+#   log_tag     the tag (default: the script's file name without .sh; empty: no tag)
+#   log_time    a date(1) format for the UTC time in front (e.g. %T or [%T]; default: none)
+#   log_fd      1 for stdout
+#   die_prefix  text put before die's message (e.g. "error: ")
+log_tag="${0##*/}"
+log_tag="${log_tag%.sh}"
+log_time=""
+log_fd=2
+die_prefix=""
+log() {
+  local prefix=""
+  [[ -z "$log_time" ]] || prefix="$(date -u +"$log_time") "
+  [[ -z "$log_tag" ]] || prefix+="$log_tag: "
+  printf '%s%s\n' "$prefix" "$*" >&"$log_fd"
+}
+die() { log "$die_prefix$*"; exit 1; }
+
+# ---- kubectl ------------------------------------------------------------------------------------
+# kubectl ARGS...: the bed's kubectl wrapper (.testbed/bin/kubectl, written by control-plane.sh)
+# with the bed's admin kubeconfig; $kubectl_bin instead of the wrapper when set (the control
+# plane and node scripts use the cached binary itself).
+kubectl_bin=""
+kubectl() { "${kubectl_bin:-$tb/bin/kubectl}" --kubeconfig "$tb/kubeconfig" "$@"; }
+
+# ---- wait_for -----------------------------------------------------------------------------------
+# wait_for TIMEOUT_S WHAT COMMAND...: runs COMMAND (its output discarded) every second until it
+# succeeds; once TIMEOUT_S seconds have passed, dies with "WHAT: not within TIMEOUT_Ss".
+# Optional, for one call (`wait_proc=etcd wait_for ...`) or for a whole script:
+#   wait_proc=NAME  WHAT is awaited from NAME, a process the bed started (start_detached): the wait
+#                   fails at once when NAME dies (`alive NAME`, below); either failure
+#                   shows the last 30 lines of $tb/logs/NAME.log and dies with "NAME exited before
+#                   WHAT; see <log>" or "NAME not WHAT after TIMEOUT_Ss; see <log>"
+#   wait_diag=CMD   runs before the timeout's die (diagnostics on stderr)
+wait_for() {
+  local _limit="$1" _what="$2" _proc="${wait_proc:-}" _deadline
+  shift 2
+  _deadline=$((SECONDS + _limit))
+  until "$@" >/dev/null 2>&1; do
+    if [[ -n "$_proc" ]] && ! alive "$_proc"; then
+      tail -n 30 "$tb/logs/$_proc.log" >&2
+      die "$_proc exited before $_what; see $tb/logs/$_proc.log"
+    fi
+    if ((SECONDS > _deadline)); then
+      if [[ -n "$_proc" ]]; then
+        tail -n 30 "$tb/logs/$_proc.log" >&2
+        die "$_proc not $_what after ${_limit}s; see $tb/logs/$_proc.log"
+      fi
+      [[ -z "${wait_diag:-}" ]] || "$wait_diag"
+      die "$_what: not within ${_limit}s"
+    fi
+    sleep 1
+  done
+}
+
+# ---- processes the bed starts, by pid file ------------------------------------------------------
+# live_pid PIDFILE [EXE]: prints the pid in PIDFILE if that process is alive and, with EXE, runs
+# EXE (also when EXE was rebuilt since: the kernel then shows "EXE (deleted)"; a reused pid, or a
+# process still in its exec chain (bash, setsid), does not count).
+live_pid() {
+  local file="$1" exe="${2:-}" pid running
+  [[ -f "$file" ]] || return 1
+  pid="$(tr -d '[:space:]' < "$file")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  if [[ -n "$exe" ]]; then
+    running="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+    [[ "$running" == "$exe" || "$running" == "$exe (deleted)" ]] || return 1
+  else
+    kill -0 "$pid" 2>/dev/null || return 1
+  fi
+  echo "$pid"
+}
+
+# pid_of NAME: the pid of NAME, a process the bed started ($tb/pids/NAME.pid), if it still runs
+# the binary the caller's `exe_of NAME` prints; alive NAME: whether it does.
+pid_of() { live_pid "$tb/pids/$1.pid" "$(exe_of "$1")"; }
+alive() { pid_of "$1" >/dev/null; }
+
+# stop_pid PIDFILE EXE LABEL GRACE_S [SIGNAL]: sends SIGNAL (TERM) to the live process of
+# PIDFILE, SIGKILL if it still runs after GRACE_S seconds, then removes PIDFILE. Only that pid is
+# ever signalled.
+stop_pid() {
+  local file="$1" exe="$2" label="$3" grace="$4" sig="${5:-TERM}" pid deadline
+  if pid="$(live_pid "$file" "$exe")"; then
+    kill "-$sig" "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + grace))
+    while [[ -e /proc/$pid ]] && ((SECONDS < deadline)); do sleep 0.2; done
+    if [[ -e /proc/$pid ]]; then
+      log "$label (pid $pid) still running after ${grace}s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for _ in $(seq 25); do [[ -e /proc/$pid ]] || break; sleep 0.2; done
+    fi
+    log "$label (pid $pid) stopped (SIG$sig)"
+  fi
+  rm -f "$file"
+}
+
+# start_detached NAME EXE ARGS...: EXE detached in its own session (it outlives the script), output
+# appended to $tb/logs/NAME.log, pid in $tb/pids/NAME.pid. Returns once the pid runs EXE: until
+# setsid's exec, a liveness check would call the process dead.
+start_detached() {
+  local name="$1" exe="$2" pid; shift 2
+  echo "==== $(date -u +%FT%TZ) starting $name" >> "$tb/logs/$name.log"
+  setsid "$exe" "$@" >> "$tb/logs/$name.log" 2>&1 < /dev/null &
+  pid=$!
+  echo "$pid" > "$tb/pids/$name.pid"
+  for _ in $(seq 1 50); do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$exe" ]] && break
+    sleep 0.1
+  done
+  log "$name started (pid $pid), log $tb/logs/$name.log"
+}
+
+# ---- the bed's Kafka cluster (examples/kafka/) --------------------------------------------------
+# Node id = pod ordinal + offset (controllers 101, brokers 1), as the image's entrypoint computes it
+# from KAFKA_NODE_ID_OFFSET and the ObserverSet from nodeId.ordinalOffset.
+CONTROLLERS=(101 102 103)   # pods kafka-controller-0..2
+BROKERS=(1 2 3 4)           # pods kafka-broker-0..3
+OBSERVER=4                  # kafka-broker-3, the observer in the bed's default state
+# node_pod ID: the pod of Kafka node ID.
+node_pod() {
+  if (($1 >= CONTROLLERS[0])); then echo "kafka-controller-$(($1 - CONTROLLERS[0]))"
+  else echo "kafka-broker-$(($1 - BROKERS[0]))"; fi
+}
+# role_nodes controller|broker: the role's node ids.
+role_nodes() { if [[ $1 == controller ]]; then echo "${CONTROLLERS[@]}"; else echo "${BROKERS[@]}"; fi; }
+# check_id ID: dies unless ID is a node of the table.
+check_id() {
+  local id
+  for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do [[ "$1" == "$id" ]] && return 0; done
+  die "unknown node id '$1': controllers are ${CONTROLLERS[0]}-${CONTROLLERS[-1]}, brokers ${BROKERS[0]}-${BROKERS[-1]}"
+}
