@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::kafka::SyntheticScan;
-use kafka_observer_operator::policy::{
+use kafka_observer_operator::promotion::{
     decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig,
     PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
 };

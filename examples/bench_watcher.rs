@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, WatcherOptions};
-use kafka_observer_operator::policy::{
+use kafka_observer_operator::promotion::{
     decide, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -127,7 +127,7 @@ async fn latency(w: &mut KafkaWatcher, topic: &str, what: &str, t0: Instant) {
             );
             return;
         }
-        let why = kafka_observer_operator::policy::joined(&d.reasons);
+        let why = kafka_observer_operator::promotion::joined(&d.reasons);
         if why != last_reasons {
             eprintln!(
                 "  {:>6.2} s  {}",

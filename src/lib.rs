@@ -2,21 +2,22 @@
 //! brokers in line with an ObserverSet, promoting and demoting observer replicas safely.
 //!
 //! Functional core, imperative shell: `crd` (the API and its validation), `observer_ids` (the
-//! file format) and `plan` (effective set and rollout state machine) are pure; `kube` and `kafka`
-//! do the I/O.
+//! file format), `rollout` (effective set and rollout state machine) and `promotion` (the
+//! promotion engine) are pure; `reconciler` and `automation` are their two loops; `k8s` and
+//! `kafka` do the I/O.
 
 pub mod crd;
 pub mod history;
 pub mod observer_ids;
-pub mod plan;
+pub mod promotion;
+pub mod rollout;
 pub mod time_format;
-// The reconciler and its Kubernetes shell.
+// The two loops and their shells.
 pub mod automation;
 pub mod cli;
-pub mod controller;
+pub mod k8s;
 pub mod kafka;
-pub mod kube;
-pub mod policy;
+pub mod reconciler;
 
 // Operator infrastructure: sidecar, logs, metrics, HTTP endpoints, leader election, shutdown.
 pub mod agent;

@@ -17,7 +17,7 @@ use kafka_observer_operator::leader::{self, LeaderArgs};
 use kafka_observer_operator::metrics::Metrics;
 use kafka_observer_operator::shutdown::Shutdown;
 use kafka_observer_operator::telemetry::{self, LogFormat};
-use kafka_observer_operator::{automation, controller};
+use kafka_observer_operator::{automation, reconciler};
 
 /// How long in-flight reconciles may take to finish after SIGTERM (the chart's termination
 /// grace period is longer).
@@ -135,7 +135,7 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         .identity
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok());
-    let ctx = Arc::new(controller::Context::new(
+    let ctx = Arc::new(reconciler::Context::new(
         client.clone(),
         metrics.clone(),
         instance,
@@ -169,7 +169,7 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
             // leading. On shutdown the reconciler finishes its in-flight reconciles and returns;
             // the automation is then dropped.
             tokio::select! {
-                _ = controller::run(client.clone(), namespace.clone(), ctx, shutdown) => {}
+                _ = reconciler::run(client.clone(), namespace.clone(), ctx, shutdown) => {}
                 _ = promotions => tracing::warn!("the promotion automation stopped"),
             }
         }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::automation::engine_state::{self, decode_partitions};
 use kafka_observer_operator::crd::EngineState;
-use kafka_observer_operator::policy::{
+use kafka_observer_operator::promotion::{
     decide, Action, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory,
     PolicyKind, SourceHealth, TopicFilter,
 };

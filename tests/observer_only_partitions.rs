@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use kafka_observer_operator::automation;
-use kafka_observer_operator::kube::events::Events;
+use kafka_observer_operator::k8s::events::Events;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{Api, ListParams};
 use rdkafka::admin::{AdminClient, AdminOptions};

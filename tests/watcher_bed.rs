@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kafka_observer_operator::kafka::{
     ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions,
 };
-use kafka_observer_operator::policy::{
+use kafka_observer_operator::promotion::{
     decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind,
     SourceHealth, TopicFilter,
 };
@@ -309,7 +309,7 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
 #[tokio::test(flavor = "multi_thread")]
 async fn preferred_election_moves_leadership_back() {
     use kafka_observer_operator::kafka::{elect_leaders, ElectionKind};
-    use kafka_observer_operator::policy::TopicPartition;
+    use kafka_observer_operator::promotion::TopicPartition;
     let Some(bed) = TestBed::require() else {
         return;
     };

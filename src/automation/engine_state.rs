@@ -16,7 +16,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use thiserror::Error;
 
 use crate::crd::{BrokerEngineState, EngineActionKind, EngineState, TopicHighWatermarks};
-use crate::policy::{
+use crate::promotion::{
     ActionKind, BrokerId, ClusterSnapshot, LastAction, PolicyConfig, PolicyHistory, TopicPartition,
 };
 use crate::time_format::Text;

@@ -4,8 +4,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::policy::fixtures::{at, broker_2_lost, config, healthy, partition, snapshot};
-use crate::policy::{decide, Action, AutoPromotion, PolicyKind};
+use crate::promotion::fixtures::{at, broker_2_lost, config, healthy, partition, snapshot};
+use crate::promotion::{decide, Action, AutoPromotion, PolicyKind};
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition {

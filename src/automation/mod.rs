@@ -1,5 +1,5 @@
 //! The promotion automation: for every ObserverSet whose `spec.promotion.policy` is not `Manual`,
-//! a task scans the Kafka cluster every `scanInterval`, asks the pure engine (`crate::policy`)
+//! a task scans the Kafka cluster every `scanInterval`, asks the pure engine (`crate::promotion`)
 //! what to do, runs the leader elections that must precede a demotion (or an opted-in unclean
 //! takeover), and records promotions and demotions in `status.autoPromotions` and the decision
 //! in `status.plan`, and saves the engine's memory in `status.engineState` (restored by the task
@@ -31,10 +31,10 @@ use tokio::task::{AbortHandle, JoinSet};
 pub use status::FIELD_MANAGER;
 pub use task::reason;
 
-use crate::controller::conflict;
 use crate::crd::{ObserverSet, PromotionPolicy};
-use crate::kube::events::Events;
+use crate::k8s::events::Events;
 use crate::metrics::{Metrics, ObserverSetLabels};
+use crate::reconciler::conflict;
 
 #[derive(Debug, Error)]
 pub enum AutomationError {

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::SignedDuration;
 
 use super::engine_state::to_micro;
 use crate::crd::{ObserverLag, PartitionCondition, PartitionEntry, PartitionsStatus};
-use crate::policy::{assess, BrokerId, ClusterSnapshot, Health, PartitionState, PolicyConfig};
+use crate::promotion::{assess, BrokerId, ClusterSnapshot, Health, PartitionState, PolicyConfig};
 
 /// Entries listed at most; the rest are counted in `omittedPartitions`.
 pub const MAX_ENTRIES: usize = 50;
@@ -159,8 +159,8 @@ pub fn write_due(current: Option<&PartitionsStatus>, next: &PartitionsStatus) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::fixtures::{at, config, partition, snapshot};
-    use crate::policy::{BrokerState, PolicyKind};
+    use crate::promotion::fixtures::{at, config, partition, snapshot};
+    use crate::promotion::{BrokerState, PolicyKind};
 
     fn cfg() -> PolicyConfig {
         config(PolicyKind::UnderMinIsr)

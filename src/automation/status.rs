@@ -12,19 +12,19 @@ use crate::crd::{
     PlanAction, PlanActionKind, PlanStatus,
 };
 use crate::history;
-use crate::policy::{self, Action, Decision};
+use crate::promotion::{self, Action, Decision};
 
 /// Field manager of the automation's status writes; distinct from the reconciler's, so server-side
 /// apply keeps each writer's fields apart.
 pub const FIELD_MANAGER: &str = "kafka-observer-operator-automation";
 
 /// `status.autoPromotions` as the engine's history entries, oldest first.
-pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<policy::AutoPromotion> {
-    let mut out: Vec<policy::AutoPromotion> = status
+pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<promotion::AutoPromotion> {
+    let mut out: Vec<promotion::AutoPromotion> = status
         .map(|s| s.auto_promotions.as_slice())
         .unwrap_or_default()
         .iter()
-        .map(|p| policy::AutoPromotion {
+        .map(|p| promotion::AutoPromotion {
             node_id: p.node_id,
             at: p.at.0,
             reason: p.reason.clone(),
@@ -34,7 +34,7 @@ pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<policy::AutoPr
     out
 }
 
-fn to_crd(p: &policy::AutoPromotion) -> crd::AutoPromotion {
+fn to_crd(p: &promotion::AutoPromotion) -> crd::AutoPromotion {
     crd::AutoPromotion {
         node_id: p.node_id,
         at: Time(p.at),
@@ -95,7 +95,7 @@ pub fn history_entries(decision: &Decision, at: Timestamp) -> Vec<HistoryEntry> 
 pub fn differs(
     status: Option<&ObserverSetStatus>,
     plan: &PlanStatus,
-    auto: &[policy::AutoPromotion],
+    auto: &[promotion::AutoPromotion],
 ) -> bool {
     let current_auto = auto_promotions(status);
     let current_plan = status.and_then(|s| s.plan.as_ref());
@@ -105,7 +105,7 @@ pub fn differs(
 
 /// What one automation write sends besides the plan.
 pub struct Owned<'a> {
-    pub auto: &'a [policy::AutoPromotion],
+    pub auto: &'a [promotion::AutoPromotion],
     pub engine_state: &'a EngineState,
     /// The automation's own entries of `status.history` (`history::own`).
     pub history: &'a [HistoryEntry],
@@ -140,7 +140,7 @@ pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::PolicyHistory;
+    use crate::promotion::PolicyHistory;
 
     fn decision(actions: Vec<Action>, dry_run: bool) -> Decision {
         Decision {
@@ -237,7 +237,7 @@ mod tests {
     #[test]
     fn writes_only_on_a_change() {
         let at = Timestamp::from_second(1_800_000_000).unwrap();
-        let auto = vec![policy::AutoPromotion {
+        let auto = vec![promotion::AutoPromotion {
             node_id: 4,
             at,
             reason: "r".into(),

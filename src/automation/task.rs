@@ -19,10 +19,10 @@ use super::status::{self, FIELD_MANAGER};
 use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
 use crate::history;
+use crate::k8s::events::{Events, AUTOMATE};
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
-use crate::kube::events::{Events, AUTOMATE};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
-use crate::policy::{
+use crate::promotion::{
     self, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig, PolicyHistory,
     PolicyKind, SourceHealth, TopicPartition,
 };
@@ -154,7 +154,7 @@ impl SetTask {
                 // A failed glance changes nothing: the next scan reports what is wrong.
                 continue;
             };
-            let now = policy::triggered(&snapshot, config, history);
+            let now = promotion::triggered(&snapshot, config, history);
             if let Some(new) = now.difference(&self.seen_triggers).next() {
                 tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, partition = %new, "a glance at the metadata shows a new trigger: scanning now");
                 return;
@@ -200,7 +200,7 @@ impl SetTask {
         if snapshot.source == SourceHealth::Healthy {
             // Observers in the ISR: declared, acknowledged everywhere, promoted neither by
             // hand nor by the engine (whose promotions are in the history, not the config).
-            let observers = crate::plan::effective::effective_set(
+            let observers = crate::rollout::effective::effective_set(
                 &config.observers,
                 &config.promoted,
                 history.auto_promotions.iter().map(|p| p.node_id),
@@ -488,7 +488,7 @@ impl SetTask {
     /// leadership that cannot move, min ISR, takeover not allowed), each time the explanation
     /// changes.
     /// A Warning Event and log line when the set of observer-only partitions changes to a
-    /// non-empty one (the engine lets none of them trigger a promotion: `policy::misplaced_reason`).
+    /// non-empty one (the engine lets none of them trigger a promotion: `promotion::misplaced_reason`).
     async fn report_misplaced(&mut self, obs: &ObserverSet, misplaced: Vec<TopicPartition>) {
         if misplaced == self.misplaced {
             return;
@@ -496,7 +496,7 @@ impl SetTask {
         if misplaced.is_empty() {
             tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "no watched partition has only observers as replicas any more");
         } else {
-            let note = policy::misplaced_reason(&misplaced);
+            let note = promotion::misplaced_reason(&misplaced);
             tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, reason = reason::OBSERVER_ONLY_PARTITIONS, "{note}");
             self.publish(
                 obs,
@@ -515,7 +515,7 @@ impl SetTask {
         let held = ((promoting || demoting)
             && decision.actions.is_empty()
             && !decision.reasons.is_empty())
-        .then(|| policy::joined(&decision.reasons));
+        .then(|| promotion::joined(&decision.reasons));
         if held == self.last_held_back {
             return;
         }

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
-use crate::policy::{
+use crate::promotion::{
     assess, check_demotion, check_promotion, led_by, AutoPromotion, CheckReport, ClusterSnapshot,
     Health, PolicyConfig, PolicyHistory, SourceHealth,
 };

@@ -11,7 +11,7 @@ use super::explain_demotion::explain_demotion;
 use super::memory::{broker_memory, from_now, BrokerMemory, MemoryView, OperatorMemory};
 use super::plan_view::{memory_notes, policy_name};
 use super::replica_table::ReplicaRole;
-use crate::policy::{
+use crate::promotion::{
     assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Concern, Decision, Health,
     PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
 };

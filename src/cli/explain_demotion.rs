@@ -5,7 +5,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::explain::{check, cooldown_check, Check, Explanation};
 use super::memory::{from_now, BrokerMemory, MemoryView};
-use crate::policy::{
+use crate::promotion::{
     check_demotion, led_by, Action, BrokerId, ClusterSnapshot, Decision, PolicyConfig,
 };
 use crate::time_format::Text;

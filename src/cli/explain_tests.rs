@@ -1,6 +1,6 @@
 use super::*;
 use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
-use crate::policy::AutoPromotion;
+use crate::promotion::AutoPromotion;
 
 fn ok(e: &Explanation, rule: &str) -> Option<bool> {
     e.checks.iter().find(|c| c.rule == rule).unwrap().ok

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 
 use super::memory::{operator_memory, OperatorMemory};
-use crate::policy::{
+use crate::promotion::{
     BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyHistory, PolicyKind, SourceHealth,
 };
 
@@ -49,7 +49,7 @@ pub fn snapshot(partitions: Vec<PartitionState>) -> ClusterSnapshot {
 }
 
 /// The engine's own test config (observer 4, confirmations 2, cooldown 5 min, window 60 s).
-pub use crate::policy::fixtures::config;
+pub use crate::promotion::fixtures::config;
 
 /// Broker `id` stopped: unregistered, out of every ISR, no longer leader.
 pub fn stop(s: &mut ClusterSnapshot, id: BrokerId) {

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::automation::engine_state;
 use crate::crd::EngineState;
-use crate::policy::{ActionKind, BrokerId, PolicyConfig, PolicyHistory};
+use crate::promotion::{ActionKind, BrokerId, PolicyConfig, PolicyHistory};
 use crate::time_format;
 
 /// Where the history came from, for people (`plan` and `explain` print it).

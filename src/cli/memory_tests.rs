@@ -7,7 +7,7 @@ use super::*;
 use crate::automation::engine_state::save;
 use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
 use crate::cli::{explain, plan_view, render_explain, render_plan, Explanation};
-use crate::policy::{AutoPromotion, LastAction, PolicyKind};
+use crate::promotion::{AutoPromotion, LastAction, PolicyKind};
 use crate::time_format::Text;
 
 fn promoted_at(secs: i64) -> PolicyHistory {

@@ -1,5 +1,5 @@
 //! `kubectl observer plan`: what the engine would do now and why. Pure: the engine's own
-//! `policy::decide` on one fresh scan, with the config and history the operator's automation
+//! `promotion::decide` on one fresh scan, with the config and history the operator's automation
 //! has (spec, `status.effectiveObservers`, `status.autoPromotions` and `status.engineState`:
 //! [`super::memory`]).
 
@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::memory::{
     broker_memory, from_now, render_memory, BrokerMemory, MemoryView, OperatorMemory,
 };
-use crate::policy::{
+use crate::promotion::{
     decide, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PolicyKind,
 };
 use crate::time_format::{self, Text};

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::policy::{BrokerId, ClusterSnapshot};
+use crate::promotion::{BrokerId, ClusterSnapshot};
 
 /// What a replica's broker is for the ObserverSet right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -131,7 +131,7 @@ pub fn render_table(rows: &[ReplicaRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{BrokerState, PartitionState, SourceHealth};
+    use crate::promotion::{BrokerState, PartitionState, SourceHealth};
     use k8s_openapi::jiff::Timestamp;
 
     fn snapshot() -> ClusterSnapshot {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::replica_table::ReplicaRole;
 use crate::crd::HistoryEntry;
-use crate::policy::{assess, BrokerId, ClusterSnapshot, Health, PartitionState};
+use crate::promotion::{assess, BrokerId, ClusterSnapshot, Health, PartitionState};
 use crate::time_format;
 
 /// Which partitions and brokers a view covers (`--topic`, `--broker`, `--under-min-isr`).

@@ -1,6 +1,6 @@
 //! `status` of an ObserverSet: what the operator wrote, what the pods acknowledged, what is rolling out.
 //!
-//! The rollout state machine (`crate::plan::rollout`) keeps its whole state here, so a restarted
+//! The rollout state machine (`crate::rollout::rollout`) keeps its whole state here, so a restarted
 //! operator resumes a rollout exactly where the previous one stopped.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};

@@ -15,7 +15,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
 use thiserror::Error;
 
-use crate::policy::TopicPartition;
+use crate::promotion::TopicPartition;
 
 /// Which election Kafka runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use super::scan::{
     read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
 };
 use super::KafkaError;
-use crate::policy::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
+use crate::promotion::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
 
 #[derive(Clone, Debug)]
 pub struct WatcherOptions {

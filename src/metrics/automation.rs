@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use super::ObserverSetLabels;
-use crate::policy::{BrokerId, ClusterSnapshot};
+use crate::promotion::{BrokerId, ClusterSnapshot};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
@@ -273,7 +273,7 @@ mod tests {
 
     #[test]
     fn observers_in_isr_counts_partitions_and_drops_former_observers() {
-        use crate::policy::{PartitionState, SourceHealth};
+        use crate::promotion::{PartitionState, SourceHealth};
         let p = |isr: &[BrokerId]| PartitionState {
             topic: "t".into(),
             partition: 0,

@@ -190,7 +190,7 @@ impl World {
         })
     }
 
-    /// One reconcile, as the shell runs it (controller/reconcile.rs): a decision carried out,
+    /// One reconcile, as the shell runs it (reconciler/reconcile.rs): a decision carried out,
     /// then, after a step write, decided again on what the cluster now holds, until nothing
     /// moves. `crash_after`: stop after that many actions counted over the whole reconcile (0:
     /// before the first status write, 1: after it, 2: after the first ConfigMap write...). The

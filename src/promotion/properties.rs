@@ -254,7 +254,7 @@ proptest! {
     fn triggered_matches_the_decisions_set(cfg in policy_config(), (brokers, partitions) in cluster()) {
         let snap = ClusterSnapshot { taken_at: at(0), source: SourceHealth::Healthy, brokers, partitions };
         let history = PolicyHistory::default();
-        let set = crate::policy::triggered(&snap, &cfg, &history);
+        let set = crate::promotion::triggered(&snap, &cfg, &history);
         prop_assert_eq!(set, decide(&snap, &cfg, &history, at(1)).triggered);
     }
 

@@ -10,7 +10,7 @@ mod health;
 mod held_back;
 mod history;
 mod manual;
-mod promotion;
+mod promote;
 mod snapshot;
 mod takeover;
 

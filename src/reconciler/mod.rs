@@ -3,7 +3,7 @@
 //!
 //! Pipeline (one concept per module): `observe` dereferences what the spec points at (pods per
 //! role and their node ids, the live ConfigMaps, the agents' answers); `crate::crd::validate`
-//! turns the raw spec into the validated model; `crate::plan` decides (pure); `outcome` turns
+//! turns the raw spec into the validated model; `crate::rollout` decides (pure); `outcome` turns
 //! the decision into status and Events (pure); `reconcile` applies it. `pods` routes pod events
 //! to the ObserverSets selecting them.
 
@@ -27,10 +27,10 @@ use kube::{Client, Resource, ResourceExt};
 pub use reconcile::reconcile;
 
 use crate::crd::ObserverSet;
-use crate::kube::acknowledgement::AgentClient;
-use crate::kube::config_map::{FIELD_MANAGER, LABEL_MANAGED_BY};
-use crate::kube::events::{reason, Events};
-use crate::kube::Error;
+use crate::k8s::acknowledgement::AgentClient;
+use crate::k8s::config_map::{FIELD_MANAGER, LABEL_MANAGED_BY};
+use crate::k8s::events::{reason, Events};
+use crate::k8s::Error;
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 
@@ -124,7 +124,7 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
             pods::observer_sets_selecting(&store.state(), &pod)
         })
         // An ObserverSet created, deleted or with other selectors can start or end a conflict
-        // of its siblings (src/controller/conflict.rs); its status writes cannot.
+        // of its siblings (src/reconciler/conflict.rs); its status writes cannot.
         .watches(siblings_api, watcher::Config::default(), move |changed| {
             if !claims.changed(&changed) {
                 return Vec::new();

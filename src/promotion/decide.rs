@@ -11,7 +11,7 @@ use super::health::{assess, observer_only, triggers, Health};
 use super::held_back::{Concern, HeldBack};
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
-use super::{demotion, promotion, takeover};
+use super::{demotion, promote, takeover};
 use crate::time_format::Text;
 
 /// One thing the reconciler should do. Carry them out in the order given.
@@ -190,7 +190,7 @@ pub fn decide(
     }
     let observer_only = Some(misplaced);
     demotion::plan(&scan, &mut next, &mut out);
-    promotion::plan(&scan, &mut next, &mut out);
+    promote::plan(&scan, &mut next, &mut out);
     takeover::plan(&scan, &mut out);
 
     if config.dry_run {
@@ -211,7 +211,7 @@ pub fn decide(
 /// Brokers that count as observers now: declared, and promoted neither by hand nor by us (the
 /// effective set the reconciler writes, from the engine's own history).
 fn observers_now(config: &PolicyConfig, history: &PolicyHistory) -> BTreeSet<BrokerId> {
-    crate::plan::effective::effective_set(
+    crate::rollout::effective::effective_set(
         &config.observers,
         &config.promoted,
         history.auto_promotions.iter().map(|p| p.node_id),

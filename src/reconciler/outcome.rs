@@ -7,12 +7,12 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::observe::AckBasis;
 use crate::crd::{NodeId, ObserverSetStatus, Phase, RolloutStatus};
-use crate::kube::acknowledgement::FILE_TTL_BASIS;
-use crate::kube::config_map::config_map_name;
-use crate::kube::events::reason;
-use crate::kube::status::{condition_values, merge_conditions, ConditionValue, READY};
-use crate::plan::model::role_of;
-use crate::plan::{Happening, RolloutDecision, RolloutState};
+use crate::k8s::acknowledgement::FILE_TTL_BASIS;
+use crate::k8s::config_map::config_map_name;
+use crate::k8s::events::reason;
+use crate::k8s::status::{condition_values, merge_conditions, ConditionValue, READY};
+use crate::rollout::model::role_of;
+use crate::rollout::{Happening, RolloutDecision, RolloutState};
 
 /// The Ready message of a set with nothing in flight (`kube::status::condition_values`).
 const READY_MESSAGE: &str = "every pod acknowledged the desired observer set";
@@ -232,7 +232,7 @@ pub fn notes(name: &str, happenings: &[Happening], basis: Option<&AckBasis>) -> 
 mod tests {
     use super::*;
     use crate::crd::{Role, RolloutKind};
-    use crate::plan::RolloutState;
+    use crate::rollout::RolloutState;
 
     fn now() -> Timestamp {
         "2026-11-29T09:00:00Z".parse().unwrap()

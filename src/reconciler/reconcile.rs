@@ -3,7 +3,7 @@
 //! Apply order: the status first (the planner's intent: a new revision or step is recorded
 //! before anything is written), then the ConfigMaps with server-side apply, then the pod
 //! nudges. A step with nothing to wait for is planned again at once on what the API then holds
-//! (`plan::applied`), so one reconcile may carry out several decisions in that order; Events
+//! (`rollout::applied`), so one reconcile may carry out several decisions in that order; Events
 //! and metrics come once, after the last. A crash anywhere in between is resumed by the next
 //! reconcile from the persisted status; the planner is idempotent on it.
 
@@ -23,12 +23,12 @@ use super::outcome;
 use super::Context;
 use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase};
 use crate::history::{self, SpecChange};
-use crate::kube::config_map::{self, Owner};
-use crate::kube::events::reason;
-use crate::kube::finalizer::{clean_up, Cleanup, FINALIZER};
-use crate::kube::{nudge, status, Error, Result};
+use crate::k8s::config_map::{self, Owner};
+use crate::k8s::events::reason;
+use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
+use crate::k8s::{nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
-use crate::plan::{
+use crate::rollout::{
     self, effective_set, Happening, RoleObservation, RolloutDecision, RolloutInput,
     RolloutSettings, WriteCause,
 };
@@ -129,7 +129,8 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     );
     let state = outcome::state_of(&previous);
     let gathered =
-        observe::acknowledgements(&validated, &observed, plan::awaited(&state), &ctx.agents).await;
+        observe::acknowledgements(&validated, &observed, rollout::awaited(&state), &ctx.agents)
+            .await;
     let acks = gathered.as_ref().map(|g| g.acks.clone());
     let basis = gathered.as_ref().map(|g| &g.basis);
     let mut roles: Vec<RoleObservation> = observed.iter().map(ObservedRole::to_plan).collect();
@@ -138,8 +139,8 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         settle: validated.rollout.settle_time,
         timeout: validated.rollout.timeout,
     };
-    let plan_on = |state: &plan::RolloutState, roles: &[RoleObservation]| {
-        plan::advance(&RolloutInput {
+    let plan_on = |state: &rollout::RolloutState, roles: &[RoleObservation]| {
+        rollout::advance(&RolloutInput {
             namespace: &namespace,
             name: &name,
             desired: &desired,
@@ -210,7 +211,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         if !decision.writes.iter().any(|w| w.cause == WriteCause::Step) {
             break;
         }
-        roles = plan::applied(&roles, &decision, now);
+        roles = rollout::applied(&roles, &decision, now);
         let again = plan_on(&decision.state, &roles);
         if again.state == decision.state && again.writes.is_empty() && again.nudges.is_empty() {
             break;

@@ -6,8 +6,8 @@
 //! interleaving of acknowledgements, timeouts, crashes and restarts.
 
 pub mod effective;
+pub mod machine;
 pub mod model;
-pub mod rollout;
 
 #[cfg(test)]
 mod simulation;
@@ -15,9 +15,9 @@ mod simulation;
 mod tests;
 
 pub use effective::{effective_set, rollout_kind};
+pub use machine::{advance, applied, awaited, content};
 pub use model::{
     role_of, step_of, Acknowledgements, Expectation, Happening, ListWrite, LiveList, PodNudge,
     PodObservation, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings, RolloutState,
     WriteCause,
 };
-pub use rollout::{advance, applied, awaited, content};

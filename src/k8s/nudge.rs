@@ -1,6 +1,6 @@
 //! Nudge: an annotation on the pod itself (never its template, which would restart it) makes the
 //! kubelet sync the pod now and refresh its ConfigMap volume, instead of within its 60-90 s sync.
-//! A pod still pending after `plan::rollout::RENUDGE_AFTER` is nudged again (a new time value),
+//! A pod still pending after `rollout::rollout::RENUDGE_AFTER` is nudged again (a new time value),
 //! in case the kubelet synced before its ConfigMap cache had the new content.
 
 use k8s_openapi::api::core::v1::Pod;

@@ -8,14 +8,14 @@ use kube::api::Api;
 use kube::core::Selector;
 
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
-use crate::kube::acknowledgement::{AgentClient, AgentExpectation, Basis, Verdict};
-use crate::kube::config_map::{
+use crate::k8s::acknowledgement::{AgentClient, AgentExpectation, Basis, Verdict};
+use crate::k8s::config_map::{
     self, config_map_name, DATA_KEY, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_OBSERVER_SET,
     LABEL_ROLE,
 };
-use crate::kube::dereference::{list_role_pods, KafkaPod};
-use crate::kube::{Error, Result};
-use crate::plan::{Acknowledgements, Expectation, LiveList, PodObservation, RoleObservation};
+use crate::k8s::dereference::{list_role_pods, KafkaPod};
+use crate::k8s::{Error, Result};
+use crate::rollout::{Acknowledgements, Expectation, LiveList, PodObservation, RoleObservation};
 
 /// One configured role as found in the cluster.
 #[derive(Clone, Debug)]
