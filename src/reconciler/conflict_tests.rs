@@ -241,6 +241,13 @@ fn sibling_events_concern_sets_in_conflict_and_newer_ones() {
     let mut older_in_conflict = set("o", "kafka", 0, "a", &[]);
     older_in_conflict.status = new.status.clone();
     assert!(concerns(&new, &older_in_conflict));
+    // A set being deleted only frees pods: newer siblings not in conflict stay asleep, those in
+    // conflict are woken.
+    let mut leaving = set("leaving", "kafka", 1, "a", &[("cluster", "a")]);
+    leaving.metadata.deletion_timestamp = Some(Time("2026-11-30T11:00:00Z".parse().unwrap()));
+    let newer = set("newer", "kafka", 3, "a", &[("cluster", "a")]);
+    assert!(!concerns(&leaving, &newer));
+    assert!(concerns(&leaving, &new));
 }
 
 /// Only a change of what a set claims wakes its siblings: status writes and observer lists do
