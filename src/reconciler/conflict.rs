@@ -9,8 +9,8 @@
 //! picks the same pods even before any exist). An ObserverSet being deleted claims nothing: it
 //! only runs its cleanup. The decision is pure ([`conflict_of`]); [`find`] reads its inputs.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -231,6 +231,26 @@ impl ClaimMemory {
         };
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.insert(key, claim.clone()).as_ref() != Some(&claim)
+    }
+
+    /// Drops what was seen of sets no longer in `present` (the controller's cache) once the
+    /// memory holds more than twice as many: a deleted set's last claim is never looked at
+    /// again, and a long-running operator must not keep one per set ever deleted.
+    pub fn prune(&self, present: &[Arc<ObserverSet>]) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() <= 2 * present.len() + 16 {
+            return;
+        }
+        let keep: HashSet<(String, String)> = present
+            .iter()
+            .map(|s| (s.namespace().unwrap_or_default(), s.name_any()))
+            .collect();
+        seen.retain(|key, _| keep.contains(key));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.seen.lock().unwrap().len()
     }
 }
 

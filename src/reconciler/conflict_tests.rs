@@ -292,3 +292,21 @@ fn only_a_changed_claim_wakes_the_siblings() {
     let other = set("a", "other-ns", 1, "c1", &[("component", "broker")]);
     assert!(memory.changed(&other), "same name, other namespace");
 }
+
+#[test]
+fn the_claim_memory_forgets_deleted_sets() {
+    let memory = ClaimMemory::default();
+    let kept: Vec<Arc<ObserverSet>> = (0..3u32)
+        .map(|i| Arc::new(set(&format!("kept-{i}"), "kafka", i, "a", &[])))
+        .collect();
+    for s in &kept {
+        assert!(memory.changed(s));
+    }
+    for i in 0..30u32 {
+        assert!(memory.changed(&set(&format!("gone-{i}"), "kafka", 10 + i, "a", &[])));
+    }
+    memory.prune(&kept);
+    assert_eq!(memory.len(), 3);
+    // What is kept is still remembered: an unchanged claim wakes nobody.
+    assert!(!memory.changed(&kept[0]));
+}

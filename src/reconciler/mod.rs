@@ -129,8 +129,9 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
             if !claims.changed(&changed) {
                 return Vec::new();
             }
-            sibling_store
-                .state()
+            let siblings = sibling_store.state();
+            claims.prune(&siblings);
+            siblings
                 .into_iter()
                 .filter(|sibling| conflict::concerns(&changed, sibling))
                 .map(|sibling| ObjectRef::from_obj(sibling.as_ref()))
