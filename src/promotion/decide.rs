@@ -181,7 +181,7 @@ pub fn decide(
     };
 
     let mut out = Outcome::default();
-    let misplaced = observer_only_partitions(snapshot, config, history);
+    let misplaced = observer_only_among(snapshot, config, &scan.observers_now);
     if !misplaced.is_empty() {
         out.reasons.push(HeldBack::new(
             Concern::Placement,
@@ -238,7 +238,15 @@ pub fn observer_only_partitions(
     config: &PolicyConfig,
     history: &PolicyHistory,
 ) -> Vec<TopicPartition> {
-    let observers = observers_now(config, history);
+    observer_only_among(snapshot, config, &observers_now(config, history))
+}
+
+/// `observer_only_partitions` with the observers already known (`decide` has them).
+fn observer_only_among(
+    snapshot: &ClusterSnapshot,
+    config: &PolicyConfig,
+    observers: &BTreeSet<BrokerId>,
+) -> Vec<TopicPartition> {
     snapshot
         .partitions
         .iter()
