@@ -28,7 +28,6 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
-pub use status::FIELD_MANAGER;
 pub use task::reason;
 
 use crate::crd::{ObserverSet, PromotionPolicy};

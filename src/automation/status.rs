@@ -14,10 +14,6 @@ use crate::crd::{
 use crate::history;
 use crate::promotion::{self, Action, Decision};
 
-/// Field manager of the automation's status writes; distinct from the reconciler's, so server-side
-/// apply keeps each writer's fields apart.
-pub const FIELD_MANAGER: &str = "kafka-observer-operator-automation";
-
 /// `status.autoPromotions` as the engine's history entries, oldest first.
 pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<promotion::AutoPromotion> {
     let mut out: Vec<promotion::AutoPromotion> = status
@@ -130,11 +126,7 @@ pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
     if let Some(p) = owned.partitions {
         status["partitions"] = json!(p);
     }
-    json!({
-        "apiVersion": "kafkaobserver.io/v1alpha1",
-        "kind": "ObserverSet",
-        "status": status,
-    })
+    crate::k8s::writers::status_body(status)
 }
 
 #[cfg(test)]

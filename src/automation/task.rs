@@ -15,11 +15,12 @@ use tokio::sync::watch;
 
 use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
 use super::partitions;
-use super::status::{self, FIELD_MANAGER};
+use super::status;
 use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
+use crate::k8s::writers;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
@@ -424,7 +425,7 @@ impl SetTask {
             );
             api.patch_status(
                 &obs.name_any(),
-                &PatchParams::apply(FIELD_MANAGER).force(),
+                &PatchParams::apply(writers::AUTOMATION_STATUS).force(),
                 &Patch::Apply(&body),
             )
             .await

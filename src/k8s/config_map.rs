@@ -9,10 +9,9 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
 
 use super::error::{Error, Result};
+use super::writers;
 use crate::crd::Role;
 
-/// Field manager of every write the operator makes.
-pub const FIELD_MANAGER: &str = "kafka-observer-operator";
 /// Key of the observer list inside the ConfigMap (the file name in the mounted directory).
 pub const DATA_KEY: &str = "observer.ids";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -37,7 +36,7 @@ pub struct Owner {
 /// The full desired ConfigMap of one role at one revision (pure).
 pub fn build(owner: &Owner, role: Role, revision: i64, content: String) -> ConfigMap {
     let labels = BTreeMap::from([
-        (LABEL_MANAGED_BY.to_string(), FIELD_MANAGER.to_string()),
+        (LABEL_MANAGED_BY.to_string(), writers::OPERATOR.to_string()),
         (LABEL_OBSERVER_SET.to_string(), owner.name.clone()),
         (LABEL_ROLE.to_string(), role.as_str().to_string()),
     ]);
@@ -75,7 +74,7 @@ pub async fn apply(api: &Api<ConfigMap>, desired: &ConfigMap) -> Result<ConfigMa
     let name = desired.metadata.name.clone().unwrap_or_default();
     api.patch(
         &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(writers::OPERATOR).force(),
         &Patch::Apply(desired),
     )
     .await
@@ -151,7 +150,10 @@ mod tests {
         assert_eq!(json["kind"], "ConfigMap");
         assert_eq!(json["metadata"]["name"], "kafka-observers-broker");
         assert_eq!(json["metadata"]["namespace"], "kafka");
-        assert_eq!(json["metadata"]["labels"][LABEL_MANAGED_BY], FIELD_MANAGER);
+        assert_eq!(
+            json["metadata"]["labels"][LABEL_MANAGED_BY],
+            writers::OPERATOR
+        );
         assert_eq!(json["metadata"]["labels"][LABEL_OBSERVER_SET], "kafka");
         assert_eq!(json["metadata"]["labels"][LABEL_ROLE], "broker");
         assert_eq!(json["metadata"]["annotations"][ANNOTATION_REVISION], "7");

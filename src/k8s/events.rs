@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 
-use super::config_map::FIELD_MANAGER;
+use super::writers;
 
 /// Reason strings (PascalCase, as `kubectl describe` shows them).
 pub mod reason {
@@ -48,7 +48,7 @@ pub struct Events {
 impl Events {
     pub fn new(client: Client, instance: Option<String>) -> Self {
         let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
+            controller: writers::OPERATOR.into(),
             instance,
         };
         Events {

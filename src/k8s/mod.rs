@@ -1,7 +1,7 @@
 //! The Kubernetes shell of the reconciler, split by the object it reads or writes:
 //! pods (`dereference`, `nudge`), the observer ConfigMaps (`config_map`), the agents
 //! (`acknowledgement`), the ObserverSet status (`status`), events (`events`) and deletion
-//! (`finalizer`). Builders are pure and unit-tested; the async functions are thin API calls.
+//! (`finalizer`); who writes what, for both loops (`writers`). Builders are pure and unit-tested; the async functions are thin API calls.
 
 pub mod acknowledgement;
 pub mod config_map;
@@ -11,5 +11,6 @@ pub mod events;
 pub mod finalizer;
 pub mod nudge;
 pub mod status;
+pub mod writers;
 
 pub use error::{Error, Result};

@@ -8,8 +8,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 
-use super::config_map::FIELD_MANAGER;
 use super::error::{Error, Result};
+use super::writers;
 
 /// Pod annotation carrying the revision the pod was last nudged for.
 pub const REVISION_ANNOTATION: &str = "kafkaobserver.io/observer-ids-revision";
@@ -28,7 +28,7 @@ pub fn nudge_patch(revision: i64, at: Timestamp) -> Value {
 /// (StatefulSet controller) and other writers keep theirs. A pod that is gone needs no nudge.
 pub async fn nudge(api: &Api<Pod>, pod: &str, revision: i64, at: Timestamp) -> Result<()> {
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(writers::OPERATOR.into()),
         ..Default::default()
     };
     match api

@@ -7,7 +7,6 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
 
 use super::error::{Error, Result};
 use crate::crd::{ObserverSet, ObserverSetStatus, Phase, RolloutStatus};
@@ -149,11 +148,6 @@ pub fn merge_conditions(
         .collect()
 }
 
-/// Field manager of the reconciler's status fields. The promotion engine writes
-/// `status.autoPromotions`, `status.plan`, `status.engineState`, `status.partitions` and its
-/// own entries of `status.history` under its own manager, so neither clobbers the other.
-pub const STATUS_FIELD_MANAGER: &str = "kafka-observer-operator-rollout";
-
 /// Status fields the reconciler never writes (owned by the promotion engine).
 const FOREIGN_FIELDS: [&str; 4] = ["autoPromotions", "plan", "engineState", "partitions"];
 
@@ -180,16 +174,12 @@ pub fn status_patch(status: &ObserverSetStatus) -> serde_json::Value {
             );
         }
     }
-    json!({
-        "apiVersion": "kafkaobserver.io/v1alpha1",
-        "kind": "ObserverSet",
-        "status": fields,
-    })
+    super::writers::status_body(fields)
 }
 
 /// Writes the reconciler's status fields with server-side apply.
 pub async fn apply(api: &Api<ObserverSet>, name: &str, status: &ObserverSetStatus) -> Result<()> {
-    let params = PatchParams::apply(STATUS_FIELD_MANAGER).force();
+    let params = PatchParams::apply(super::writers::ROLLOUT_STATUS).force();
     api.patch_status(name, &params, &Patch::Apply(&status_patch(status)))
         .await
         .map_err(|e| {

@@ -28,8 +28,9 @@ pub use reconcile::reconcile;
 
 use crate::crd::ObserverSet;
 use crate::k8s::acknowledgement::AgentClient;
-use crate::k8s::config_map::{FIELD_MANAGER, LABEL_MANAGED_BY};
+use crate::k8s::config_map::LABEL_MANAGED_BY;
 use crate::k8s::events::{reason, Events};
+use crate::k8s::writers::OPERATOR as FIELD_MANAGER;
 use crate::k8s::Error;
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;

@@ -10,8 +10,7 @@ use kube::core::Selector;
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
 use crate::k8s::acknowledgement::{AgentClient, AgentExpectation, Basis, Verdict};
 use crate::k8s::config_map::{
-    self, config_map_name, DATA_KEY, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_OBSERVER_SET,
-    LABEL_ROLE,
+    self, config_map_name, DATA_KEY, LABEL_MANAGED_BY, LABEL_OBSERVER_SET, LABEL_ROLE,
 };
 use crate::k8s::dereference::{list_role_pods, KafkaPod};
 use crate::k8s::{Error, Result};
@@ -59,7 +58,7 @@ pub fn live_list(cm: &ConfigMap, observer_set: &str, role: Role) -> LiveList {
             .and_then(|l| l.get(key))
             .map(String::as_str)
     };
-    let labelled = label(LABEL_MANAGED_BY) == Some(FIELD_MANAGER)
+    let labelled = label(LABEL_MANAGED_BY) == Some(crate::k8s::writers::OPERATOR)
         && label(LABEL_OBSERVER_SET) == Some(observer_set)
         && label(LABEL_ROLE) == Some(role.as_str());
     let owned =

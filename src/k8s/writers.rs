@@ -1,0 +1,48 @@
+//! Who writes what: the field managers of every server-side apply and patch the operator sends,
+//! and the apply body of an ObserverSet's status. One place for both loops (the reconciler and
+//! the automation write the same ObserverSet), so neither clobbers the other's fields and both
+//! name the object the same way.
+
+use kube::Resource;
+use serde_json::{json, Value};
+
+use crate::crd::ObserverSet;
+
+/// The operator's own objects: the observer ConfigMaps (also their `app.kubernetes.io/managed-by`
+/// label), the pod nudges, and the reporting controller of its Events.
+pub const OPERATOR: &str = "kafka-observer-operator";
+/// The reconciler's status fields (`k8s::status`).
+pub const ROLLOUT_STATUS: &str = "kafka-observer-operator-rollout";
+/// The automation's status fields: `autoPromotions`, `plan`, `engineState`, `partitions` and
+/// its own `history` entries (`automation::status`).
+pub const AUTOMATION_STATUS: &str = "kafka-observer-operator-automation";
+
+/// The server-side-apply body that sets `fields` as an ObserverSet's status (apiVersion and kind
+/// from the CRD type, so a new API version cannot leave one writer behind).
+pub fn status_body(fields: Value) -> Value {
+    json!({
+        "apiVersion": ObserverSet::api_version(&()),
+        "kind": ObserverSet::kind(&()),
+        "status": fields,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_body_names_the_crd_type() {
+        assert_eq!(
+            status_body(json!({"phase": "Ready"})),
+            json!({"apiVersion": "kafkaobserver.io/v1alpha1", "kind": "ObserverSet", "status": {"phase": "Ready"}})
+        );
+    }
+
+    #[test]
+    fn each_writer_has_its_own_manager() {
+        assert_ne!(ROLLOUT_STATUS, AUTOMATION_STATUS);
+        assert_ne!(OPERATOR, ROLLOUT_STATUS);
+        assert_ne!(OPERATOR, AUTOMATION_STATUS);
+    }
+}
