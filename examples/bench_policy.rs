@@ -10,7 +10,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::promotion::{
     decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig,
-    PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
+    PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
 };
 
 /// RF3 over brokers 1..=6 plus observer 7 on every partition; `lost` brokers are fenced and out
@@ -60,7 +60,7 @@ fn cluster(partitions: usize, lost: &[i32], in_isr_extra: &[i32]) -> ClusterSnap
 
 fn config() -> PolicyConfig {
     PolicyConfig {
-        policy: PolicyKind::UnderMinIsr,
+        policy: PromotionPolicy::UnderMinIsr,
         observers: BTreeSet::from([7]),
         promoted: BTreeSet::new(),
         acknowledged_observers: BTreeSet::from([7]),

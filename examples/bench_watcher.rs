@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, WatcherOptions};
 use kafka_observer_operator::promotion::{
-    decide, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
+    decide, PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -84,7 +84,7 @@ async fn wait_led(w: &mut KafkaWatcher, prefix: &str, expected: usize) {
 
 fn config(topic: &str) -> PolicyConfig {
     PolicyConfig {
-        policy: PolicyKind::UnderMinIsr,
+        policy: PromotionPolicy::UnderMinIsr,
         observers: BTreeSet::from([4]),
         promoted: BTreeSet::new(),
         acknowledged_observers: BTreeSet::from([4]),

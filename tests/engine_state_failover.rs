@@ -33,7 +33,7 @@ use kafka_observer_operator::automation::engine_state::{self, decode_partitions}
 use kafka_observer_operator::crd::EngineState;
 use kafka_observer_operator::promotion::{
     decide, Action, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory,
-    PolicyKind, SourceHealth, TopicFilter,
+    PromotionPolicy, SourceHealth, TopicFilter,
 };
 use kafka_observer_operator::time_format::Text;
 use serde_json::{json, Value};
@@ -191,7 +191,7 @@ fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<Action> {
         }],
     };
     let config = PolicyConfig {
-        policy: PolicyKind::Manual,
+        policy: PromotionPolicy::Manual,
         observers: [4].into(),
         promoted: [4].into(),
         acknowledged_observers: Default::default(),

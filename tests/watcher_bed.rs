@@ -13,7 +13,7 @@ use kafka_observer_operator::kafka::{
     ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions,
 };
 use kafka_observer_operator::promotion::{
-    decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PolicyKind,
+    decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PromotionPolicy,
     SourceHealth, TopicFilter,
 };
 use koo_testbed::{KafkaNode, TestBed};
@@ -72,7 +72,7 @@ async fn produce(bootstrap: &str, topic: &str, n: usize) {
 
 fn policy(observers: &[i32], topic: &str) -> PolicyConfig {
     PolicyConfig {
-        policy: PolicyKind::UnderMinIsr,
+        policy: PromotionPolicy::UnderMinIsr,
         observers: observers.iter().copied().collect(),
         promoted: BTreeSet::new(),
         acknowledged_observers: observers.iter().copied().collect(),

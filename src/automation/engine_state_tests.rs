@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::promotion::fixtures::{at, broker_2_lost, config, healthy, partition, snapshot};
-use crate::promotion::{decide, Action, AutoPromotion, PolicyKind};
+use crate::promotion::{decide, Action, AutoPromotion, PromotionPolicy};
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition {
@@ -63,7 +63,7 @@ fn corrupt_partitions_say_which_topic_and_what_to_do() {
 /// realistic one (below 2^40 messages) about two thirds of it.
 #[test]
 fn fifty_thousand_partitions_fit_within_the_bound() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let worst = save(&history_with_hws(500, 100, 40, i64::MAX), &cfg, at(0));
     assert_eq!(worst.omitted_high_watermarks, 0);
     let worst_len = json_len(&worst);
@@ -90,7 +90,7 @@ fn fifty_thousand_partitions_fit_within_the_bound() {
 /// (249 characters, 12 MB of names alone) are cut at the bound and the rest is counted.
 #[test]
 fn the_bound_holds_whatever_the_names() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let state = save(&history_with_hws(50_000, 1, 249, i64::MAX), &cfg, at(0));
     let len = json_len(&state);
     assert!(len <= MAX_STATE_BYTES, "{len} bytes");
@@ -115,7 +115,7 @@ fn the_bound_holds_whatever_the_names() {
 
 #[test]
 fn streaks_are_capped_and_expired_cooldowns_are_not_saved() {
-    let cfg = config(PolicyKind::UnderMinIsr); // confirmations 2, cooldown 300 s
+    let cfg = config(PromotionPolicy::UnderMinIsr); // confirmations 2, cooldown 300 s
     let mut h = PolicyHistory::default();
     h.promote_streak.insert(4, 9);
     h.last_action.insert(
@@ -141,8 +141,8 @@ fn streaks_are_capped_and_expired_cooldowns_are_not_saved() {
 
 #[test]
 fn a_restart_keeps_the_stabilization_deadline() {
-    let cfg = config(PolicyKind::UnderMinIsr); // window 60 s, cooldown 300 s
-                                               // Promoted at 0 (broker 2 lost), recovered from 400 s on.
+    let cfg = config(PromotionPolicy::UnderMinIsr); // window 60 s, cooldown 300 s
+                                                    // Promoted at 0 (broker 2 lost), recovered from 400 s on.
     let mut history = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
         at: at(0),
@@ -183,7 +183,7 @@ fn a_restart_keeps_the_stabilization_deadline() {
 
 #[test]
 fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
-    let mut cfg = config(PolicyKind::Manual);
+    let mut cfg = config(PromotionPolicy::Manual);
     cfg.promoted.insert(4);
     cfg.acknowledged_observers.clear();
     cfg.unclean_takeover = true;
@@ -229,7 +229,7 @@ fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
 
 #[test]
 fn only_partitions_an_observer_hosts_are_remembered() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let parts = vec![
         partition("t", 0, &[1, 2, 4], &[1, 2], Some(1), 100),
         partition("u", 0, &[1, 2, 3], &[1, 2, 3], Some(1), 100),
@@ -246,7 +246,7 @@ fn only_partitions_an_observer_hosts_are_remembered() {
 
 #[test]
 fn old_or_future_states_are_refused_and_small_skew_is_now() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let mut h = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
         at: at(0),
@@ -271,7 +271,7 @@ fn old_or_future_states_are_refused_and_small_skew_is_now() {
 
 #[test]
 fn streaks_survive_only_a_short_gap() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let d = decide(
         &snapshot(at(0), &[], broker_2_lost(1)),
         &cfg,
@@ -305,7 +305,7 @@ fn streaks_survive_only_a_short_gap() {
 
 #[test]
 fn the_later_of_two_last_actions_wins() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let mut h = PolicyHistory::default();
     h.last_action.insert(
         4,
@@ -327,7 +327,7 @@ fn the_later_of_two_last_actions_wins() {
 
 #[test]
 fn writes_on_change_rate_limited() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let mut h = history_with_hws(1, 2, 1, 100);
     let first = save(&h, &cfg, at(0));
     assert_eq!(
@@ -379,7 +379,7 @@ fn writes_on_change_rate_limited() {
 
 #[test]
 fn a_partition_losing_its_leader_is_a_frozen_unsaved_high_watermark() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let live = vec![partition("t", 0, &[1, 2, 4], &[1, 2], Some(1), 100)];
     let d = decide(
         &snapshot(at(0), &[], live.clone()),
@@ -450,7 +450,7 @@ proptest! {
     /// the saved JSON round-trips through the status type.
     #[test]
     fn save_then_restore_is_the_identity(h in arb_history()) {
-        let mut cfg = config(PolicyKind::UnderMinIsr);
+        let mut cfg = config(PromotionPolicy::UnderMinIsr);
         cfg.confirmations = 2;
         cfg.cooldown = Duration::from_secs(300);
         let saved = save(&h, &cfg, at(1000));
@@ -467,7 +467,7 @@ proptest! {
     /// successor may act later than the predecessor would have, never sooner.
     #[test]
     fn restored_times_are_never_in_the_future(h in arb_history(), skew in -119i64..600) {
-        let cfg = config(PolicyKind::UnderMinIsr);
+        let cfg = config(PromotionPolicy::UnderMinIsr);
         let saved = save(&h, &cfg, at(1000));
         let now = at(1000 + skew);
         let base = PolicyHistory::from_auto_promotions(h.auto_promotions.clone());

@@ -160,10 +160,10 @@ pub fn write_due(current: Option<&PartitionsStatus>, next: &PartitionsStatus) ->
 mod tests {
     use super::*;
     use crate::promotion::fixtures::{at, config, partition, snapshot};
-    use crate::promotion::{BrokerState, PolicyKind};
+    use crate::promotion::{BrokerState, PromotionPolicy};
 
     fn cfg() -> PolicyConfig {
-        config(PolicyKind::UnderMinIsr)
+        config(PromotionPolicy::UnderMinIsr)
     }
 
     /// Broker 2 lost; min ISR 2 everywhere (the fixture); observer 4 at 90 of 100 on b-0.

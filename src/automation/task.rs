@@ -25,7 +25,7 @@ use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
     self, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig, PolicyHistory,
-    PolicyKind, SourceHealth, TopicPartition,
+    PromotionPolicy, SourceHealth, TopicPartition,
 };
 
 /// Event reasons the automation publishes on the ObserverSet.
@@ -137,7 +137,7 @@ impl SetTask {
             let glancing = self
                 .glance_config
                 .as_ref()
-                .is_some_and(|c| c.policy != PolicyKind::Manual);
+                .is_some_and(|c| c.policy != PromotionPolicy::Manual);
             if !glancing || wake >= until {
                 tokio::time::sleep_until(until.into()).await;
                 return;

@@ -13,7 +13,7 @@ use super::plan_view::{memory_notes, policy_name};
 use super::replica_table::ReplicaRole;
 use crate::promotion::{
     assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Concern, Decision, Health,
-    PartitionState, PolicyConfig, PolicyHistory, PolicyKind, SourceHealth,
+    PartitionState, PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
 };
 use crate::time_format::Text;
 
@@ -50,12 +50,12 @@ pub struct Explanation {
 }
 
 /// Which health states trigger a policy (docs/promotion-policies.md, "Policies").
-fn triggers(policy: PolicyKind, h: Health) -> bool {
+fn triggers(policy: PromotionPolicy, h: Health) -> bool {
     match policy {
-        PolicyKind::Manual => false,
-        PolicyKind::LeaderIsObserver => h == Health::Offline,
-        PolicyKind::UnderMinIsr => matches!(h, Health::Offline | Health::UnderMinIsr),
-        PolicyKind::UnderReplicated => matches!(
+        PromotionPolicy::Manual => false,
+        PromotionPolicy::LeaderIsObserver => h == Health::Offline,
+        PromotionPolicy::UnderMinIsr => matches!(h, Health::Offline | Health::UnderMinIsr),
+        PromotionPolicy::UnderReplicated => matches!(
             h,
             Health::Offline | Health::UnderMinIsr | Health::UnderReplicated
         ),
@@ -249,8 +249,8 @@ fn explain_promotion(
     let policy = policy_name(config.policy);
     out.checks.push(check(
         "policy",
-        Some(config.policy != PolicyKind::Manual),
-        if config.policy == PolicyKind::Manual {
+        Some(config.policy != PromotionPolicy::Manual),
+        if config.policy == PromotionPolicy::Manual {
             "Manual: the engine never promotes automatically (kubectl observer promote does it by hand)".to_string()
         } else {
             format!("{policy}{}", if config.dry_run { " (dry run: planned, never acted on)" } else { "" })

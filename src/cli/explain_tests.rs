@@ -11,7 +11,7 @@ fn healthy_observer_is_not_needed_and_caught_up() {
     let s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
     let e = explain(
         &s,
-        &config(PolicyKind::Manual),
+        &config(PromotionPolicy::Manual),
         &memory(PolicyHistory::default()),
         at(1),
         4,
@@ -33,7 +33,7 @@ fn a_primary_is_not_a_declared_observer() {
     let s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
     let e = explain(
         &s,
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         &memory(PolicyHistory::default()),
         at(1),
         3,
@@ -54,7 +54,7 @@ fn needed_but_lagging_observer_is_not_promoted() {
     ]);
     s.partitions[1].log_end_offsets.insert(4, 10);
     stop(&mut s, 2);
-    let mut c = config(PolicyKind::UnderMinIsr);
+    let mut c = config(PromotionPolicy::UnderMinIsr);
     c.max_lag_messages = 10;
     let e = explain(&s, &c, &memory(PolicyHistory::default()), at(1), 4);
     assert_eq!(ok(&e, "needed"), Some(true));
@@ -84,7 +84,7 @@ fn needed_but_lagging_observer_is_not_promoted() {
 fn needed_caught_up_observer_is_promoted_with_one_confirmation() {
     let mut s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
     stop(&mut s, 2);
-    let mut c = config(PolicyKind::UnderMinIsr);
+    let mut c = config(PromotionPolicy::UnderMinIsr);
     c.confirmations = 1;
     let e = explain(&s, &c, &memory(PolicyHistory::default()), at(1), 4);
     assert!(e.eligible);
@@ -93,7 +93,7 @@ fn needed_caught_up_observer_is_promoted_with_one_confirmation() {
         "{}",
         e.verdict
     );
-    let c2 = config(PolicyKind::UnderMinIsr);
+    let c2 = config(PromotionPolicy::UnderMinIsr);
     let e = explain(&s, &c2, &memory(PolicyHistory::default()), at(1), 4);
     assert!(!e.eligible);
     assert!(
@@ -115,7 +115,7 @@ fn auto_promoted_broker_waits_for_cooldown_and_leadership() {
     }]);
     let e = explain(
         &s,
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         &memory(history),
         at(1),
         4,
@@ -136,7 +136,7 @@ fn auto_promoted_broker_waits_for_cooldown_and_leadership() {
 #[test]
 fn hand_promoted_broker_is_never_demoted_by_the_engine() {
     let s = snapshot(vec![partition("orders", 0, &[1, 2, 3, 4])]);
-    let mut c = config(PolicyKind::UnderMinIsr);
+    let mut c = config(PromotionPolicy::UnderMinIsr);
     c.promoted.insert(4);
     let e = explain(&s, &c, &memory(PolicyHistory::default()), at(1), 4);
     assert_eq!(e.question, "demotion");

@@ -7,7 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::memory::{operator_memory, OperatorMemory};
 use crate::promotion::{
-    BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyHistory, PolicyKind, SourceHealth,
+    BrokerId, BrokerState, ClusterSnapshot, PartitionState, PolicyHistory, PromotionPolicy,
+    SourceHealth,
 };
 
 pub fn at(secs: i64) -> Timestamp {
@@ -71,5 +72,5 @@ pub fn stop(s: &mut ClusterSnapshot, id: BrokerId) {
 
 /// The operator's memory without `status.engineState`: `history` as rebuilt from the status.
 pub fn memory(history: PolicyHistory) -> OperatorMemory {
-    operator_memory(history, None, &config(PolicyKind::Manual), at(0))
+    operator_memory(history, None, &config(PromotionPolicy::Manual), at(0))
 }

@@ -7,7 +7,7 @@ use super::*;
 use crate::automation::engine_state::save;
 use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
 use crate::cli::{explain, plan_view, render_explain, render_plan, Explanation};
-use crate::promotion::{AutoPromotion, LastAction, PolicyKind};
+use crate::promotion::{AutoPromotion, LastAction, PromotionPolicy};
 use crate::time_format::Text;
 
 fn promoted_at(secs: i64) -> PolicyHistory {
@@ -28,7 +28,7 @@ fn without_a_saved_state_the_view_says_so() {
     let m = operator_memory(
         PolicyHistory::default(),
         None,
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         at(0),
     );
     assert!(!m.view.restored);
@@ -41,7 +41,7 @@ fn without_a_saved_state_the_view_says_so() {
 
 #[test]
 fn a_too_old_or_future_state_is_discarded_as_the_operator_discards_it() {
-    let c = config(PolicyKind::UnderMinIsr);
+    let c = config(PromotionPolicy::UnderMinIsr);
     let mut h = PolicyHistory::default();
     h.promote_streak.insert(4, 1);
     let state = save(&h, &c, at(0));
@@ -77,7 +77,7 @@ fn the_operators_confirmation_count_completes_the_promotion() {
     let mut s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
     stop(&mut s, 2);
     s.taken_at = at(1);
-    let c = config(PolicyKind::UnderMinIsr);
+    let c = config(PromotionPolicy::UnderMinIsr);
     let mut h = PolicyHistory::default();
     h.promote_streak.insert(4, 1);
     let m = operator_memory(
@@ -118,7 +118,7 @@ fn the_operators_confirmation_count_completes_the_promotion() {
 
 #[test]
 fn a_stale_streak_is_dropped_and_said_so() {
-    let c = config(PolicyKind::UnderMinIsr);
+    let c = config(PromotionPolicy::UnderMinIsr);
     let mut h = PolicyHistory::default();
     h.promote_streak.insert(4, 1);
     let m = operator_memory(
@@ -138,7 +138,7 @@ fn a_stale_streak_is_dropped_and_said_so() {
 #[test]
 fn the_running_stabilization_window_gives_the_demotion_time() {
     let s = snapshot(vec![partition("orders", 0, &[1, 2, 3, 4])]);
-    let mut c = config(PolicyKind::UnderMinIsr);
+    let mut c = config(PromotionPolicy::UnderMinIsr);
     c.cooldown = Duration::ZERO;
     let mut h = promoted_at(-100);
     h.recovered_since.insert(4, at(-20));
@@ -193,7 +193,7 @@ fn the_running_stabilization_window_gives_the_demotion_time() {
 fn a_cooldown_after_a_demotion_holds_the_next_promotion() {
     let mut s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
     stop(&mut s, 2);
-    let mut c = config(PolicyKind::UnderMinIsr);
+    let mut c = config(PromotionPolicy::UnderMinIsr);
     c.confirmations = 1;
     let mut h = PolicyHistory::default();
     h.last_action.insert(
@@ -250,7 +250,7 @@ fn a_takeover_has_the_saved_high_watermark() {
     let mut s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
     stop(&mut s, 1);
     stop(&mut s, 2);
-    let mut c = config(PolicyKind::UnderMinIsr);
+    let mut c = config(PromotionPolicy::UnderMinIsr);
     c.unclean_takeover = true;
     c.acknowledged_observers.clear();
     let mut h = promoted_at(-100);

@@ -12,7 +12,7 @@ use super::memory::{
     broker_memory, from_now, render_memory, BrokerMemory, MemoryView, OperatorMemory,
 };
 use crate::promotion::{
-    decide, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PolicyKind,
+    decide, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PromotionPolicy,
 };
 use crate::time_format::{self, Text};
 
@@ -65,7 +65,7 @@ pub struct BrokerTimers {
     pub text: Vec<String>,
 }
 
-pub fn policy_name(p: PolicyKind) -> String {
+pub fn policy_name(p: PromotionPolicy) -> String {
     format!("{p:?}")
 }
 
@@ -80,7 +80,7 @@ pub fn memory_notes(
     if memory.restored {
         return notes;
     }
-    if config.confirmations > 1 && config.policy != PolicyKind::Manual {
+    if config.confirmations > 1 && config.policy != PromotionPolicy::Manual {
         notes.push(format!(
             "without the operator's memory this scan counts as 1 of the {} confirmations a promotion needs; the operator may have counted more",
             config.confirmations
@@ -177,7 +177,7 @@ pub fn plan_view(
         format!("{} action(s)", actions.len())
     } else if !decision.reasons.is_empty() {
         "no action: the engine holds back (why below)".to_string()
-    } else if config.policy == PolicyKind::Manual && history.auto_promotions.is_empty() {
+    } else if config.policy == PromotionPolicy::Manual && history.auto_promotions.is_empty() {
         "no action: policy Manual promotes nothing automatically, and no automatic promotion is in force".to_string()
     } else if decision.triggered_partitions() == 0 {
         format!("no action: no watched partition triggers policy {policy}, and no automatic promotion is due for demotion")
@@ -241,7 +241,7 @@ mod tests {
         let s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
         let v = plan_view(
             &s,
-            &config(PolicyKind::Manual),
+            &config(PromotionPolicy::Manual),
             &memory(PolicyHistory::default()),
             at(1),
         );
@@ -258,7 +258,7 @@ mod tests {
     fn under_min_isr_with_one_confirmation_promotes_the_observer() {
         let mut s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
         stop(&mut s, 2);
-        let mut c = config(PolicyKind::UnderMinIsr);
+        let mut c = config(PromotionPolicy::UnderMinIsr);
         c.confirmations = 1;
         let v = plan_view(&s, &c, &memory(PolicyHistory::default()), at(1));
         assert_eq!(v.verdict, "1 action(s)");
@@ -277,7 +277,7 @@ mod tests {
         stop(&mut s, 2);
         let v = plan_view(
             &s,
-            &config(PolicyKind::UnderMinIsr),
+            &config(PromotionPolicy::UnderMinIsr),
             &memory(PolicyHistory::default()),
             at(1),
         );
@@ -295,7 +295,7 @@ mod tests {
         let s = snapshot(vec![partition("orders", 0, &[1, 2, 4])]);
         let v = plan_view(
             &s,
-            &config(PolicyKind::UnderMinIsr),
+            &config(PromotionPolicy::UnderMinIsr),
             &memory(PolicyHistory::default()),
             at(60),
         );

@@ -8,26 +8,6 @@ use regex::RegexSet;
 use super::snapshot::BrokerId;
 use crate::crd::{PromotionPolicy, ValidatedObserverSet};
 
-/// Which condition makes the engine promote an observer on its own (docs/promotion-policies.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PolicyKind {
-    Manual,
-    UnderMinIsr,
-    UnderReplicated,
-    LeaderIsObserver,
-}
-
-impl From<PromotionPolicy> for PolicyKind {
-    fn from(policy: PromotionPolicy) -> Self {
-        match policy {
-            PromotionPolicy::Manual => PolicyKind::Manual,
-            PromotionPolicy::UnderMinIsr => PolicyKind::UnderMinIsr,
-            PromotionPolicy::UnderReplicated => PolicyKind::UnderReplicated,
-            PromotionPolicy::LeaderIsObserver => PolicyKind::LeaderIsObserver,
-        }
-    }
-}
-
 /// Topic name regexes: a topic is watched when it matches an include and no exclude.
 #[derive(Clone, Debug)]
 pub struct TopicFilter {
@@ -62,7 +42,7 @@ impl TopicFilter {
 /// Everything the engine needs besides the snapshot and its history.
 #[derive(Clone, Debug)]
 pub struct PolicyConfig {
-    pub policy: PolicyKind,
+    pub policy: PromotionPolicy,
     /// `spec.observers`: node ids that are observers in normal operation.
     pub observers: BTreeSet<BrokerId>,
     /// `spec.promotion.promoted`: ids promoted by hand. The engine never demotes these.
@@ -98,7 +78,7 @@ impl PolicyConfig {
         let include: Vec<&str> = p.topics_include.iter().map(|r| r.as_str()).collect();
         let exclude: Vec<&str> = p.topics_exclude.iter().map(|r| r.as_str()).collect();
         Ok(PolicyConfig {
-            policy: p.policy.into(),
+            policy: p.policy,
             observers: obs.observers.clone(),
             promoted: p.promoted.clone(),
             acknowledged_observers,

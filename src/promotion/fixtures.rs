@@ -8,14 +8,14 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::{
     decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, Decision, PartitionState,
-    PolicyConfig, PolicyHistory, PolicyKind, SourceHealth, TopicFilter,
+    PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
 };
 
 pub fn at(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
-pub fn config(policy: PolicyKind) -> PolicyConfig {
+pub fn config(policy: PromotionPolicy) -> PolicyConfig {
     PolicyConfig {
         policy,
         observers: BTreeSet::from([4]),

@@ -1,7 +1,7 @@
 //! How healthy one partition is, given which brokers count as observers right now.
 
-use super::config::PolicyKind;
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState};
+use crate::crd::PromotionPolicy;
 
 /// A partition's state, most severe first. Observers never count toward the ISR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,12 +66,12 @@ pub fn observer_only(p: &PartitionState, is_observer: impl Fn(BrokerId) -> bool)
 
 /// Whether the policy promotes for a partition in this state. Each policy also covers the more
 /// severe states of the policies below it: LeaderIsObserver < UnderMinIsr < UnderReplicated.
-pub fn triggers(policy: PolicyKind, health: Health) -> bool {
+pub fn triggers(policy: PromotionPolicy, health: Health) -> bool {
     match policy {
-        PolicyKind::Manual => false,
-        PolicyKind::LeaderIsObserver => health == Health::Offline,
-        PolicyKind::UnderMinIsr => matches!(health, Health::Offline | Health::UnderMinIsr),
-        PolicyKind::UnderReplicated => matches!(
+        PromotionPolicy::Manual => false,
+        PromotionPolicy::LeaderIsObserver => health == Health::Offline,
+        PromotionPolicy::UnderMinIsr => matches!(health, Health::Offline | Health::UnderMinIsr),
+        PromotionPolicy::UnderReplicated => matches!(
             health,
             Health::Offline | Health::UnderMinIsr | Health::UnderReplicated
         ),

@@ -23,7 +23,8 @@ mod tests;
 #[cfg(test)]
 mod tests_demotion;
 
-pub use config::{PolicyConfig, PolicyKind, TopicFilter};
+pub use crate::crd::PromotionPolicy;
+pub use config::{PolicyConfig, TopicFilter};
 pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered, Action, Decision};
 pub use health::{assess, observer_only, Health};
 pub use held_back::{joined, Concern, HeldBack};

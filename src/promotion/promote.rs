@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use super::config::PolicyKind;
 use super::decide::{list_partitions, triggering, Action, Outcome, Scan};
 use super::health::Health;
 use super::held_back::{Concern, HeldBack};
 use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
+use crate::crd::PromotionPolicy;
 use crate::time_format::Text;
 
 enum Candidate<'a> {
@@ -23,7 +23,7 @@ enum Candidate<'a> {
 
 pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
     let config = scan.config;
-    if config.policy == PolicyKind::Manual {
+    if config.policy == PromotionPolicy::Manual {
         next.promote_streak.clear();
         return;
     }

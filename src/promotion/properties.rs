@@ -72,10 +72,10 @@ fn cluster() -> impl Strategy<Value = (BTreeMap<BrokerId, BrokerState>, Vec<Part
 fn policy_config() -> impl Strategy<Value = PolicyConfig> {
     (
         prop_oneof![
-            Just(PolicyKind::Manual),
-            Just(PolicyKind::UnderMinIsr),
-            Just(PolicyKind::UnderReplicated),
-            Just(PolicyKind::LeaderIsObserver)
+            Just(PromotionPolicy::Manual),
+            Just(PromotionPolicy::UnderMinIsr),
+            Just(PromotionPolicy::UnderReplicated),
+            Just(PromotionPolicy::LeaderIsObserver)
         ],
         prop::sample::subsequence(vec![3, 4, 5], 1..=3),
         any::<(bool, bool, bool)>(),
@@ -286,7 +286,7 @@ proptest! {
         window in 0u64..120,
         confirmations in 1u32..=3,
     ) {
-        let mut cfg = super::fixtures::config(PolicyKind::UnderMinIsr);
+        let mut cfg = super::fixtures::config(PromotionPolicy::UnderMinIsr);
         cfg.cooldown = Duration::from_secs(cooldown);
         cfg.auto_demote_after = Some(Duration::from_secs(window));
         cfg.confirmations = confirmations;

@@ -8,7 +8,7 @@ fn healthy_cluster_needs_nothing() {
     let d = scans(
         &healthy(3),
         &[],
-        &config(PolicyKind::UnderReplicated),
+        &config(PromotionPolicy::UnderReplicated),
         PolicyHistory::default(),
         0,
         3,
@@ -18,7 +18,7 @@ fn healthy_cluster_needs_nothing() {
 
 #[test]
 fn under_min_isr_promotes_after_the_confirmations() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let first = run(
         &snapshot(at(0), &[2], broker_2_lost(3)),
         &cfg,
@@ -51,7 +51,7 @@ fn a_lagging_observer_is_never_promoted() {
     let d = scans(
         &parts,
         &[2],
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         PolicyHistory::default(),
         0,
         5,
@@ -73,7 +73,7 @@ fn unknown_lag_blocks_promotion() {
     let d = scans(
         &parts,
         &[2],
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         PolicyHistory::default(),
         0,
         5,
@@ -88,7 +88,7 @@ fn unknown_lag_blocks_promotion() {
 
 #[test]
 fn a_stale_snapshot_is_never_acted_on_and_breaks_the_streak() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let first = run(
         &snapshot(at(0), &[2], broker_2_lost(1)),
         &cfg,
@@ -110,7 +110,7 @@ fn a_stale_snapshot_is_never_acted_on_and_breaks_the_streak() {
 fn an_unreachable_but_registered_broker_is_unknown_not_dead() {
     let mut snap = snapshot(at(0), &[], broker_2_lost(1));
     snap.brokers.get_mut(&2).unwrap().reachable = false;
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let d1 = run(&snap, &cfg, &PolicyHistory::default(), 0);
     snap.taken_at = at(1);
     let d2 = run(&snap, &cfg, &d1.next_history, 1);
@@ -129,7 +129,7 @@ fn unknown_min_isr_blocks_promotion() {
     let d = scans(
         &parts,
         &[2],
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         PolicyHistory::default(),
         0,
         4,
@@ -143,10 +143,10 @@ fn each_policy_covers_its_trigger() {
     let parts = vec![partition("t", 0, &[1, 2, 3, 4], &[1, 2], Some(1), 10)];
     let down = [3];
     for (policy, expect) in [
-        (PolicyKind::Manual, false),
-        (PolicyKind::LeaderIsObserver, false),
-        (PolicyKind::UnderMinIsr, false),
-        (PolicyKind::UnderReplicated, true),
+        (PromotionPolicy::Manual, false),
+        (PromotionPolicy::LeaderIsObserver, false),
+        (PromotionPolicy::UnderMinIsr, false),
+        (PromotionPolicy::UnderReplicated, true),
     ] {
         let d = scans(
             &parts,
@@ -162,7 +162,7 @@ fn each_policy_covers_its_trigger() {
 
 #[test]
 fn leader_is_observer_promotes_only_when_every_primary_is_gone() {
-    let cfg = config(PolicyKind::LeaderIsObserver);
+    let cfg = config(PromotionPolicy::LeaderIsObserver);
     let under_min = scans(
         &broker_2_lost(1),
         &[2],
@@ -194,7 +194,7 @@ fn excluded_topics_do_not_trigger() {
     let d = scans(
         &parts,
         &[2],
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         PolicyHistory::default(),
         0,
         3,
@@ -204,7 +204,7 @@ fn excluded_topics_do_not_trigger() {
 
 #[test]
 fn max_concurrent_promotions_holds_the_second_observer() {
-    let mut cfg = config(PolicyKind::UnderMinIsr);
+    let mut cfg = config(PromotionPolicy::UnderMinIsr);
     cfg.observers.insert(3);
     cfg.acknowledged_observers.insert(3);
     let parts = vec![
@@ -227,7 +227,7 @@ fn max_concurrent_promotions_holds_the_second_observer() {
 
 #[test]
 fn dry_run_reports_but_records_nothing() {
-    let mut cfg = config(PolicyKind::UnderMinIsr);
+    let mut cfg = config(PromotionPolicy::UnderMinIsr);
     cfg.dry_run = true;
     let d = scans(
         &broker_2_lost(1),
@@ -248,7 +248,7 @@ fn dry_run_reports_but_records_nothing() {
 
 #[test]
 fn dry_run_plans_the_promotion_at_the_scan_the_live_run_makes_it() {
-    let live = config(PolicyKind::UnderMinIsr);
+    let live = config(PromotionPolicy::UnderMinIsr);
     let mut dry = live.clone();
     dry.dry_run = true;
     let (mut h_live, mut h_dry) = (PolicyHistory::default(), PolicyHistory::default());
@@ -318,7 +318,7 @@ fn a_candidate_awaiting_confirmations_is_rechecked_after_a_tenth_of_the_scan_int
 fn a_loss_is_confirmed_by_the_quick_recheck_and_a_blip_is_not() {
     // Broker 2 lost: the first scan starts the streak and asks for a quick re-check; the second
     // confirms and promotes. A blip (healthy again at the re-check) resets the streak.
-    let c = config(PolicyKind::UnderMinIsr);
+    let c = config(PromotionPolicy::UnderMinIsr);
     let first = run(
         &snapshot(at(0), &[2], broker_2_lost(3)),
         &c,
@@ -359,7 +359,7 @@ fn a_loss_is_confirmed_by_the_quick_recheck_and_a_blip_is_not() {
 fn an_observer_only_partition_never_triggers_a_promotion() {
     let mut parts = healthy(1);
     parts.push(partition("rf1", 0, &[4], &[4], Some(4), 100));
-    let cfg = config(PolicyKind::UnderReplicated);
+    let cfg = config(PromotionPolicy::UnderReplicated);
     let d = scans(&parts, &[], &cfg, PolicyHistory::default(), 0, 5);
     assert!(d.actions.is_empty(), "{d:?}");
     assert!(d.triggered.is_empty());
@@ -399,7 +399,7 @@ fn an_observer_only_partition_does_not_mask_a_real_trigger() {
     let d = scans(
         &parts,
         &[2],
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         PolicyHistory::default(),
         0,
         2,
@@ -421,7 +421,7 @@ fn no_demotion_makes_a_partition_observer_only() {
     let d = scans(
         &parts,
         &[],
-        &config(PolicyKind::UnderMinIsr),
+        &config(PromotionPolicy::UnderMinIsr),
         super::fixtures::promoted_4_at(0),
         400,
         3,

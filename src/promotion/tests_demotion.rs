@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn demotion_waits_for_the_window_and_moves_leadership_first() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     // Broker 4 was promoted at 0, broker 2 came back, 4 is in the ISR and leads t-1.
     let mut parts: Vec<_> = (0..2)
         .map(|i| partition("t", i, &[1, 2, 4], &[1, 2, 4], Some(1), 100))
@@ -38,7 +38,7 @@ fn demotion_waits_for_the_window_and_moves_leadership_first() {
 
 #[test]
 fn demotion_is_refused_when_leadership_cannot_move() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let parts = vec![partition("t", 0, &[4, 1, 2], &[1, 2, 4], Some(4), 100)];
     let d = scans(&parts, &[], &cfg, promoted_4_at(0), 400, 70);
     assert!(d.actions.is_empty());
@@ -53,7 +53,7 @@ fn demotion_is_refused_when_leadership_cannot_move() {
 
 #[test]
 fn demotion_never_drops_a_partition_under_min_isr() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     // Broker 2 is still gone: without 4, t-0 would have ISR [1] < 2.
     let parts = vec![partition("t", 0, &[1, 2, 4], &[1, 4], Some(1), 100)];
     let d = scans(&parts, &[2], &cfg, promoted_4_at(0), 400, 70);
@@ -67,7 +67,7 @@ fn demotion_never_drops_a_partition_under_min_isr() {
 
 #[test]
 fn cooldown_holds_a_promotion_right_after_a_demotion() {
-    let cfg = config(PolicyKind::UnderMinIsr);
+    let cfg = config(PromotionPolicy::UnderMinIsr);
     let mut history = PolicyHistory::default();
     history.last_action.insert(
         4,
@@ -92,7 +92,7 @@ fn cooldown_holds_a_promotion_right_after_a_demotion() {
 
 #[test]
 fn unclean_takeover_only_when_allowed_and_nothing_acknowledged_is_lost() {
-    let mut cfg = config(PolicyKind::Manual);
+    let mut cfg = config(PromotionPolicy::Manual);
     cfg.promoted.insert(4);
     cfg.acknowledged_observers.clear();
     let offline = vec![
