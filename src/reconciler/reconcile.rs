@@ -29,8 +29,7 @@ use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
 use crate::k8s::{nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
 use crate::rollout::{
-    self, effective_set, Happening, RoleObservation, RolloutDecision, RolloutInput,
-    RolloutSettings, WriteCause,
+    self, effective_set, Happening, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings,
 };
 
 /// Retry when the selected pods cannot be used (a pod without a node id): pods change without
@@ -208,12 +207,12 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         }
         happenings.extend(decision.happenings.iter().cloned());
         persisted = next.clone();
-        if !decision.writes.iter().any(|w| w.cause == WriteCause::Step) {
+        if !decision.wrote_step() {
             break;
         }
         roles = rollout::applied(&roles, &decision, now);
         let again = plan_on(&decision.state, &roles);
-        if again.state == decision.state && again.writes.is_empty() && again.nudges.is_empty() {
+        if again.adds_nothing_to(&decision) {
             break;
         }
         next = outcome::status_after(

@@ -205,6 +205,18 @@ pub const FAST_POLL: Duration = Duration::from_millis(20);
 pub const FAST_POLL_FOR: Duration = Duration::from_secs(5);
 
 impl RolloutDecision {
+    /// Whether this decision writes a step's list: once carried out, the shell decides again at
+    /// once on `rollout::applied` (a step with nothing to wait for moves on).
+    pub fn wrote_step(&self) -> bool {
+        self.writes.iter().any(|w| w.cause == WriteCause::Step)
+    }
+
+    /// Whether this decision, taken again after `previous` was carried out, has nothing left
+    /// to do: the same state, no writes, no nudges.
+    pub fn adds_nothing_to(&self, previous: &RolloutDecision) -> bool {
+        self.state == previous.state && self.writes.is_empty() && self.nudges.is_empty()
+    }
+
     /// While a rollout waits for acknowledgements, look again soon: every 20 ms in the step's
     /// first 5 s, then every second, and every five once the step timed out and waits on pods
     /// that are probably broken.
@@ -215,7 +227,7 @@ impl RolloutDecision {
     /// Restoring a drifted list never requeues at once (an editor fighting the operator must not
     /// make it spin).
     pub fn requeue_after(&self, now: Timestamp) -> Option<Duration> {
-        if self.writes.iter().any(|w| w.cause == WriteCause::Step) {
+        if self.wrote_step() {
             return Some(Duration::ZERO);
         }
         self.state.rollout.as_ref().map(|r| {

@@ -220,7 +220,7 @@ impl World {
                     pod.nudged_at = Some(self.now);
                 }
             }
-            if !decision.writes.iter().any(|w| w.cause == WriteCause::Step) {
+            if !decision.wrote_step() {
                 return;
             }
             roles = applied(&roles, &decision, self.now);
@@ -235,7 +235,7 @@ impl World {
                 settings: self.settings,
                 now: self.now,
             });
-            if again.state == decision.state && again.writes.is_empty() && again.nudges.is_empty() {
+            if again.adds_nothing_to(&decision) {
                 return;
             }
             decision = again;
