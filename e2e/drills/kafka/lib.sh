@@ -302,6 +302,40 @@ set_observers() {
 set_observers_all() { set_observers controller "$1" && set_observers broker "$1"; }
 
 # ---- scenario plumbing --------------------------------------------------------------------------
+# run_scenarios NAME...: runs scenario_<name> for each, one after the other, each in a subshell
+# with its own $SCENARIO_DIR ($drill_work/<NAME>: log, reason, topics), after `precondition` and
+# followed by `restore_scenario` (restore_default unless the suite defines its own), failed or
+# not. Prints "<NAME> PASS <s>s" or "<NAME> FAIL <reason> (<s>s)"; non-zero if any failed.
+run_scenarios() {
+  local s started rc took reason failed=0
+  declare -F restore_scenario >/dev/null || restore_scenario() { restore_default; }
+  for s in "$@"; do
+    s="${s^^}"
+    SCENARIO_DIR="$drill_work/$s"
+    rm -rf "$SCENARIO_DIR" && mkdir -p "$SCENARIO_DIR"
+    started=$(date +%s)
+    (
+      set -eE
+      export SCENARIO_DIR
+      # Restore even on failure; a failing restore fails the scenario too.
+      trap 'rc=$?; trap - EXIT; restore_scenario || { [[ -s "$SCENARIO_DIR/reason" ]] || echo "could not restore the default state" > "$SCENARIO_DIR/reason"; rc=1; }; exit $rc' EXIT
+      log "==== $s"
+      precondition
+      "scenario_${s,,}"
+    ) > "$SCENARIO_DIR/log" 2>&1
+    rc=$?
+    took=$(($(date +%s) - started))
+    if [[ $rc -eq 0 ]]; then
+      echo "$s PASS ${took}s"
+    else
+      reason="$(head -n1 "$SCENARIO_DIR/reason" 2>/dev/null)"
+      echo "$s FAIL ${reason:-exit $rc, see $SCENARIO_DIR/log} (${took}s)"
+      failed=$((failed + 1))
+    fi
+  done
+  [[ $failed -eq 0 ]]
+}
+
 # fail <reason>: ends the scenario (run in a subshell by run.sh) with that one-line reason. The
 # first reason stays: a failing restore after a failed scenario does not hide why it failed.
 fail() {

@@ -43,29 +43,4 @@ fi
 take_manual_policy || { echo "the ObserverSet owning the observer lists cannot be made Manual (see above)" >&2; give_back_policy; exit 2; }
 trap give_back_policy EXIT
 
-failed=0
-for s in "${wanted[@]}"; do
-  s="${s^^}"
-  SCENARIO_DIR="$drill_work/$s"
-  rm -rf "$SCENARIO_DIR" && mkdir -p "$SCENARIO_DIR"
-  started=$(date +%s)
-  (
-    set -eE
-    export SCENARIO_DIR
-    # Restore even on failure; a failing restore fails the scenario too.
-    trap 'rc=$?; trap - EXIT; restore_default || { [[ -s "$SCENARIO_DIR/reason" ]] || echo "could not restore the default state" > "$SCENARIO_DIR/reason"; rc=1; }; exit $rc' EXIT
-    log "==== $s"
-    precondition
-    "scenario_${s,,}"
-  ) > "$SCENARIO_DIR/log" 2>&1
-  rc=$?
-  took=$(($(date +%s) - started))
-  if [[ $rc -eq 0 ]]; then
-    echo "$s PASS ${took}s"
-  else
-    reason="$(head -n1 "$SCENARIO_DIR/reason" 2>/dev/null)"
-    echo "$s FAIL ${reason:-exit $rc, see $SCENARIO_DIR/log} (${took}s)"
-    failed=$((failed + 1))
-  fi
-done
-[[ $failed -eq 0 ]]
+run_scenarios "${wanted[@]}"

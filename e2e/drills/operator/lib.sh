@@ -1,0 +1,178 @@
+# shellcheck shell=bash source-path=SCRIPTDIR
+# Shared pieces of the operator drills D1-D12 (e2e/drills/operator/run.sh), on top of the Kafka
+# suite's library (the drill client, node control, run_scenarios, restore_default). Sourced.
+#
+# The drills act on the bed's example cluster (namespace kafka, brokers 1-4, broker 4 the
+# observer) and its ObserverSet kafka/kafka, reconciled by the operator installed by its Helm
+# chart (two replicas, one leader). Every drill starts from the example ObserverSet as applied
+# by `kafka.sh observerset` (policy UnderMinIsr, autoDemote after 30 s) and restore_scenario puts
+# it back, whatever the drill changed.
+
+here_lib="$(dirname "${BASH_SOURCE[0]}")"
+# shellcheck source=../kafka/lib.sh
+source "$here_lib/../kafka/lib.sh"
+drill_work="$tb/drills/operator"
+mkdir -p "$drill_work"
+OBS="kafka"
+OPERATOR_NS="kafka-observer-system"
+OPERATOR_LABEL="app.kubernetes.io/name=kafka-observer-operator"
+
+# ---- the ObserverSet ----------------------------------------------------------------------------
+obs_get() { kubectl -n "$KAFKA_NS" get obs "${2:-$OBS}" -o jsonpath="$1" 2>/dev/null; }
+auto_promoted() { obs_get '{.status.autoPromotions[*].nodeId}'; }
+obs_patch() { kubectl -n "$KAFKA_NS" patch obs "$OBS" --type merge -p "$1" >/dev/null || fail "cannot patch ObserverSet $KAFKA_NS/$OBS with $1"; }
+# wait_obs TIMEOUT_S WHAT CONDITION...: until the shell condition holds (checked every 0.5 s).
+wait_obs() {
+  local timeout="$1" what="$2" deadline=$((SECONDS + $1))
+  shift 2
+  until eval "$*"; do
+    ((SECONDS < deadline)) || fail "$what: not within ${timeout}s (phase $(obs_get '{.status.phase}'), autoPromotions [$(auto_promoted)])"
+    sleep 0.5
+  done
+}
+# The ids a role's ConfigMap lists, comma-separated ("" if none, "?" if it cannot be read).
+cm_ids() { configmap_ids "$1" 2>/dev/null || echo "?"; }
+
+# on_restore COMMAND: run by restore_scenario after the drill, failed or not (the drill's own
+# ObserverSets, namespaces, paused processes).
+on_restore() { echo "$*" >> "$SCENARIO_DIR/on-restore"; }
+
+# After every drill: the drill's own cleanups, then the example ObserverSet as applied (the spec
+# a drill patched, no manual promotion), every node running with the default lists, the drill's
+# topics gone, then no automatic promotion left (the operator demotes it itself) and phase Ready.
+restore_scenario() {
+  local bad=0 cmd
+  if [[ -f "$SCENARIO_DIR/on-restore" ]]; then
+    while IFS= read -r cmd; do eval "$cmd" < /dev/null || { log "restore: '$cmd' failed"; bad=1; }; done < "$SCENARIO_DIR/on-restore"
+  fi
+  kubectl -n "$KAFKA_NS" patch obs "$OBS" --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null 2>&1 || true
+  bash "$KAFKA_SH" observerset >&2 || bad=1
+  restore_default || bad=1
+  local _
+  for _ in $(seq 120); do [[ -z "$(auto_promoted)" ]] && break; sleep 1; done
+  [[ -z "$(auto_promoted)" ]] || { log "restore: automatic promotions left after 120 s: $(auto_promoted)"; bad=1; }
+  kubectl -n "$KAFKA_NS" wait obs/"$OBS" --for=jsonpath='{.status.phase}'=Ready --timeout=120s >/dev/null || bad=1
+  return "$bad"
+}
+
+# ---- the operator -------------------------------------------------------------------------------
+operator_pods() { kubectl -n "$OPERATOR_NS" get pods -l "$OPERATOR_LABEL" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+# The pod holding the operator's Lease (its holderIdentity is the pod name).
+operator_leader() { kubectl -n "$OPERATOR_NS" get lease kafka-observer-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+operator_log() { kubectl -n "$OPERATOR_NS" logs -l "$OPERATOR_LABEL" --tail=3000 --prefix 2>/dev/null; }
+
+# ---- samplers (one line per sample, the first field the sample time in epoch ms) -----------------
+# start_bg NAME COMMAND: a background process group, stopped by stop_bg (and by restore).
+start_bg() {
+  setsid bash -c "$2" > "$SCENARIO_DIR/$1.log" 2>&1 < /dev/null &
+  echo "$!" > "$SCENARIO_DIR/$1.pid"
+  on_restore "stop_bg $1"
+}
+stop_bg() { local p; p="$(cat "$SCENARIO_DIR/$1.pid" 2>/dev/null)" && kill -- "-$p" 2>/dev/null; rm -f "$SCENARIO_DIR/$1.pid"; return 0; }
+
+# The partitions of TOPIC every 200 ms: "<ms> <leader0> ,<isr0>, <leader1> ,<isr1>, ..."
+# (DrillStream.java, watch-all) into $SCENARIO_DIR/isr.log.
+start_isr_sampler() {
+  rm -f "$SCENARIO_DIR/isr.stop"
+  dc watch-all "$1" "$SCENARIO_DIR/isr.log" 200 "$SCENARIO_DIR/isr.stop" > "$SCENARIO_DIR/isr.err" 2>&1 &
+  on_restore "touch '$SCENARIO_DIR/isr.stop'"
+}
+# Both roles' lists every 200 ms from ONE list call (one resourceVersion: two gets could straddle
+# the two writes and show the brokers' change first when it came second) into cm.log:
+# "<ms> controller=<ids> broker=<ids>", "?" when the read fails, so a failed read never looks
+# like "4 is gone".
+start_cm_sampler() {
+  start_bg cm "$(cat <<EOF
+ids() { awk -v cm="kafka-observers-\$1" '\$0 == "==" cm { on = 1; next } /^==/ { on = 0 } on && !/^[[:space:]]*#/' | tr -s ' ,\n\t' ',' | sed 's/^,//; s/,\$//'; }
+while :; do
+  t=\$(date +%s%3N)
+  if d=\$("$tb/bin/kubectl" --kubeconfig "$tb/kubeconfig" -n $KAFKA_NS get configmaps \
+      -o go-template='{{range .items}}=={{.metadata.name}}{{"\\n"}}{{with .data}}{{index . "observer.ids"}}{{end}}{{"\\n"}}{{end}}' 2>/dev/null); then
+    echo "\$t controller=\$(ids controller <<<"\$d") broker=\$(ids broker <<<"\$d")"
+  else
+    echo "\$t controller=? broker=?"
+  fi
+  sleep 0.2
+done
+EOF
+)"
+}
+
+# awk helpers for isr.log lines: has(isr, id), isr_all(id) (every partition's ISR holds id),
+# isr_none(id), leads(id) (id leads some partition), isr_min() (the smallest ISR size).
+AWK_ISR='
+function has(s, id) { return index(s, "," id ",") > 0 }
+function ok() { return NF >= 3 && $2 != "?" }
+function isr_all(id,  i) { if (!ok()) return 0; for (i = 3; i <= NF; i += 2) if (!has($i, id)) return 0; return 1 }
+function isr_none(id,  i) { if (!ok()) return 0; for (i = 3; i <= NF; i += 2) if (has($i, id)) return 0; return 1 }
+function leads(id,  i) { for (i = 2; i <= NF; i += 2) if ($i == id) return 1; return 0 }
+function isr_min(  i, n, m, a) { m = 99; for (i = 3; i <= NF; i += 2) { n = split($i, a, ",") - 2; if (n < m) m = n }; return m }
+'
+# cm.log conditions: lists(role_field, id), with $2 the controllers' and $3 the brokers' list.
+AWK_CM='
+function lists(f, id) { return f !~ /[?]/ && f ~ ("[=,]" id "(,|$)") }
+function lacks(f, id) { return f !~ /[?]/ && f !~ ("[=,]" id "(,|$)") }
+'
+# first_sample FILE AFTER_MS AWK_CONDITION: the time of the first sample at or after AFTER_MS
+# that satisfies the condition (with the helpers above), or nothing.
+first_sample() {
+  [[ -f "$1" ]] || return 0
+  awk -v after="$2" "$AWK_ISR $AWK_CM"' $1 >= after && ('"$3"') { print $1; exit }' "$1"
+}
+# wait_sample FILE AFTER_MS CONDITION TIMEOUT_S WHAT: waits for first_sample; echoes its time.
+wait_sample() {
+  local deadline=$((SECONDS + $4)) t
+  while :; do
+    t="$(first_sample "$1" "$2" "$3")"
+    [[ -n "$t" ]] && { echo "$t"; return; }
+    ((SECONDS < deadline)) || fail "$5: not seen within $4s"
+    sleep 0.2
+  done
+}
+# never_sample FILE FROM_MS TO_MS CONDITION WHAT: fails if a sample in [FROM, TO] satisfies it.
+never_sample() {
+  local t
+  t="$(awk -v a="$2" -v b="$3" "$AWK_ISR $AWK_CM"' $1 >= a && $1 <= b && ('"$4"') { print $0; exit }' "$1")"
+  [[ -z "$t" ]] || fail "$5 (sample: $t)"
+}
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1000 }'; }
+
+# ---- message accounting -------------------------------------------------------------------------
+# start_stream TOPIC PER_SECOND: acks=all idempotent records into every partition in turn, each
+# acknowledgement in acked.log ("<partition> <offset> <key> <ms>").
+start_stream() {
+  rm -f "$SCENARIO_DIR/stream.stop"
+  dc stream "$1" "$SCENARIO_DIR/acked.log" "$SCENARIO_DIR/stream.stop" "$2" > "$SCENARIO_DIR/stream.out" 2> "$SCENARIO_DIR/stream.err" &
+  echo "$!" > "$SCENARIO_DIR/stream.pid"
+  on_restore "touch '$SCENARIO_DIR/stream.stop'"
+}
+# stop_stream_and_verify TOPIC: every acknowledged record read back once: prints the accounting.
+stop_stream_and_verify() {
+  touch "$SCENARIO_DIR/stream.stop"
+  wait "$(cat "$SCENARIO_DIR/stream.pid")" 2>/dev/null || true
+  local v
+  v="$(dc verify "$1" "$SCENARIO_DIR/acked.log")" || fail "acknowledged records lost or duplicated: $v (producer: $(cat "$SCENARIO_DIR/stream.out"))"
+  log "producer: $(cat "$SCENARIO_DIR/stream.out"); consumer: $v"
+  echo "$v"
+}
+# first_ack PARTITION AFTER_MS: the first acknowledgement on PARTITION at or after AFTER_MS.
+first_ack() { [[ ! -f "$SCENARIO_DIR/acked.log" ]] || awk -v p="$1" -v after="$2" '$1 == p && $4 >= after { print $4; exit }' "$SCENARIO_DIR/acked.log"; }
+wait_ack() { # wait_ack PARTITION AFTER_MS TIMEOUT_S WHAT
+  local deadline=$((SECONDS + $3)) t
+  while :; do
+    t="$(first_ack "$1" "$2")"
+    [[ -n "$t" ]] && { echo "$t"; return; }
+    ((SECONDS < deadline)) || fail "$4: no acknowledgement on partition $1 within $3s"
+    sleep 0.2
+  done
+}
+
+# new_drill_topic NAME ASSIGNMENT: a topic (min ISR 2) deleted by restore_default; echoes its name.
+new_drill_topic() {
+  local t
+  t="$(new_topic "$1")"
+  "$tb/bin/kafka-topics" --bootstrap-server "$(bootstrap)" --create --topic "$t" \
+    --replica-assignment "$2" --config min.insync.replicas=2 >/dev/null 2>&1 || fail "cannot create topic $t ($2)"
+  echo "$t" >> "$SCENARIO_DIR/topics"
+  echo "$t"
+}
