@@ -14,8 +14,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/lib.sh"
 # shellcheck source=drills-zone.sh
 source "$here/drills-zone.sh"
+# shellcheck source=drills-manual.sh
+source "$here/drills-manual.sh"
+# shellcheck source=drills-resource.sh
+source "$here/drills-resource.sh"
 
-ALL=(D1)
+ALL=(D1 D2 D8 D10)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do

@@ -1,0 +1,103 @@
+# shellcheck shell=bash
+# D8 and D10: what happens to the resource itself. Sourced by run.sh.
+
+# D8: the ObserverSet deleted with the default deletionPolicy (Retain): both ConfigMaps keep
+# listing 4, every node's file too, and 4 joins no ISR for 20 s afterwards. Before that, the
+# brokers' ConfigMap emptied by hand, then edited to another list, is restored by the operator
+# each time (timed).
+scenario_d8() {
+  local topic t t_fixed edit
+  [[ "$(obs_get '{.spec.deletionPolicy}')" =~ ^(|Retain)$ ]] || fail "the example ObserverSet's deletionPolicy is $(obs_get '{.spec.deletionPolicy}'), expected Retain (the default)"
+  topic="$(new_drill_topic d8 1:2:4,2:3:4,3:1:4)"
+  start_isr_sampler "$topic"
+  t="$(now_ms)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_none(4) && isr_min() == 2' 60 "every ISR two primaries, without 4" >/dev/null
+
+  for edit in "" "# edited by hand\n3\n"; do
+    t="$(now_ms)"
+    kubectl -n "$KAFKA_NS" patch configmap kafka-observers-broker --type merge \
+      -p "{\"data\":{\"observer.ids\":\"$edit\"}}" >/dev/null || fail "cannot edit the brokers' ConfigMap"
+    for _ in $(seq 150); do [[ "$(cm_ids broker)" == 4 ]] && break; sleep 0.2; done
+    [[ "$(cm_ids broker)" == 4 ]] || fail "the brokers' ConfigMap edited to '$edit' was not restored within 30 s (lists '$(cm_ids broker)')"
+    t_fixed="$(now_ms)"
+    echo "DRILL D8 configmap_edited_to='${edit//\\n/ }' restored_after_s=$(secs "$t" "$t_fixed")"
+  done
+  wait_role_shows broker "4" 30 || fail "brokers$ROLE_PENDING do not show 4 again 30 s after the restore"
+
+  log "== delete the ObserverSet (deletionPolicy Retain)"
+  t="$(now_ms)"
+  kubectl -n "$KAFKA_NS" delete obs "$OBS" --timeout=60s >/dev/null || fail "the ObserverSet was not deleted within 60 s"
+  sleep 20
+  local role id
+  for role in controller broker; do
+    [[ "$(cm_ids "$role")" == 4 ]] || fail "the ${role}s' ConfigMap lists '$(cm_ids "$role")' after the deletion, expected 4"
+    for id in $(role_nodes "$role"); do
+      file_shows "$id" "4" || fail "node $id's observer.ids no longer lists 4 after the deletion"
+    done
+  done
+  never_sample "$SCENARIO_DIR/isr.log" "$t" "$(now_ms)" '!isr_none(4)' "4 joined an ISR after the ObserverSet was deleted"
+  echo "DRILL D8 deleted_set_lists_kept=yes observer_in_isr_during_20s=no"
+}
+
+# D10: invalid specs are refused by the apiserver with a message that says what to fix (each a
+# server-side dry-run merge patch of the live example ObserverSet: nothing is stored), and a
+# second ObserverSet selecting the same pods is marked Conflict with nothing written.
+D10_CASES=(
+  '{"spec":{"observers":[-1]}}|observers must be node ids >= 0'
+  '{"spec":{"observers":[4,4]}}|observers must not list a node id twice'
+  '{"spec":{"promotion":{"promoted":[-1]}}}|promotion.promoted must be node ids >= 0'
+  '{"spec":{"promotion":{"promoted":[7]}}}|every id in promotion.promoted must also be listed in observers'
+  '{"spec":{"promotion":{"promoted":[4,4]}}}|promotion.promoted must not list a node id twice'
+  '{"spec":{"rollout":{"timeout":"2 minutes"}}}|spec.rollout.timeout'
+  '{"spec":{"rollout":{"timeout":"500ms"}}}|rollout.timeout must be between'
+  '{"spec":{"rollout":{"settleTime":"2h"}}}|rollout.settleTime must be between 0s and 1h'
+  '{"spec":{"rollout":{"acknowledgement":"Maybe"}}}|spec.rollout.acknowledgement'
+  '{"spec":{"promotion":{"cooldown":"1.5s"}}}|spec.promotion.cooldown'
+  '{"spec":{"promotion":{"cooldown":"25h"}}}|promotion.cooldown must be between 0s and 24h'
+  '{"spec":{"promotion":{"policy":"Sometimes"}}}|spec.promotion.policy'
+  '{"spec":{"promotion":{"confirmations":0}}}|spec.promotion.confirmations'
+  '{"spec":{"promotion":{"confirmations":101}}}|promotion.confirmations must be between 1 and 100'
+  '{"spec":{"promotion":{"maxConcurrentPromotions":0}}}|promotion.maxConcurrentPromotions must be between 1 and 256'
+  '{"spec":{"promotion":{"maxLagMessages":-1}}}|promotion.maxLagMessages must be 0 or more'
+  '{"spec":{"promotion":{"scanInterval":"50ms"}}}|promotion.scanInterval must be between 100ms and 10m'
+  '{"spec":{"promotion":{"autoDemote":{"enabled":true,"stabilizationWindow":"1441m"}}}}|promotion.autoDemote.stabilizationWindow must be between 0s and 24h'
+  '{"spec":{"nodes":{"brokers":{"selector":{"matchLabels":null}}}}}|selector must have at least one matchLabels entry or matchExpressions term'
+  '{"spec":{"nodes":{"brokers":{"nodeId":{"label":"x","ordinalOffset":1}}}}}|nodeId needs exactly one of label or ordinalOffset'
+  '{"spec":{"nodes":{"brokers":{"nodeId":{"ordinalOffset":2147483648}}}}}|nodeId.ordinalOffset must be between 0 and 2147483647'
+  '{"spec":{"kafka":{"bootstrapServers":" "}}}|bootstrapServers must list at least one host:port'
+  '{"spec":{"deletionPolicy":"Sometimes"}}|spec.deletionPolicy'
+)
+scenario_d10() {
+  local case patch want out n=0 bad=()
+  for case in "${D10_CASES[@]}"; do
+    patch="${case%%|*}" want="${case#*|}"
+    if out="$(kubectl -n "$KAFKA_NS" patch obs "$OBS" --type merge --dry-run=server -p "$patch" 2>&1)"; then
+      bad+=("accepted: $patch")
+    elif [[ "$out" != *"$want"* ]]; then
+      bad+=("$patch: the message lacks '$want': $out")
+    else
+      n=$((n + 1))
+      log "refused as expected: $patch: $(grep -o "$want.*" <<<"$out" | head -c 160)"
+    fi
+  done
+  ((${#bad[@]} == 0)) || { printf '%s\n' "${bad[@]}" >&2; fail "${#bad[@]} invalid specs not refused as expected, first: ${bad[0]}"; }
+  echo "DRILL D10 invalid_specs_refused=$n"
+
+  log "== a second ObserverSet selecting the same pods"
+  local before_c before_b
+  before_c="$(cm_ids controller)" before_b="$(cm_ids broker)"
+  on_restore "kubectl -n '$KAFKA_NS' delete obs kafka-dup --ignore-not-found --timeout=60s >/dev/null"
+  sed "s/^  name: kafka$/  name: kafka-dup/" "$root/examples/kafka/observerset/observerset.yaml" |
+    kubectl -n "$KAFKA_NS" apply -f - >/dev/null || fail "cannot create ObserverSet kafka-dup"
+  wait_obs 60 "kafka-dup in phase Conflict" '[[ "$(obs_get "{.status.phase}" kafka-dup)" == Conflict ]]'
+  local msg
+  msg="$(obs_get '{.status.conditions[?(@.type=="Ready")].message}' kafka-dup)"
+  [[ "$msg" == *"kafka"* ]] || fail "kafka-dup's Ready condition does not name the ObserverSet it conflicts with: $msg"
+  [[ "$(obs_get '{.status.phase}')" == Ready ]] || fail "the older ObserverSet kafka left phase Ready: $(obs_get '{.status.phase}')"
+  kubectl -n "$KAFKA_NS" get configmap kafka-dup-observers-controller kafka-dup-observers-broker >/dev/null 2>&1 &&
+    fail "the conflicting ObserverSet wrote ConfigMaps"
+  [[ "$(cm_ids controller)" == "$before_c" && "$(cm_ids broker)" == "$before_b" ]] ||
+    fail "the ConfigMaps changed while kafka-dup was in conflict"
+  log "kafka-dup: Conflict: $msg"
+  echo "DRILL D10 conflicting_set=Conflict configmaps_written=none"
+}
