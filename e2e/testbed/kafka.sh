@@ -24,6 +24,8 @@
 #                                 `start` and `restart` run it on every node they wait for.
 #   kafka.sh running ID           exit 0 when node ID's JVM runs
 #   kafka.sh jvm-pid ID           the host pid of node ID's JVM
+#   kafka.sh container-pid NS POD CONTAINER  the host pid of any running container on the node
+#                                 (the drills pause agents and kill operator pods with it)
 #   kafka.sh log ID               the host path of node ID's current kafka container log
 #   kafka.sh observer-dir ID      the host path of node ID's projected observer-ids volume
 #   kafka.sh bootstrap            the kafka-bootstrap Service's ClusterIP:9092
@@ -69,11 +71,17 @@ container_of() {
     --label "io.kubernetes.pod.namespace=$ns" | head -n1
 }
 
-jvm_pid() {
-  local c pid
-  c="$(container_of "$1")"
-  [[ -n "$c" ]] || return 1
-  pid="$(crictl inspect -o go-template --template '{{.info.pid}}' "$c")"
+jvm_pid() { pid_of_container "$(container_of "$1")"; }
+
+# container_pid NS POD CONTAINER: the host pid of that running container's main process.
+container_pid() {
+  pid_of_container "$(crictl ps -q --state running --name "^$3\$" --label "io.kubernetes.pod.name=$2" \
+    --label "io.kubernetes.pod.namespace=$1" | head -n1)"
+}
+pid_of_container() {
+  local pid
+  [[ -n "$1" ]] || return 1
+  pid="$(crictl inspect -o go-template --template '{{.info.pid}}' "$1")"
   [[ -n "$pid" && "$pid" != 0 ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
 
@@ -302,6 +310,7 @@ case "${1:-}" in
   patched) shift; [[ $# -gt 0 ]] || usage; assert_patched "$@"; log "nodes $*: observer patch active" ;;
   running) jvm_pid "${2:?node id}" >/dev/null ;;
   jvm-pid) jvm_pid "${2:?node id}" ;;
+  container-pid) container_pid "${2:?namespace}" "${3:?pod}" "${4:?container}" ;;
   log) log_path "${2:?node id}" ;;
   observer-dir) observer_dir "${2:?node id}" ;;
   bootstrap) bootstrap ;;

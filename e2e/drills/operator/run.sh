@@ -18,8 +18,10 @@ source "$here/drills-zone.sh"
 source "$here/drills-manual.sh"
 # shellcheck source=drills-resource.sh
 source "$here/drills-resource.sh"
+# shellcheck source=drills-operator.sh
+source "$here/drills-operator.sh"
 
-ALL=(D1 D2 D8 D10)
+ALL=(D1 D2 D3 D8 D9 D10)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do

@@ -1,0 +1,107 @@
+# shellcheck shell=bash
+# D3 and D9: the operator's two replicas. Sourced by run.sh.
+
+# D3: the leading operator pod killed with SIGKILL in the middle of a rollout. The controllers'
+# agents are paused (SIGSTOP) so the promotion of 4 stops after the controllers' ConfigMap is
+# written, waiting for their acknowledgement; then the leader's process gets SIGKILL and its pod
+# is force-deleted (so it cannot come back under the same name and simply renew its own Lease)
+# with koo-node cordoned (its replacement stays Pending: a fresh candidate would otherwise race
+# the other replica for the expired Lease), and the agents resume. The other replica takes the Lease and finishes the rollout: the
+# brokers' ConfigMap is written only after the controllers', each exactly once, and the
+# successor does not write the controllers' step again (no ObserverListWritten for the
+# controllers from it).
+scenario_d3() {
+  local leader follower pid id t t_ctrl t_kill t_takeover t_brk holder
+  read -r leader follower < <(leader_and_follower)
+  start_cm_sampler
+  for id in "${CONTROLLERS[@]}"; do
+    pid="$(bash "$KAFKA_SH" container-pid "$KAFKA_NS" "$(node_pod "$id")" observer-agent)" || fail "no observer-agent container for node $id"
+    echo "$pid" >> "$SCENARIO_DIR/paused"
+    kill -STOP "$pid"
+  done
+  t="$(now_ms)"
+  obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
+  t_ctrl="$(wait_sample "$SCENARIO_DIR/cm.log" "$t" 'lacks($2, 4)' 30 "the controllers' ConfigMap without 4")"
+  sleep 1
+  [[ ",$(cm_ids broker)," == *",4,"* ]] || fail "the brokers' ConfigMap changed while the controllers' agents were paused (acknowledgement skipped)"
+  pid="$(bash "$KAFKA_SH" container-pid "$OPERATOR_NS" "$leader" operator)" || fail "no operator container in the leader pod $leader"
+  kubectl cordon "$node_name" >/dev/null || fail "cannot cordon $node_name"
+  on_restore "kubectl uncordon '$node_name' >/dev/null"
+  t_kill="$(now_ms)"
+  kill -KILL "$pid"
+  kubectl -n "$OPERATOR_NS" delete pod "$leader" --grace-period=0 --force --wait=false >/dev/null 2>&1
+  log "leader $leader: operator pid $pid killed (-9), pod force-deleted; controllers' agents resume"
+  resume_paused
+  for _ in $(seq 120); do
+    holder="$(operator_leader)"
+    [[ -n "$holder" && "$holder" != "$leader" ]] && break
+    sleep 0.5
+  done
+  [[ "$holder" == "$follower" ]] || fail "the Lease went to '$holder', not to the other replica $follower"
+  t_takeover="$(now_ms)"
+  t_brk="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_kill" 'lacks($3, 4)' 60 "the brokers' ConfigMap without 4 (the successor finishes the rollout)")"
+  never_sample "$SCENARIO_DIR/cm.log" "$t" "$t_brk" 'lacks($3, 4) && lists($2, 4)' "a sample shows the brokers' list changed before the controllers'"
+  # Each list changed exactly once: no step repeated or undone on the way.
+  local flips
+  flips="$(awk -v a="$t" "$AWK_CM"'$1 >= a && $2 !~ /[?]/ { c = lists($2, 4); b = lists($3, 4); if (NR > 1 && (c != pc || b != pb)) n++; pc = c; pb = b } END { print n + 0 }' "$SCENARIO_DIR/cm.log")"
+  ((flips <= 2)) || fail "the ConfigMaps changed $flips times during the rollout, expected once each"
+  wait_obs 60 "phase Ready after the rollout" '[[ "$(obs_get "{.status.phase}")" == Ready ]]'
+  local rewrites
+  rewrites="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=ObserverListWritten" \
+    -o jsonpath='{range .items[*]}{.reportingInstance} {.message}{"\n"}{end}' | grep -c "^$follower .*kafka-observers-controller" || true)"
+  ((rewrites == 0)) || fail "the successor $follower wrote the controllers' step again ($rewrites ObserverListWritten events)"
+  kubectl uncordon "$node_name" >/dev/null
+  echo "DRILL D3 controllers_written_to_kill_s=$(secs "$t_ctrl" "$t_kill") kill_to_lease_taken_s=$(secs "$t_kill" "$t_takeover") kill_to_brokers_written_s=$(secs "$t_kill" "$t_brk") new_leader=$follower"
+}
+
+# D9: two operator replicas, only the leader acts. A promotion and a demotion by hand, then:
+# every Event about the ObserverSet since the start came from the Lease holder; the other
+# replica's /metrics shows no reconcile, no Event, no scan and leader 0, the holder's leader 1
+# and reconciles counted.
+scenario_d9() {
+  local leader follower t_iso n_before n_after
+  read -r leader follower < <(leader_and_follower)
+  t_iso="$(date -u +%Y-%m-%dT%H:%M:%S)"
+  n_before="$(metric "$leader" kafka_observer_reconciles_total)"
+  obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
+  wait_obs 60 "the brokers' ConfigMap without 4" '[[ ",$(cm_ids broker)," != *",4,"* ]]'
+  obs_patch '{"spec":{"promotion":{"promoted":[]}}}'
+  wait_obs 60 "the brokers' ConfigMap lists 4 again" '[[ ",$(cm_ids broker)," == *",4,"* ]]'
+  n_after="$(metric "$leader" kafka_observer_reconciles_total)"
+  ((n_after > n_before)) || fail "the leader's reconciles_total did not grow ($n_before -> $n_after)"
+  [[ "$(metric "$leader" kafka_observer_leader)" == 1 ]] || fail "the leader $leader does not report kafka_observer_leader 1"
+  local m v
+  for m in kafka_observer_leader kafka_observer_reconciles_total kafka_observer_events_total \
+           kafka_observer_kafka_scan_duration_seconds_count kafka_observer_automation_promotions_total; do
+    v="$(metric "$follower" "$m")"
+    [[ "$v" == 0 ]] || fail "the non-leader $follower reports $m = $v, expected 0"
+  done
+  local by
+  by="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS" \
+    -o jsonpath='{range .items[*]}{.reportingInstance} {.eventTime}{.lastTimestamp} {.series.lastObservedTime}{"\n"}{end}' |
+    awk -v since="$t_iso" '$2 >= since || $3 >= since { print $1 }' | sort | uniq -c)"
+  log "Events since $t_iso by reporting instance: $(tr '\n' ';' <<<"$by")"
+  grep -q " $leader$" <<<"$by" || fail "no Event from the leader $leader since $t_iso"
+  ! grep -q " $follower$" <<<"$by" || fail "the non-leader $follower published Events: $by"
+  echo "DRILL D9 leader=$leader reconciles=$((n_after - n_before)) non_leader_reconciles=0 non_leader_events=0"
+}
+
+# "<Lease holder> <the other operator pod>"; fails unless there are exactly two, one holding.
+leader_and_follower() {
+  local pods leader other
+  mapfile -t pods < <(operator_pods)
+  ((${#pods[@]} == 2)) || fail "expected two operator pods, found ${#pods[@]}: ${pods[*]}"
+  leader="$(operator_leader)"
+  case "$leader" in
+    "${pods[0]}") other="${pods[1]}" ;;
+    "${pods[1]}") other="${pods[0]}" ;;
+    *) fail "the Lease holder '$leader' is not one of the operator pods ${pods[*]}" ;;
+  esac
+  echo "$leader $other"
+}
+# metric POD NAME: the sum of NAME's samples on the pod's /metrics (0 when absent).
+metric() {
+  local ip
+  ip="$(kubectl -n "$OPERATOR_NS" get pod "$1" -o jsonpath='{.status.podIP}')"
+  curl -sf --max-time 5 "http://$ip:8080/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
