@@ -6,11 +6,12 @@
 #   kafka.sh up                   host tools in .testbed/bin, local PVs, seed the observer lists
 #                                 (only if absent), apply the manifests, wait for 7 pods Ready and
 #                                 4 brokers registered
-#   kafka.sh observerset          apply examples/kafka/observerset/ for this namespace (needs the
+#   kafka.sh observerset          create or replace the ObserverSet kafka with the spec of
+#                                 examples/kafka/observerset/ for this namespace (needs the
 #                                 operator: e2e/testbed/operator-chart.sh up)
 #   kafka.sh kill ID              SIGKILL node ID's JVM in its container: a crash, the kubelet
 #                                 restarts the container
-#   kafka.sh stop ID              node ID down until `start`: koo-node cordoned, the JVM killed
+#   kafka.sh stop ID...           nodes down until `start`: koo-node cordoned, the JVM killed
 #                                 with SIGKILL, the pod force-deleted (its replacement stays
 #                                 Pending). A lost zone; several nodes may be stopped at once.
 #   kafka.sh start ID...          bring stopped nodes back: uncordon and wait until their pods are
@@ -206,8 +207,12 @@ up() {
 }
 
 observerset() {
+  # replace, not apply: a field someone patched in (a drill, a test) and the example does not
+  # set must go too, so the spec is exactly the example's.
+  local verb=create
+  kubectl -n "$ns" get obs kafka >/dev/null 2>&1 && verb=replace
   sed "s/\.kafka\.svc:/.$ns.svc:/" "$root/examples/kafka/observerset/observerset.yaml" |
-    kubectl -n "$ns" apply -f - >/dev/null
+    kubectl -n "$ns" "$verb" -f - >/dev/null
   kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null ||
     die "ObserverSet $ns/kafka not Ready after 180s: $(kubectl -n "$ns" get obs kafka -o jsonpath='{.status.conditions}')"
   log "ObserverSet $ns/kafka Ready"
@@ -223,16 +228,22 @@ kill_node() {
 # The nodes stopped by `stop` and not yet started again, one id per line.
 stopped_file() { echo "$state/stopped"; }
 
-stop_node() {
-  local pod pid
-  pod="$(pod_of "$1")"
+# stop_nodes ID...: all JVMs killed back to back (a zone of several nodes lost at one moment),
+# then their pods deleted.
+stop_nodes() {
+  local id pod pid pods=() killed=()
+  for id in "$@"; do check_id "$id"; done
   mkdir -p "$state"
   kubectl cordon "$node_name" >/dev/null
-  { cat "$(stopped_file)" 2>/dev/null || true; echo "$1"; } | sort -nu > "$(stopped_file).tmp"
+  { cat "$(stopped_file)" 2>/dev/null || true; printf '%s\n' "$@"; } | sort -nu > "$(stopped_file).tmp"
   mv "$(stopped_file).tmp" "$(stopped_file)"
-  if pid="$(jvm_pid "$1")"; then kill -KILL "$pid"; fi
-  kubectl -n "$ns" delete pod "$pod" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
-  log "node $1 stopped: $node_name cordoned, JVM ${pid:-(none)} killed, pod $pod deleted (its replacement stays Pending)"
+  for id in "$@"; do
+    pid="" pods+=("$(pod_of "$id")")
+    if pid="$(jvm_pid "$id")"; then kill -KILL "$pid"; fi
+    killed+=("${pid:-(none)}")
+  done
+  kubectl -n "$ns" delete pod "${pods[@]}" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+  log "node(s) $* stopped: $node_name cordoned, JVM(s) ${killed[*]} killed, pod(s) ${pods[*]} deleted (replacements stay Pending)"
 }
 
 start_nodes() {
@@ -304,7 +315,7 @@ case "${1:-}" in
   up) up ;;
   observerset) observerset ;;
   kill) kill_node "${2:?node id}" ;;
-  stop) stop_node "${2:?node id}" ;;
+  stop) shift; [[ $# -gt 0 ]] || usage; stop_nodes "$@" ;;
   start) shift; [[ $# -gt 0 ]] || usage; start_nodes "$@" ;;
   restart) restart_node "${2:?node id}" ;;
   patched) shift; [[ $# -gt 0 ]] || usage; assert_patched "$@"; log "nodes $*: observer patch active" ;;

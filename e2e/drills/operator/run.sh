@@ -20,8 +20,10 @@ source "$here/drills-manual.sh"
 source "$here/drills-resource.sh"
 # shellcheck source=drills-operator.sh
 source "$here/drills-operator.sh"
+# shellcheck source=drills-takeover.sh
+source "$here/drills-takeover.sh"
 
-ALL=(D1 D2 D3 D8 D9 D10)
+ALL=(D1 D2 D3 D8 D9 D10 D12)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do

@@ -6,7 +6,7 @@
  *   stream <topic> <ackedFile> <stopFile> <perSecond>
  *       one record every 1/perSecond s, partitions in turn, keys k<seq>; one line per
  *       acknowledgement "<partition> <offset> <key> <ackedAtEpochMs>"; stops when stopFile exists,
- *       waits for what is in flight, prints "sent=N acked=M failed=F"
+ *       waits up to 30 s for what is in flight, prints "sent=N acked=M failed=F"
  *   watch-all <topic> <outFile> <periodMs> <stopFile>
  *       one line per sample: "<epochMs> <leader0> ,<isr0>, <leader1> ,<isr1>, ..." for every
  *       partition in order (leader -1: none; "? ?" for a partition when the describe fails), so
@@ -82,15 +82,17 @@ final class DrillStream {
                 long wait = next - System.nanoTime();
                 if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
             }
-            producer.flush();
+            // What cannot be acknowledged within 30 s (a partition still without a leader) is
+            // given up: it counts as failed, never as acknowledged.
+            producer.close(java.time.Duration.ofSeconds(30));
         }
         System.out.println("sent=" + sent + " acked=" + acked.get() + " failed=" + failed.get());
         return 0;
     }
 
     static int watchAll(String topic, String outFile, long periodMs, String stopFile) throws Exception {
-        try (org.apache.kafka.clients.admin.Admin admin = DrillClient.admin();
-             java.io.PrintWriter out = new java.io.PrintWriter(Files.newBufferedWriter(Path.of(outFile)), true)) {
+        org.apache.kafka.clients.admin.Admin admin = DrillClient.admin();
+        try (java.io.PrintWriter out = new java.io.PrintWriter(Files.newBufferedWriter(Path.of(outFile)), true)) {
             while (!Files.exists(Path.of(stopFile))) {
                 long t0 = System.currentTimeMillis();
                 StringBuilder line = new StringBuilder().append(t0);
@@ -104,11 +106,17 @@ final class DrillStream {
                     }
                 } catch (Exception e) {
                     line.append(" ? ?");
+                    // A client stuck on a broker whose address vanished (a lost zone sends no
+                    // reset) would answer "?" for a long time: start afresh from the bootstrap.
+                    admin.close(Duration.ZERO);
+                    admin = DrillClient.admin();
                 }
                 out.println(line);
                 long sleep = periodMs - (System.currentTimeMillis() - t0);
                 if (sleep > 0) Thread.sleep(sleep);
             }
+        } finally {
+            admin.close(Duration.ZERO);
         }
         return 0;
     }

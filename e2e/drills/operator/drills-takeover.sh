@@ -1,0 +1,56 @@
+# shellcheck shell=bash
+# D12: every primary of a partition lost. Sourced by run.sh.
+#
+# A topic 1:2:4 (min ISR 2) with acks=all records flowing; brokers 1 and 2 stopped at the same
+# moment (both JVMs SIGKILLed), so 4, never in the ISR, is the only replica left:
+#   1. uncleanTakeover false (the example's default): 4 is promoted (UnderMinIsr) but not elected;
+#      the partition stays without a leader for 20 s and the operator says why (uncleanTakeover
+#      disabled) in a Warning Event
+#   2. the operator's leader is restarted (pod deleted; the other replica takes over and restores
+#      the engine state, which holds the partition's last high watermark)
+#   3. uncleanTakeover set to true: the successor elects 4 by unclean election (its log end
+#      offset reaches the saved high watermark) and 4 leads
+#   4. min.insync.replicas lowered to 1 (as an operator would, so the one replica left can
+#      commit: Kafka 4 freezes the HW below min ISR), then every acknowledged record is read
+#      back from 4 exactly once
+scenario_d12() {
+  local topic t t_lost t_promoted t_set t_elected leader
+  topic="$(new_drill_topic d12 1:2:4)"
+  start_isr_sampler "$topic"
+  start_stream "$topic" 20
+  t="$(now_ms)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
+  wait_ack 0 "$t" 60 "records acknowledged before the loss" >/dev/null
+  [[ "$(obs_get '{.spec.promotion.uncleanTakeover}')" =~ ^(|false)$ ]] || fail "the example ObserverSet has uncleanTakeover on"
+  sleep 3 # a few scans see the partition led, so the engine knows a recent high watermark
+
+  log "== brokers 1 and 2 lost at once"
+  t_lost="$(now_ms)"
+  bash "$KAFKA_SH" stop 1 2 >&2 || fail "kafka.sh stop 1 2 failed"
+  wait_obs 90 "4 promoted automatically" '[[ " $(auto_promoted) " == *" 4 "* ]]'
+  t_promoted="$(now_ms)"
+  sleep 20
+  never_sample "$SCENARIO_DIR/isr.log" "$t_lost" "$(now_ms)" 'leads(4)' "4 was elected although uncleanTakeover is false"
+  local why
+  why="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS" \
+    -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' | grep -m1 "$topic-0.*uncleanTakeover is disabled" || true)"
+  [[ -n "$why" ]] || fail "no Event says why 4 is not elected (uncleanTakeover disabled)"
+  log "held back as expected: $why"
+
+  log "== the operator's leader restarted; then uncleanTakeover: true"
+  local old_leader
+  old_leader="$(operator_leader)"
+  kubectl -n "$OPERATOR_NS" delete pod "$old_leader" --wait=false >/dev/null || fail "cannot delete the operator leader $old_leader"
+  wait_obs 60 "a new operator leader" '[[ -n "$(operator_leader)" && "$(operator_leader)" != "$old_leader" ]]'
+  t_set="$(now_ms)"
+  obs_patch '{"spec":{"promotion":{"uncleanTakeover":true}}}'
+  t_elected="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_set" 'leads(4)' 90 "4 elected leader (unclean takeover)")"
+  kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=UncleanTakeover" \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "$topic-0" ||
+    fail "4 leads but no UncleanTakeover Event names $topic-0"
+  echo "DRILL D12 lost_to_promoted_s=$(secs "$t_lost" "$t_promoted") takeover_enabled_to_4_leads_s=$(secs "$t_set" "$t_elected") new_operator_leader=$(operator_leader)"
+
+  dc config "$topic" min.insync.replicas 1 >&2 || fail "cannot lower min.insync.replicas"
+  wait_ack 0 "$t_elected" 60 "writes through 4" >/dev/null
+  echo "DRILL D12 $(stop_stream_and_verify "$topic")"
+}
