@@ -1,5 +1,16 @@
 //! Kubernetes Events on the ObserverSet: every change of the effective set, each rollout step,
 //! timeouts and refusals. Publishing is best effort: a lost event never fails a reconcile.
+//!
+//! kube-runtime's `Recorder` folds every Event with the same type, reason and action about the
+//! same object into one series for six minutes and keeps the *first* note: a second
+//! `PromotionHeldBack` saying "lags 4000 messages" would only bump the count of an earlier one
+//! saying "confirmed by 1 of 2 scans". client-go's events/v1 recorder keys on the note too, and
+//! so does this module: one `Recorder` per distinct (reason, note), so only identical
+//! repetitions become a series, and a changed note is a new Event.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -38,22 +49,47 @@ pub const RECONCILE: &str = "Reconcile";
 /// The Event `action` of the promotion automation.
 pub const AUTOMATE: &str = "Automate";
 
+/// How long a (reason, note) keeps its recorder after its last use: the `Recorder`'s own series
+/// window, after which it would start a new Event anyway.
+const RECORDER_TTL: Duration = Duration::from_secs(6 * 60);
+
 /// Publishes events about ObserverSets, for both loops: one reporting controller, one instance
 /// name (this replica's Lease identity).
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: Client,
+    reporter: Reporter,
+    /// One recorder per (reason, note) published within [`RECORDER_TTL`], with its last use.
+    recorders: Arc<Mutex<HashMap<(String, String), (Recorder, Instant)>>>,
 }
 
 impl Events {
     pub fn new(client: Client, instance: Option<String>) -> Self {
-        let reporter = Reporter {
-            controller: writers::OPERATOR.into(),
-            instance,
-        };
         Events {
-            recorder: Recorder::new(client, reporter),
+            client,
+            reporter: Reporter {
+                controller: writers::OPERATOR.into(),
+                instance,
+            },
+            recorders: Arc::default(),
         }
+    }
+
+    /// The recorder for this (reason, note): the one that published it last (so a repetition
+    /// joins that Event's series) or a new one; forgets those unused for [`RECORDER_TTL`].
+    fn recorder(&self, reason: &str, note: &str, now: Instant) -> Recorder {
+        let mut recorders = self.recorders.lock().unwrap_or_else(|e| e.into_inner());
+        recorders.retain(|_, (_, used)| now.duration_since(*used) < RECORDER_TTL);
+        let (recorder, used) = recorders
+            .entry((reason.to_string(), note.to_string()))
+            .or_insert_with(|| {
+                (
+                    Recorder::new(self.client.clone(), self.reporter.clone()),
+                    now,
+                )
+            });
+        *used = now;
+        recorder.clone()
     }
 
     pub async fn normal(&self, regarding: &ObjectReference, reason: &str, note: String) {
@@ -78,6 +114,7 @@ impl Events {
     ) {
         // Event notes are limited to 1 KiB by the API server.
         let note: String = note.chars().take(1000).collect();
+        let recorder = self.recorder(reason, &note, Instant::now());
         let event = Event {
             type_,
             reason: reason.into(),
@@ -85,8 +122,50 @@ impl Events {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, regarding).await {
+        if let Err(e) = recorder.publish(&event, regarding).await {
             tracing::warn!(error = %e, reason, "could not publish event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events() -> Events {
+        // Never contacted: the test only looks at which recorder a note gets.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Events::new(Client::try_from(config).unwrap(), Some("pod-0".into()))
+    }
+
+    #[tokio::test]
+    async fn a_new_note_gets_its_own_recorder_and_a_repeated_one_the_same() {
+        let (events, now) = (events(), Instant::now());
+        events.recorder("PromotionHeldBack", "confirmed by 1 of 2 scans", now);
+        events.recorder("PromotionHeldBack", "confirmed by 1 of 2 scans", now);
+        assert_eq!(
+            events.recorders.lock().unwrap().len(),
+            1,
+            "a repetition joins the series"
+        );
+        events.recorder("PromotionHeldBack", "observer 4 lags 4000 messages", now);
+        events.recorder("AutomationFailed", "confirmed by 1 of 2 scans", now);
+        assert_eq!(
+            events.recorders.lock().unwrap().len(),
+            3,
+            "another note or reason: another Event"
+        );
+    }
+
+    #[tokio::test]
+    async fn recorders_unused_for_the_series_window_are_forgotten() {
+        let (events, now) = (events(), Instant::now());
+        events.recorder("A", "old", now);
+        events.recorder("A", "recent", now + RECORDER_TTL / 2);
+        events.recorder("A", "new", now + RECORDER_TTL + Duration::from_secs(1));
+        let recorders = events.recorders.lock().unwrap();
+        let mut notes: Vec<&str> = recorders.keys().map(|(_, n)| n.as_str()).collect();
+        notes.sort();
+        assert_eq!(notes, ["new", "recent"]);
     }
 }

@@ -34,20 +34,27 @@ wait_obs() {
 cm_ids() { configmap_ids "$1" 2>/dev/null || echo "?"; }
 
 # on_restore COMMAND: run by restore_scenario after the drill, failed or not (the drill's own
-# ObserverSets, namespaces, paused processes).
+# ObserverSets, namespaces, paused processes). after_restore COMMAND: the same, but once every
+# node runs again (what needs a stopped broker back, such as its dynamic configs).
 on_restore() { echo "$*" >> "$SCENARIO_DIR/on-restore"; }
+after_restore() { echo "$*" >> "$SCENARIO_DIR/after-restore"; }
+run_restore_file() { # run_restore_file FILE: each line; non-zero if any failed
+  local cmd bad=0
+  [[ -f "$1" ]] || return 0
+  while IFS= read -r cmd; do eval "$cmd" < /dev/null || { log "restore: '$cmd' failed"; bad=1; }; done < "$1"
+  return "$bad"
+}
 
 # After every drill: the drill's own cleanups, then the example ObserverSet as applied (the spec
 # a drill patched, no manual promotion), every node running with the default lists, the drill's
 # topics gone, then no automatic promotion left (the operator demotes it itself) and phase Ready.
 restore_scenario() {
-  local bad=0 cmd
-  if [[ -f "$SCENARIO_DIR/on-restore" ]]; then
-    while IFS= read -r cmd; do eval "$cmd" < /dev/null || { log "restore: '$cmd' failed"; bad=1; }; done < "$SCENARIO_DIR/on-restore"
-  fi
+  local bad=0
+  run_restore_file "$SCENARIO_DIR/on-restore" || bad=1
   kubectl -n "$KAFKA_NS" patch obs "$OBS" --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null 2>&1 || true
   bash "$KAFKA_SH" observerset >&2 || bad=1
   restore_default || bad=1
+  run_restore_file "$SCENARIO_DIR/after-restore" || bad=1
   local _
   for _ in $(seq 120); do [[ -z "$(auto_promoted)" ]] && break; sleep 1; done
   [[ -z "$(auto_promoted)" ]] || { log "restore: automatic promotions left after 120 s: $(auto_promoted)"; bad=1; }

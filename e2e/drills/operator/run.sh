@@ -22,8 +22,10 @@ source "$here/drills-resource.sh"
 source "$here/drills-operator.sh"
 # shellcheck source=drills-takeover.sh
 source "$here/drills-takeover.sh"
+# shellcheck source=drills-policy.sh
+source "$here/drills-policy.sh"
 
-ALL=(D1 D2 D3 D8 D9 D10 D12)
+ALL=(D1 D2 D3 D6 D7 D8 D9 D10 D12)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do

@@ -11,7 +11,7 @@
  *   DrillClient <bootstrap> await <topic> <timeoutMs> <cond>...  -> "<epochMs> <state>" when all hold
  *       ($DRILL_READY_FILE, if set, is written after the first answer)
  *       cond: leader=N | leader!=N | leader=none | leader-in=2,3 | isr=1,2,3 | isr-has=N | isr-lacks=N
- *   DrillClient <bootstrap> produce <topic> <count> <acks> <prefix>  -> acked=N failed=M
+ *   DrillClient <bootstrap> produce <topic> <count> <acks> <prefix> [padding bytes, 64]  -> acked=N failed=M
  *   DrillClient <bootstrap> consume <topic> <read_committed|read_uncommitted> [dumpFile] -> count=N sha256=..
  *   DrillClient <bootstrap> txn <topic> <txnId> <transactions> <recordsPerTxn>  (even: commit, odd: abort)
  *   DrillClient <bootstrap> elect <topic> <preferred|unclean>    -> elected=N | error=...
@@ -73,7 +73,7 @@ public final class DrillClient {
             case "delete": rc = delete(a[0]); break;
             case "state": try (Admin admin = admin()) { System.out.println(state(admin, a[0]).render()); } rc = 0; break;
             case "await": rc = await(a[0], Long.parseLong(a[1]), Arrays.copyOfRange(a, 2, a.length)); break;
-            case "produce": rc = produce(a[0], Integer.parseInt(a[1]), a[2], a[3]); break;
+            case "produce": rc = produce(a[0], Integer.parseInt(a[1]), a[2], a[3], a.length > 4 ? Integer.parseInt(a[4]) : 64); break;
             case "produce-when": rc = produceWhen(a[0], Integer.parseInt(a[1]), a[2], a[3], a[4]); break;
             case "consume": rc = consume(a[0], a[1], a.length > 2 ? a[2] : null); break;
             case "txn": rc = txn(a[0], a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3])); break;
@@ -274,7 +274,7 @@ public final class DrillClient {
         return p;
     }
 
-    static int produce(String topic, int count, String acks, String prefix) throws Exception {
+    static int produce(String topic, int count, String acks, String prefix, int padding) throws Exception {
         AtomicInteger acked = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
         AtomicReference<String> firstError = new AtomicReference<>();
@@ -282,7 +282,7 @@ public final class DrillClient {
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(acks))) {
             for (int i = 0; i < count; i++) {
                 String key = prefix + "-" + i;
-                producer.send(new ProducerRecord<>(topic, 0, key, key + "-" + "x".repeat(64)), (md, e) -> {
+                producer.send(new ProducerRecord<>(topic, 0, key, key + "-" + "x".repeat(padding)), (md, e) -> {
                     if (e == null) {
                         acked.incrementAndGet();
                     } else {

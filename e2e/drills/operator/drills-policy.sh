@@ -1,0 +1,87 @@
+# shellcheck shell=bash
+# D6 and D7: the promotion policy's guards under real failures. Sourced by run.sh.
+
+# D6: a flapping broker. Broker 1 (of a topic 1:2:4) is stopped and started five times, about
+# 12 s down and 12 s up each time, for about two minutes, with the demotion's stabilization
+# window shortened to 5 s, so that without a cooldown 4 would be promoted and demoted with every
+# flap. Every automatic action on 4 (status.history, who=automation) comes at least the
+# cooldown (30 s in the example) after the one before, so at most one per cooldown; and there
+# are at least two (the cooldown was what held the others back, not a quiet bed).
+scenario_d6() {
+  local topic t0 t0_iso i cooldown_s
+  cooldown_s="$(obs_get '{.spec.promotion.cooldown}')"
+  [[ "$cooldown_s" =~ ^([0-9]+)s$ ]] || fail "the example's cooldown '$cooldown_s' is not in whole seconds"
+  cooldown_s="${BASH_REMATCH[1]}"
+  topic="$(new_drill_topic d6 1:2:4)"
+  start_isr_sampler "$topic"
+  t0="$(now_ms)" t0_iso="$(date -u +%Y-%m-%dT%H:%M:%S)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t0" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
+  obs_patch '{"spec":{"promotion":{"autoDemote":{"enabled":true,"stabilizationWindow":"5s"}}}}'
+  for i in 1 2 3 4 5; do
+    log "== flap $i: broker 1 down"
+    bash "$KAFKA_SH" stop 1 >&2 || fail "kafka.sh stop 1 failed"
+    sleep 12
+    log "== flap $i: broker 1 up"
+    KAFKA_START_WAIT=0 bash "$KAFKA_SH" start 1 >&2 || fail "kafka.sh start 1 failed"
+    sleep 12
+  done
+  local actions gaps n
+  actions="$(obs_get '{range .status.history[?(@.who=="automation")]}{.at} {.action} {.nodeId}{"\n"}{end}' |
+    awk -v since="$t0_iso" '$1 >= since && $3 == 4' | sort)"
+  n="$(grep -c . <<<"$actions" || true)"
+  log "automatic actions on 4 since $t0_iso:"$'\n'"$actions"
+  grep -q " Promote 4$" <<<"$actions" || fail "no automatic promotion of 4 while broker 1 flapped"
+  ((n >= 2)) || fail "only $n automatic action(s) on 4 while broker 1 flapped: the drill did not test the cooldown"
+  gaps="$(awk '{ cmd = "date -d " $1 " +%s.%N"; cmd | getline s; close(cmd); if (NR > 1) printf "%.1f ", s - prev; prev = s }' <<<"$actions")"
+  for i in $gaps; do
+    awk -v g="$i" -v c="$cooldown_s" 'BEGIN { exit !(g >= c) }' || fail "two automatic actions on 4 only ${i}s apart (cooldown ${cooldown_s}s): $(tr '\n' ';' <<<"$actions")"
+  done
+  echo "DRILL D6 flaps=5 automatic_actions=$n gaps_s=[${gaps% }] cooldown_s=$cooldown_s"
+}
+
+# D7: a lagging observer is not promoted until it has caught up. The replication of a topic
+# 1:2:4 to replicas outside the ISR (only 4, the observer) is throttled on its leaders to 1 KB/s
+# (leader.replication.throttled.*: a leader throttles only replicas outside the ISR), 5000
+# records of 6 KB (30 MB) are written, then zone 1 is lost: the partition is under min ISR, but
+# 4 lags far more than maxLagMessages (1000): no promotion for 20 s, and a PromotionHeldBack
+# Event says it lags. The throttle is lifted: 4 catches up, is promoted and joins the ISR.
+scenario_d7() {
+  local topic t b id t_lifted t_promoted t_isr
+  b="$(bootstrap)"
+  topic="$(new_drill_topic d7 1:2:4)"
+  start_isr_sampler "$topic"
+  for id in 1 2; do
+    after_restore "unthrottle $id"
+    "$tb/bin/kafka-configs" --bootstrap-server "$b" --entity-type brokers --entity-name "$id" --alter \
+      --add-config leader.replication.throttled.rate=1024 >/dev/null || fail "cannot throttle broker $id"
+  done
+  "$tb/bin/kafka-configs" --bootstrap-server "$b" --entity-type topics --entity-name "$topic" --alter \
+    --add-config 'leader.replication.throttled.replicas=*' >/dev/null || fail "cannot throttle $topic"
+  t="$(now_ms)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
+  produce "$topic" 5000 all d7 6000 >/dev/null
+  log "== zone 1 lost while 4 lags"
+  t="$(now_ms)"
+  node_stop 1
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_min() == 1' 60 "the partition under min ISR" >/dev/null
+  sleep 20
+  [[ -z "$(auto_promoted)" ]] || fail "4 was promoted while it lagged: autoPromotions [$(auto_promoted)]"
+  local why
+  why="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=PromotionHeldBack" \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -m1 "$topic.*lag\|lag.*$topic" || true)"
+  [[ -n "$why" ]] || fail "no PromotionHeldBack Event says 4 lags on $topic"
+  log "held back as expected: $why"
+  t_lifted="$(now_ms)"
+  unthrottle 2 || fail "cannot lift the throttle on broker 2"
+  wait_obs 120 "4 promoted once caught up" '[[ " $(auto_promoted) " == *" 4 "* ]]'
+  t_promoted="$(now_ms)"
+  t_isr="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_lifted" 'isr_all(4)' 120 "4 in the ISR")"
+  echo "DRILL D7 held_back_s=20 throttle_lifted_to_promoted_s=$(secs "$t_lifted" "$t_promoted") throttle_lifted_to_4_in_isr_s=$(secs "$t_lifted" "$t_isr")"
+}
+
+# unthrottle ID: broker ID's leader.replication.throttled.rate removed, if set.
+unthrottle() {
+  local configs=("$tb/bin/kafka-configs" --bootstrap-server "$(bootstrap)" --entity-type brokers --entity-name "$1")
+  "${configs[@]}" --describe 2>/dev/null | grep -q "leader.replication.throttled.rate=" || return 0
+  "${configs[@]}" --alter --delete-config leader.replication.throttled.rate >/dev/null
+}
