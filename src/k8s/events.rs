@@ -53,6 +53,9 @@ pub const AUTOMATE: &str = "Automate";
 /// window, after which it would start a new Event anyway.
 const RECORDER_TTL: Duration = Duration::from_secs(6 * 60);
 
+/// A recorder per (reason, note), with when it was last used.
+type Recorders = HashMap<(String, String), (Recorder, Instant)>;
+
 /// Publishes events about ObserverSets, for both loops: one reporting controller, one instance
 /// name (this replica's Lease identity).
 #[derive(Clone)]
@@ -60,7 +63,7 @@ pub struct Events {
     client: Client,
     reporter: Reporter,
     /// One recorder per (reason, note) published within [`RECORDER_TTL`], with its last use.
-    recorders: Arc<Mutex<HashMap<(String, String), (Recorder, Instant)>>>,
+    recorders: Arc<Mutex<Recorders>>,
 }
 
 impl Events {
