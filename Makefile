@@ -96,6 +96,11 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
+# The operator's failure drills D1-D12 on the real node (e2e/drills/operator/README.md); one line
+# each, "D<n> PASS <s>s" or "D<n> FAIL <reason>". DRILLS="D1 D7" runs a selection.
+drills: testbed-up
+	bash e2e/drills/operator/run.sh $(DRILLS)
+
 bench: bench-kafka bench-promotion bench-operator bench-policy bench-node bench-watch bench-status
 
 bench-kafka: testbed-up

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the real test bed, all on its real node and its Kafka StatefulSets
 # (namespace kafka): the Helm chart checked by a real apiserver; the operator installed by its
-# chart, the promotion drill and the runbooks' commands; then the operator as a local process
+# chart, the operator's failure drills and the runbooks' commands; then the operator as a local process
 # with exactly the chart's permissions for the Rust integration tests (they kill and restart
 # it), and the Kafka failure suite S1-S10. Expects the bed up (make test brings it up first). Prints each stage's duration.
 set -euo pipefail
@@ -19,7 +19,7 @@ stage() { # name, command...
 stage "Helm chart: lint, template, schema, dry-run" bash e2e/chart-check.sh
 # The local-process operator of an earlier run on this bed shares the Lease: stopped first.
 stage "real node: operator installed by its Helm chart" bash -c 'bash e2e/testbed/operator.sh down && bash e2e/testbed/operator-chart.sh up'
-stage "real node: drill: lose a zone, promote, demote" bash e2e/drills/operator/promotion-drill.sh
+stage "real node: the operator's failure drills (D1-D12)" bash e2e/drills/operator/run.sh
 # Every command of docs/runbooks.md, against the chart's operator (helm upgrade, its Lease, logs).
 stage "real node: the runbooks' commands" bash e2e/drills/operator/runbooks.sh
 # The local-process operator below campaigns for the same Lease and watches every namespace: the

@@ -41,10 +41,7 @@ scenario_d3() {
   t_takeover="$(now_ms)"
   t_brk="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_kill" 'lacks($3, 4)' 60 "the brokers' ConfigMap without 4 (the successor finishes the rollout)")"
   never_sample "$SCENARIO_DIR/cm.log" "$t" "$t_brk" 'lacks($3, 4) && lists($2, 4)' "a sample shows the brokers' list changed before the controllers'"
-  # Each list changed exactly once: no step repeated or undone on the way.
-  local flips
-  flips="$(awk -v a="$t" "$AWK_CM"'$1 >= a && $2 !~ /[?]/ { c = lists($2, 4); b = lists($3, 4); if (NR > 1 && (c != pc || b != pb)) n++; pc = c; pb = b } END { print n + 0 }' "$SCENARIO_DIR/cm.log")"
-  ((flips <= 2)) || fail "the ConfigMaps changed $flips times during the rollout, expected once each"
+  assert_each_list_changed_once "$t"
   wait_obs 60 "phase Ready after the rollout" '[[ "$(obs_get "{.status.phase}")" == Ready ]]'
   local rewrites
   rewrites="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=ObserverListWritten" \
@@ -104,4 +101,56 @@ metric() {
   local ip
   ip="$(kubectl -n "$OPERATOR_NS" get pod "$1" -o jsonpath='{.status.podIP}')"
   curl -sf --max-time 5 "http://$ip:8080/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
+
+# D5: the apiserver restarted during a rollout. As in D3, the promotion of 4 waits after the
+# controllers' ConfigMap (their agents paused); then kube-apiserver gets SIGKILL and is started
+# again 5 s later (`control-plane.sh up`), and the agents resume. The operator converges: the
+# brokers' ConfigMap is written after the controllers', each list changes once, phase Ready, and
+# every node's projected file shows the promotion (the kubelet's watches reconnect too).
+scenario_d5() {
+  local pid id t t_ctrl t_kill t_back t_brk
+  start_cm_sampler
+  for id in "${CONTROLLERS[@]}"; do
+    pid="$(bash "$KAFKA_SH" container-pid "$KAFKA_NS" "$(node_pod "$id")" observer-agent)" || fail "no observer-agent container for node $id"
+    echo "$pid" >> "$SCENARIO_DIR/paused"
+    kill -STOP "$pid"
+  done
+  t="$(now_ms)"
+  obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
+  t_ctrl="$(wait_sample "$SCENARIO_DIR/cm.log" "$t" 'lacks($2, 4)' 30 "the controllers' ConfigMap without 4")"
+  pid="$(pid_of kube-apiserver)" || fail "kube-apiserver does not run"
+  on_restore "bash '$root/e2e/testbed/control-plane.sh' up >/dev/null"
+  t_kill="$(now_ms)"
+  kill -KILL "$pid"
+  log "kube-apiserver (pid $pid) killed (-9) with the controllers' step written, not acknowledged"
+  sleep 5
+  resume_paused
+  bash "$root/e2e/testbed/control-plane.sh" up >&2 || fail "kube-apiserver does not start again"
+  t_back="$(now_ms)"
+  t_brk="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_back" 'lacks($3, 4)' 90 "the brokers' ConfigMap without 4 after the restart")"
+  never_sample "$SCENARIO_DIR/cm.log" "$t" "$t_brk" 'lacks($3, 4) && lists($2, 4)' "a sample shows the brokers' list changed before the controllers'"
+  assert_each_list_changed_once "$t"
+  wait_obs 120 "phase Ready after the rollout" '[[ "$(obs_get "{.status.phase}")" == Ready ]]'
+  local role t_files
+  # The kubelet's ConfigMap watches reconnect after the restart; the nodes' files converge too.
+  for role in controller broker; do
+    wait_role_shows "$role" "" 120 || fail "${role}s$ROLE_PENDING do not show the promotion 120 s after the apiserver came back"
+  done
+  t_files="$(now_ms)"
+  # And back: the demotion reaches every node too (restore_scenario allows only 40 s per role).
+  obs_patch '{"spec":{"promotion":{"promoted":[]}}}'
+  for role in controller broker; do
+    wait_role_shows "$role" "4" 180 || fail "${role}s$ROLE_PENDING do not show the demotion 180 s after it was made"
+  done
+  log "the demotion reached every node $(secs "$t_files" "$(now_ms)") s after it was made"
+  echo "DRILL D5 apiserver_down_s=$(secs "$t_kill" "$t_back") apiserver_back_to_brokers_written_s=$(secs "$t_back" "$t_brk") apiserver_back_to_every_file_s=$(secs "$t_back" "$t_files") operator_leader=$(operator_leader)"
+}
+
+# assert_each_list_changed_once SINCE_MS: in cm.log from SINCE, each role's list changed at most
+# once (no step repeated or undone on the way).
+assert_each_list_changed_once() {
+  local flips
+  flips="$(awk -v a="$1" "$AWK_CM"'$1 >= a && $2 !~ /[?]/ { c = lists($2, 4); b = lists($3, 4); if (seen && (c != pc || b != pb)) n++; pc = c; pb = b; seen = 1 } END { print n + 0 }' "$SCENARIO_DIR/cm.log")"
+  ((flips <= 2)) || fail "the ConfigMaps changed $flips times during the rollout, expected once each"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The runbooks' commands, run as written (docs/runbooks.md): every command of every ```sh block,
 # section by section, against the real bed with the operator installed by its chart (run it
-# after promotion-drill.sh, before the chart's operator pods make way). A command passes when it
+# after the operator drills (run.sh), before the chart's operator pods make way). A command passes when it
 # exits 0 and prints something; it fails the test otherwise, and the test prints what it said.
 #
 # What the test does around the commands, and nothing more:
