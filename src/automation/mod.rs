@@ -12,6 +12,7 @@
 //! every per-ObserverSet task.
 
 pub mod engine_state;
+pub mod kafka_health;
 pub mod partitions;
 mod status;
 mod task;
@@ -112,6 +113,18 @@ async fn starting_in_conflict(client: &Client, obs: &ObserverSet) -> Option<conf
     })
 }
 
+/// A stopped automation no longer scans: its `KafkaReachable` condition would go stale, so it
+/// is removed (in the background, best effort).
+fn clear_kafka_health(client: Client, (namespace, name): &(String, String)) {
+    let (namespace, name) = (namespace.clone(), name.clone());
+    tokio::spawn(async move {
+        let api: Api<ObserverSet> = Api::namespaced(client, &namespace);
+        if let Err(e) = kafka_health::apply(&api, &name, None).await {
+            tracing::warn!(%namespace, observerset = %name, error = %e, "cannot remove the KafkaReachable condition");
+        }
+    });
+}
+
 async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publisher: Events) {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
@@ -135,6 +148,9 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publ
                 let k = key(&obs);
                 listed.insert(k.clone());
                 if !automated(&obs) {
+                    if running.contains_key(&k) && obs.meta().deletion_timestamp.is_none() {
+                        clear_kafka_health(client.clone(), &k);
+                    }
                     stop(&mut running, &k);
                 } else if let Some(r) = running.get(&k) {
                     r.spec.send_replace(Arc::new(obs));

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -14,6 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
 use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
+use super::kafka_health;
 use super::partitions;
 use super::status;
 use super::AutomationError;
@@ -79,6 +81,8 @@ pub(super) struct SetTask {
     misplaced: Vec<TopicPartition>,
     last_held_back: Option<String>,
     last_error: Option<String>,
+    /// The `KafkaReachable` condition as last written (`kafka_health`); `None` until the first.
+    kafka_health: Option<Condition>,
 }
 
 impl SetTask {
@@ -106,6 +110,7 @@ impl SetTask {
             misplaced: Vec::new(),
             last_held_back: None,
             last_error: None,
+            kafka_health: None,
         }
     }
 
@@ -175,9 +180,19 @@ impl SetTask {
         if validated.kafka.tls.is_some() || validated.kafka.sasl.is_some() {
             return Err(AutomationError::SecureConnection);
         }
-        let watcher = self.watcher_for(&validated.kafka.bootstrap_servers)?;
+        let watcher = match self.watcher_for(&validated.kafka.bootstrap_servers) {
+            Ok(w) => w,
+            Err(e) => {
+                let source = SourceHealth::Unhealthy {
+                    reason: e.to_string(),
+                };
+                self.report_kafka_health(obs, &source).await;
+                return Err(e);
+            }
+        };
         let scan_started = Instant::now();
         let snapshot = watcher.scan().await;
+        self.report_kafka_health(obs, &snapshot.source).await;
         self.metrics
             .kafka_scanned(&self.labels, scan_started.elapsed());
         let acknowledged = obs
@@ -533,6 +548,35 @@ impl SetTask {
             };
             tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, reason = why, "{note}");
             self.publish(obs, EventType::Warning, why, note).await;
+        }
+    }
+
+    /// Writes the `KafkaReachable` condition when this scan's outcome changes it. Best effort:
+    /// a failed write is logged and tried again after the next scan.
+    async fn report_kafka_health(&mut self, obs: &ObserverSet, source: &SourceHealth) {
+        let stored: Vec<Condition> = match &self.kafka_health {
+            Some(c) => vec![c.clone()],
+            None => obs
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default(),
+        };
+        let Some(condition) =
+            kafka_health::after_scan(source, &stored, obs.metadata.generation, Timestamp::now())
+        else {
+            return;
+        };
+        let api: Api<ObserverSet> = Api::namespaced(self.client.clone(), &self.labels.namespace);
+        match kafka_health::apply(&api, &obs.name_any(), Some(&condition)).await {
+            Ok(()) => {
+                tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
+                    status = %condition.status, reason = %condition.reason, "{}: {}", kafka_health::KAFKA_REACHABLE, condition.message);
+                self.kafka_health = Some(condition);
+            }
+            Err(e) => {
+                tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, error = %e, "cannot write the KafkaReachable condition")
+            }
         }
     }
 

@@ -42,8 +42,10 @@ pub struct ObserverSetStatus {
     /// Written by the automation only; not meant to be edited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_state: Option<EngineState>,
-    /// Ready, Progressing and Degraded conditions.
+    /// Ready, Progressing and Degraded (the reconciler's), and KafkaReachable (the automation's,
+    /// while it runs). Keyed by type, so each writer applies only its own.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The last automatic and manual actions (what, when, why, who): each loop keeps its own
     /// newest entries among the newest 20 of the whole history (`crate::history`). Two field

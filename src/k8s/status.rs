@@ -7,6 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
+use serde_json::Value;
 
 use super::error::{Error, Result};
 use crate::crd::{ObserverSet, ObserverSetStatus, Phase, RolloutStatus};
@@ -119,33 +120,49 @@ pub fn condition_values(
     }
 }
 
+/// The condition types the reconciler owns; the others in `status.conditions` belong to other
+/// writers (`automation::kafka_health`) and pass through untouched.
+pub const OWN_CONDITIONS: [&str; 3] = [READY, PROGRESSING, DEGRADED];
+
 /// Merges decided values into the previous conditions: a condition whose status did not change
-/// keeps its lastTransitionTime (pure).
+/// keeps its lastTransitionTime; another writer's conditions stay where they were, so an
+/// unchanged status compares equal to the stored one (pure).
 pub fn merge_conditions(
     previous: &[Condition],
     values: &[ConditionValue],
     generation: Option<i64>,
     now: Timestamp,
 ) -> Vec<Condition> {
-    values
+    let decided = |v: &ConditionValue| {
+        let status = if v.status { "True" } else { "False" }.to_string();
+        let last_transition_time = previous
+            .iter()
+            .find(|c| c.type_ == v.type_ && c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or(Time(now));
+        Condition {
+            type_: v.type_.into(),
+            status,
+            reason: v.reason.into(),
+            message: v.message.clone(),
+            observed_generation: generation,
+            last_transition_time,
+        }
+    };
+    let mut merged: Vec<Condition> = previous
         .iter()
-        .map(|v| {
-            let status = if v.status { "True" } else { "False" }.to_string();
-            let last_transition_time = previous
-                .iter()
-                .find(|c| c.type_ == v.type_ && c.status == status)
-                .map(|c| c.last_transition_time.clone())
-                .unwrap_or(Time(now));
-            Condition {
-                type_: v.type_.into(),
-                status,
-                reason: v.reason.into(),
-                message: v.message.clone(),
-                observed_generation: generation,
-                last_transition_time,
-            }
+        .filter_map(|c| match values.iter().find(|v| v.type_ == c.type_) {
+            Some(v) => Some(decided(v)),
+            None if OWN_CONDITIONS.contains(&c.type_.as_str()) => None,
+            None => Some(c.clone()),
         })
-        .collect()
+        .collect();
+    for v in values {
+        if !merged.iter().any(|c| c.type_ == v.type_) {
+            merged.push(decided(v));
+        }
+    }
+    merged
 }
 
 /// Status fields the reconciler never writes (owned by the promotion engine).
@@ -173,6 +190,15 @@ pub fn status_patch(status: &ObserverSetStatus) -> serde_json::Value {
                 serde_json::to_value(own).unwrap_or_default(),
             );
         }
+    }
+    if let Some(Value::Array(conditions)) = fields.get_mut("conditions") {
+        // Only the reconciler's own: the list is keyed by type, so another writer's entries
+        // stay as that writer left them.
+        conditions.retain(|c| {
+            c.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| OWN_CONDITIONS.contains(&t))
+        });
     }
     super::writers::status_body(fields)
 }
@@ -226,6 +252,61 @@ mod tests {
             "{}",
             degraded.message
         );
+    }
+
+    fn foreign(type_: &str, t: Timestamp) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: "False".into(),
+            reason: "ScanFailed".into(),
+            message: "timed out".into(),
+            observed_generation: Some(1),
+            last_transition_time: Time(t),
+        }
+    }
+
+    #[test]
+    fn another_writers_condition_stays_in_place_and_out_of_the_patch() {
+        let t0 = Timestamp::from_second(1_000).unwrap();
+        let values = condition_values(Phase::Ready, None, None);
+        let own = merge_conditions(&[], &values, Some(1), t0);
+        let mut stored = vec![foreign("KafkaReachable", t0)];
+        stored.extend(own.iter().cloned());
+        let t1 = Timestamp::from_second(2_000).unwrap();
+        let merged = merge_conditions(&stored, &values, Some(1), t1);
+        assert_eq!(
+            merged, stored,
+            "nothing changed: equal to what is stored, so nothing is written"
+        );
+        let mut status = ObserverSetStatus::default();
+        status.conditions = merged;
+        let patch = status_patch(&status);
+        let types: Vec<&str> = patch["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types, OWN_CONDITIONS,
+            "the reconciler applies only its own conditions"
+        );
+    }
+
+    #[test]
+    fn a_condition_the_reconciler_no_longer_decides_is_dropped() {
+        let t0 = Timestamp::from_second(1_000).unwrap();
+        let mut stored =
+            merge_conditions(&[], &condition_values(Phase::Ready, None, None), None, t0);
+        stored.push(foreign("KafkaReachable", t0));
+        let merged = merge_conditions(
+            &stored,
+            &condition_values(Phase::Ready, None, None)[..1],
+            None,
+            t0,
+        );
+        let types: Vec<&str> = merged.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, [READY, "KafkaReachable"]);
     }
 
     #[test]

@@ -16,6 +16,9 @@ pub const ROLLOUT_STATUS: &str = "kafka-observer-operator-rollout";
 /// The automation's status fields: `autoPromotions`, `plan`, `engineState`, `partitions` and
 /// its own `history` entries (`automation::status`).
 pub const AUTOMATION_STATUS: &str = "kafka-observer-operator-automation";
+/// The automation's `KafkaReachable` condition (`automation::kafka_health`): its own manager,
+/// so the engine's status writes and this condition never remove each other.
+pub const KAFKA_HEALTH: &str = "kafka-observer-operator-kafka-health";
 
 /// The server-side-apply body that sets `fields` as an ObserverSet's status (apiVersion and kind
 /// from the CRD type, so a new API version cannot leave one writer behind).
@@ -44,5 +47,8 @@ mod tests {
         assert_ne!(ROLLOUT_STATUS, AUTOMATION_STATUS);
         assert_ne!(OPERATOR, ROLLOUT_STATUS);
         assert_ne!(OPERATOR, AUTOMATION_STATUS);
+        for m in [OPERATOR, ROLLOUT_STATUS, AUTOMATION_STATUS] {
+            assert_ne!(m, KAFKA_HEALTH);
+        }
     }
 }
