@@ -94,7 +94,7 @@ mod tests {
         assert_eq!(
             after_scan(
                 &unhealthy("metadata: timed out"),
-                &[c.clone()],
+                std::slice::from_ref(&c),
                 Some(3),
                 later
             ),
@@ -107,7 +107,8 @@ mod tests {
         let t0 = Timestamp::from_second(1_000).unwrap();
         let down = after_scan(&unhealthy("a"), &[], None, t0).unwrap();
         let t1 = Timestamp::from_second(1_010).unwrap();
-        let other_reason = after_scan(&unhealthy("b"), &[down.clone()], None, t1).unwrap();
+        let other_reason =
+            after_scan(&unhealthy("b"), std::slice::from_ref(&down), None, t1).unwrap();
         assert_eq!(other_reason.last_transition_time, Time(t0), "still False");
         let t2 = Timestamp::from_second(1_020).unwrap();
         let up = after_scan(&SourceHealth::Healthy, &[other_reason], None, t2).unwrap();

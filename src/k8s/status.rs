@@ -278,8 +278,10 @@ mod tests {
             merged, stored,
             "nothing changed: equal to what is stored, so nothing is written"
         );
-        let mut status = ObserverSetStatus::default();
-        status.conditions = merged;
+        let status = ObserverSetStatus {
+            conditions: merged,
+            ..Default::default()
+        };
         let patch = status_patch(&status);
         let types: Vec<&str> = patch["status"]["conditions"]
             .as_array()
