@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::promotion::{
@@ -143,7 +144,7 @@ fn main() {
         );
         let promoted = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
             node_id: 7,
-            at: Timestamp::now() - SignedDuration::from_hours(1),
+            at: Time(Timestamp::now() - SignedDuration::from_hours(1)),
             reason: "bench".into(),
         }]);
         measure(

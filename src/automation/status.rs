@@ -8,35 +8,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
 use crate::crd::{
-    self, EngineActionKind, EngineState, HistoryEntry, ObserverSetStatus, PartitionsStatus,
-    PlanAction, PlanActionKind, PlanStatus,
+    AutoPromotion, EngineActionKind, EngineState, HistoryEntry, ObserverSetStatus,
+    PartitionsStatus, PlanAction, PlanActionKind, PlanStatus,
 };
 use crate::history;
-use crate::promotion::{self, Action, Decision};
-
-/// `status.autoPromotions` as the engine's history entries, oldest first.
-pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<promotion::AutoPromotion> {
-    let mut out: Vec<promotion::AutoPromotion> = status
-        .map(|s| s.auto_promotions.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|p| promotion::AutoPromotion {
-            node_id: p.node_id,
-            at: p.at.0,
-            reason: p.reason.clone(),
-        })
-        .collect();
-    out.sort_by_key(|p| p.at);
-    out
-}
-
-fn to_crd(p: &promotion::AutoPromotion) -> crd::AutoPromotion {
-    crd::AutoPromotion {
-        node_id: p.node_id,
-        at: Time(p.at),
-        reason: p.reason.clone(),
-    }
-}
+use crate::promotion::{auto_promotions_in, Action, Decision};
 
 /// `status.plan` for a decision. The status schema knows Promote and Demote only: leadership
 /// moves and unclean elections are steps of those and show in the event stream and the logs.
@@ -91,9 +67,9 @@ pub fn history_entries(decision: &Decision, at: Timestamp) -> Vec<HistoryEntry> 
 pub fn differs(
     status: Option<&ObserverSetStatus>,
     plan: &PlanStatus,
-    auto: &[promotion::AutoPromotion],
+    auto: &[AutoPromotion],
 ) -> bool {
-    let current_auto = auto_promotions(status);
+    let current_auto = auto_promotions_in(status);
     let current_plan = status.and_then(|s| s.plan.as_ref());
     current_auto != auto
         || current_plan.is_none_or(|c| c.dry_run != plan.dry_run || c.actions != plan.actions)
@@ -101,7 +77,7 @@ pub fn differs(
 
 /// What one automation write sends besides the plan.
 pub struct Owned<'a> {
-    pub auto: &'a [promotion::AutoPromotion],
+    pub auto: &'a [AutoPromotion],
     pub engine_state: &'a EngineState,
     /// The automation's own entries of `status.history` (`history::own`).
     pub history: &'a [HistoryEntry],
@@ -112,9 +88,8 @@ pub struct Owned<'a> {
 /// (a field this manager owns and leaves out of an apply is removed; so is an entry of
 /// `status.history` it owns and leaves out, which is how its entries are trimmed).
 pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
-    let auto: Vec<crd::AutoPromotion> = owned.auto.iter().map(to_crd).collect();
     let mut status = json!({
-        "autoPromotions": auto,
+        "autoPromotions": owned.auto,
         "plan": plan,
         "engineState": owned.engine_state,
     });
@@ -229,15 +204,15 @@ mod tests {
     #[test]
     fn writes_only_on_a_change() {
         let at = Timestamp::from_second(1_800_000_000).unwrap();
-        let auto = vec![promotion::AutoPromotion {
+        let auto = vec![AutoPromotion {
             node_id: 4,
-            at,
+            at: Time(at),
             reason: "r".into(),
         }];
         let p = plan(&decision(vec![], false), at);
         assert!(differs(None, &p, &auto));
         let status = ObserverSetStatus {
-            auto_promotions: auto.iter().map(to_crd).collect(),
+            auto_promotions: auto.clone(),
             plan: Some(p.clone()),
             ..ObserverSetStatus::default()
         };

@@ -24,8 +24,8 @@ use crate::k8s::writers;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
-    self, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig, PolicyHistory,
-    PromotionPolicy, SourceHealth, TopicPartition,
+    self, auto_promotions_in, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig,
+    PolicyHistory, PromotionPolicy, SourceHealth, TopicPartition,
 };
 
 /// Event reasons the automation publishes on the ObserverSet.
@@ -324,8 +324,7 @@ impl SetTask {
     /// The history to start from: `status.autoPromotions`, merged with `status.engineState`
     /// when that is usable (logged and reported as an event either way).
     async fn restore(&mut self, obs: &ObserverSet, config: &PolicyConfig) -> PolicyHistory {
-        let base =
-            PolicyHistory::from_auto_promotions(status::auto_promotions(obs.status.as_ref()));
+        let base = PolicyHistory::from_auto_promotions(auto_promotions_in(obs.status.as_ref()));
         let Some(saved) = obs.status.as_ref().and_then(|s| s.engine_state.as_ref()) else {
             tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "no status.engineState to restore: the promotion engine starts from status.autoPromotions");
             return base;

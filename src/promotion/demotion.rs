@@ -9,8 +9,9 @@ use k8s_openapi::jiff::SignedDuration;
 use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
 use super::health::{assess, Health};
 use super::held_back::{Concern, HeldBack};
-use super::history::{ActionKind, LastAction, PolicyHistory};
+use super::history::{LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
+use crate::crd::EngineActionKind;
 use crate::time_format::Text;
 
 pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
@@ -102,7 +103,7 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
         next.last_action.insert(
             x,
             LastAction {
-                kind: ActionKind::Demote,
+                kind: EngineActionKind::Demote,
                 at: scan.now,
             },
         );

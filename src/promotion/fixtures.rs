@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{
@@ -129,7 +130,7 @@ pub fn scans(
 pub fn promoted_4_at(secs: i64) -> PolicyHistory {
     PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
-        at: at(secs),
+        at: Time(at(secs)),
         reason: "test".into(),
     }])
 }

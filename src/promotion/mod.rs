@@ -23,12 +23,13 @@ mod tests;
 #[cfg(test)]
 mod tests_demotion;
 
-pub use crate::crd::PromotionPolicy;
+// The engine's inputs and memory use the API's own types where the API has one.
+pub use crate::crd::{AutoPromotion, EngineActionKind, PromotionPolicy};
 pub use config::{PolicyConfig, TopicFilter};
 pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered, Action, Decision};
 pub use health::{assess, observer_only, Health};
 pub use held_back::{joined, Concern, HeldBack};
-pub use history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
+pub use history::{auto_promotions_in, LastAction, PolicyHistory};
 pub use manual::{check_demotion, check_promotion, led_by, CheckReport};
 pub use snapshot::{
     BrokerId, BrokerState, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition,

@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::decide::{list_partitions, triggering, Action, Outcome, Scan};
 use super::health::Health;
 use super::held_back::{Concern, HeldBack};
-use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
+use super::history::{LastAction, PolicyHistory};
 use super::snapshot::{BrokerId, PartitionState};
-use crate::crd::PromotionPolicy;
+use crate::crd::{AutoPromotion, EngineActionKind, PromotionPolicy};
 use crate::time_format::Text;
 
 enum Candidate<'a> {
@@ -99,13 +101,13 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
         }
         next.auto_promotions.push(AutoPromotion {
             node_id: x,
-            at: scan.now,
+            at: Time(scan.now),
             reason: reason.clone(),
         });
         next.last_action.insert(
             x,
             LastAction {
-                kind: ActionKind::Promote,
+                kind: EngineActionKind::Promote,
                 at: scan.now,
             },
         );

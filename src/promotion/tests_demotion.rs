@@ -72,7 +72,7 @@ fn cooldown_holds_a_promotion_right_after_a_demotion() {
     history.last_action.insert(
         4,
         LastAction {
-            kind: ActionKind::Demote,
+            kind: EngineActionKind::Demote,
             at: at(0),
         },
     );
