@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::promotion::{
-    decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig,
-    PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
+    decide, AutoPromotion, BrokerState, ClusterSnapshot, CompiledTopicFilter, PartitionState,
+    PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
 };
 
 /// RF3 over brokers 1..=6 plus observer 7 on every partition; `lost` brokers are fenced and out
@@ -69,7 +69,7 @@ fn config() -> PolicyConfig {
         confirmations: 2,
         cooldown: Duration::from_secs(300),
         max_concurrent_promotions: 1,
-        topics: TopicFilter::new([".*"], ["^__"]).expect("regex"),
+        topics: CompiledTopicFilter::new([".*"], ["^__"]).expect("regex"),
         dry_run: false,
         auto_demote_after: Some(Duration::from_secs(60)),
         unclean_takeover: false,

@@ -32,8 +32,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::automation::engine_state::{self, decode_partitions};
 use kafka_observer_operator::crd::EngineState;
 use kafka_observer_operator::promotion::{
-    decide, Action, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory,
-    PromotionPolicy, SourceHealth, TopicFilter,
+    decide, Action, BrokerState, ClusterSnapshot, CompiledTopicFilter, PartitionState,
+    PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
 };
 use kafka_observer_operator::time_format::Text;
 use serde_json::{json, Value};
@@ -199,7 +199,7 @@ fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<Action> {
         confirmations: 2,
         cooldown: Duration::ZERO,
         max_concurrent_promotions: 1,
-        topics: TopicFilter::all(),
+        topics: CompiledTopicFilter::all(),
         dry_run: true,
         auto_demote_after: None,
         unclean_takeover: true,

@@ -13,8 +13,8 @@ use kafka_observer_operator::kafka::{
     ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions,
 };
 use kafka_observer_operator::promotion::{
-    decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PromotionPolicy,
-    SourceHealth, TopicFilter,
+    decide, Action, ClusterSnapshot, CompiledTopicFilter, PartitionState, PolicyConfig,
+    PolicyHistory, PromotionPolicy, SourceHealth,
 };
 use koo_testbed::{KafkaNode, TestBed};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -81,7 +81,7 @@ fn policy(observers: &[i32], topic: &str) -> PolicyConfig {
         cooldown: Duration::ZERO,
         max_concurrent_promotions: 1,
         // Only our topic: other helpers' topics on the shared bed must not steer the decision.
-        topics: TopicFilter::new([format!("^{topic}$")], Vec::<String>::new()).unwrap(),
+        topics: CompiledTopicFilter::new([format!("^{topic}$")], Vec::<String>::new()).unwrap(),
         dry_run: false,
         auto_demote_after: Some(Duration::ZERO),
         unclean_takeover: false,

@@ -185,8 +185,7 @@ impl SetTask {
             .iter()
             .flat_map(|s| s.effective_observers.iter().copied())
             .collect();
-        let config = PolicyConfig::from_validated(&validated, acknowledged)
-            .map_err(|e| AutomationError::Invalid(e.to_string()))?;
+        let config = PolicyConfig::from_validated(&validated, acknowledged);
         if self.history.is_none() {
             let restored = self.restore(obs, &config).await;
             self.history = Some(restored);

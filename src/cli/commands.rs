@@ -76,8 +76,7 @@ fn policy_config(obs: &ObserverSet) -> Result<(ValidatedObserverSet, PolicyConfi
         .as_ref()
         .map(|s| s.effective_observers.iter().copied().collect())
         .unwrap_or_default();
-    let mut config = PolicyConfig::from_validated(&validated, acknowledged)
-        .map_err(|e| CliError::Invalid(e.to_string()))?;
+    let mut config = PolicyConfig::from_validated(&validated, acknowledged);
     // Automatic promotions count as promoted for the checks and the table.
     config.promoted.extend(auto_promoted(obs));
     Ok((validated, config))
@@ -116,8 +115,7 @@ fn engine_inputs(obs: &ObserverSet, now: Timestamp) -> Result<EngineInputs, CliE
         .as_ref()
         .map(|s| s.effective_observers.iter().copied().collect())
         .unwrap_or_default();
-    let config = PolicyConfig::from_validated(&validated, acknowledged)
-        .map_err(|e| CliError::Invalid(e.to_string()))?;
+    let config = PolicyConfig::from_validated(&validated, acknowledged);
     let auto = auto_promotions_in(obs.status.as_ref());
     let saved = obs.status.as_ref().and_then(|s| s.engine_state.as_ref());
     let memory = operator_memory(

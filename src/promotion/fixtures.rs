@@ -8,8 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{
-    decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, Decision, PartitionState,
-    PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
+    decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, CompiledTopicFilter, Decision,
+    PartitionState, PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
 };
 
 pub fn at(secs: i64) -> Timestamp {
@@ -26,7 +26,7 @@ pub fn config(policy: PromotionPolicy) -> PolicyConfig {
         confirmations: 2,
         cooldown: Duration::from_secs(300),
         max_concurrent_promotions: 1,
-        topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
+        topics: CompiledTopicFilter::new([".*"], ["^__"]).unwrap(),
         dry_run: false,
         auto_demote_after: Some(Duration::from_secs(60)),
         unclean_takeover: false,

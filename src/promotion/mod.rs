@@ -24,8 +24,8 @@ mod tests;
 mod tests_demotion;
 
 // The engine's inputs and memory use the API's own types where the API has one.
-pub use crate::crd::{AutoPromotion, EngineActionKind, PromotionPolicy};
-pub use config::{PolicyConfig, TopicFilter};
+pub use crate::crd::{AutoPromotion, CompiledTopicFilter, EngineActionKind, PromotionPolicy};
+pub use config::PolicyConfig;
 pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered, Action, Decision};
 pub use health::{assess, observer_only, Health};
 pub use held_back::{joined, Concern, HeldBack};

@@ -109,7 +109,7 @@ fn policy_config() -> impl Strategy<Value = PolicyConfig> {
                     confirmations,
                     cooldown: Duration::from_secs(cooldown),
                     max_concurrent_promotions: concurrent,
-                    topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
+                    topics: CompiledTopicFilter::new([".*"], ["^__"]).unwrap(),
                     dry_run: false,
                     auto_demote_after: demote.map(Duration::from_secs),
                     unclean_takeover: unclean,
