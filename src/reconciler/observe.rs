@@ -8,7 +8,7 @@ use kube::api::Api;
 use kube::core::Selector;
 
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
-use crate::k8s::acknowledgement::{AgentClient, AgentExpectation, Basis, Verdict};
+use crate::k8s::acknowledgement::{AgentClient, Basis, Verdict};
 use crate::k8s::config_map::{
     self, config_map_name, DATA_KEY, LABEL_MANAGED_BY, LABEL_OBSERVER_SET, LABEL_ROLE,
 };
@@ -162,16 +162,12 @@ pub async fn acknowledgements(
     }
     let role = observed.iter().find(|o| o.role == expectation.role)?;
     let running: Vec<KafkaPod> = role.pods.iter().filter(|p| p.running).cloned().collect();
-    let expected = AgentExpectation {
-        observer_set: format!("{}/{}", obs.namespace, obs.name),
-        revision: expectation.revision,
-        ids: expectation.ids.iter().copied().collect(),
-    };
     let verdicts = agents
         .verdicts(
             &running,
             obs.rollout.agent_port,
-            &expected,
+            &format!("{}/{}", obs.namespace, obs.name),
+            &expectation,
             obs.rollout.jvm_cache_ttl,
         )
         .await;
