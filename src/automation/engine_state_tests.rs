@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::promotion::fixtures::{at, broker_2_lost, config, healthy, partition, snapshot};
-use crate::promotion::{decide, Action, AutoPromotion, EngineActionKind, PromotionPolicy};
+use crate::promotion::{decide, AutoPromotion, EngineActionKind, PromotionAction, PromotionPolicy};
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition {
@@ -161,7 +161,10 @@ fn a_restart_keeps_the_stabilization_deadline() {
     let mut demoted_at = None;
     for s in 445..600 {
         let d = decide(&snapshot(at(s), &[], healthy(1)), &cfg, &h, at(s));
-        if d.actions.iter().any(|a| matches!(a, Action::Demote { .. })) {
+        if d.actions
+            .iter()
+            .any(|a| matches!(a, PromotionAction::Demote { .. }))
+        {
             demoted_at = Some(s);
             break;
         }
@@ -173,7 +176,10 @@ fn a_restart_keeps_the_stabilization_deadline() {
     let mut fresh_at = None;
     for s in 445..600 {
         let d = decide(&snapshot(at(s), &[], healthy(1)), &cfg, &h, at(s));
-        if d.actions.iter().any(|a| matches!(a, Action::Demote { .. })) {
+        if d.actions
+            .iter()
+            .any(|a| matches!(a, PromotionAction::Demote { .. }))
+        {
             fresh_at = Some(s);
             break;
         }
@@ -214,7 +220,10 @@ fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
     .unwrap();
     let d = decide(&offline, &cfg, &restored.history, at(20));
     assert!(
-        matches!(&d.actions[..], [Action::UncleanElect { node_id: 4, .. }]),
+        matches!(
+            &d.actions[..],
+            [PromotionAction::UncleanElect { node_id: 4, .. }]
+        ),
         "{:?} {:?}",
         d.actions,
         d.reasons
@@ -293,7 +302,7 @@ fn streaks_survive_only_a_short_gap() {
     );
     assert!(matches!(
         &next.actions[..],
-        [Action::Promote { node_id: 4, .. }]
+        [PromotionAction::Promote { node_id: 4, .. }]
     ));
     let gap = restore(&saved, PolicyHistory::default(), at(20), stale).unwrap();
     assert!(gap.history.promote_streak.is_empty());

@@ -12,21 +12,23 @@ use crate::crd::{
     PartitionsStatus, PlanAction, PlanActionKind, PlanStatus,
 };
 use crate::history;
-use crate::promotion::{auto_promotions_in, Action, Decision};
+use crate::promotion::{auto_promotions_in, PromotionAction, PromotionDecision};
 
 /// `status.plan` for a decision. The status schema knows Promote and Demote only: leadership
 /// moves and unclean elections are steps of those and show in the event stream and the logs.
 /// A plan with no action carries the first reason the engine gave for holding back, if any,
 /// so a dry run tells why nothing would happen.
-pub fn plan(decision: &Decision, at: Timestamp) -> PlanStatus {
+pub fn plan(decision: &PromotionDecision, at: Timestamp) -> PlanStatus {
     let actions = decision
         .actions
         .iter()
         .filter_map(|a| {
             let kind = match a {
-                Action::Promote { .. } => PlanActionKind::Promote,
-                Action::Demote { .. } => PlanActionKind::Demote,
-                Action::MoveLeadership { .. } | Action::UncleanElect { .. } => return None,
+                PromotionAction::Promote { .. } => PlanActionKind::Promote,
+                PromotionAction::Demote { .. } => PlanActionKind::Demote,
+                PromotionAction::MoveLeadership { .. } | PromotionAction::UncleanElect { .. } => {
+                    return None
+                }
             };
             Some(PlanAction {
                 action: kind,
@@ -43,7 +45,7 @@ pub fn plan(decision: &Decision, at: Timestamp) -> PlanStatus {
 }
 
 /// The history entries of the actions a live decision carries out (none in a dry run).
-pub fn history_entries(decision: &Decision, at: Timestamp) -> Vec<HistoryEntry> {
+pub fn history_entries(decision: &PromotionDecision, at: Timestamp) -> Vec<HistoryEntry> {
     if decision.dry_run {
         return Vec::new();
     }
@@ -52,10 +54,10 @@ pub fn history_entries(decision: &Decision, at: Timestamp) -> Vec<HistoryEntry> 
         .iter()
         .map(|a| {
             let kind = match a {
-                Action::Promote { .. } => EngineActionKind::Promote,
-                Action::Demote { .. } => EngineActionKind::Demote,
-                Action::MoveLeadership { .. } => EngineActionKind::MoveLeadership,
-                Action::UncleanElect { .. } => EngineActionKind::UncleanElect,
+                PromotionAction::Promote { .. } => EngineActionKind::Promote,
+                PromotionAction::Demote { .. } => EngineActionKind::Demote,
+                PromotionAction::MoveLeadership { .. } => EngineActionKind::MoveLeadership,
+                PromotionAction::UncleanElect { .. } => EngineActionKind::UncleanElect,
             };
             history::entry(at, kind, a.node_id(), a.reason(), history::AUTOMATION)
         })
@@ -109,8 +111,8 @@ mod tests {
     use super::*;
     use crate::promotion::PolicyHistory;
 
-    fn decision(actions: Vec<Action>, dry_run: bool) -> Decision {
-        Decision {
+    fn decision(actions: Vec<PromotionAction>, dry_run: bool) -> PromotionDecision {
+        PromotionDecision {
             actions,
             reasons: vec![],
             next_history: PolicyHistory::default(),
@@ -124,16 +126,16 @@ mod tests {
     fn plan_keeps_promotions_and_demotions_in_order() {
         let d = decision(
             vec![
-                Action::MoveLeadership {
+                PromotionAction::MoveLeadership {
                     node_id: 5,
                     partitions: vec![],
                     reason: "m".into(),
                 },
-                Action::Demote {
+                PromotionAction::Demote {
                     node_id: 5,
                     reason: "d".into(),
                 },
-                Action::Promote {
+                PromotionAction::Promote {
                     node_id: 4,
                     reason: "p".into(),
                 },
@@ -162,12 +164,12 @@ mod tests {
     #[test]
     fn history_records_live_actions_only() {
         let actions = vec![
-            Action::MoveLeadership {
+            PromotionAction::MoveLeadership {
                 node_id: 5,
                 partitions: vec![],
                 reason: "m".into(),
             },
-            Action::Promote {
+            PromotionAction::Promote {
                 node_id: 4,
                 reason: "p".into(),
             },

@@ -12,7 +12,8 @@ use super::memory::{
     broker_memory, from_now, render_memory, BrokerMemory, MemoryView, OperatorMemory,
 };
 use crate::promotion::{
-    decide, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PromotionPolicy,
+    decide, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PromotionAction,
+    PromotionPolicy,
 };
 use crate::time_format::{self, Text};
 
@@ -159,10 +160,14 @@ pub fn plan_view(
         .iter()
         .map(|a| {
             let (action, partitions) = match a {
-                Action::Promote { .. } => ("promote", Vec::new()),
-                Action::Demote { .. } => ("demote", Vec::new()),
-                Action::MoveLeadership { partitions, .. } => ("moveLeadership", partitions.clone()),
-                Action::UncleanElect { partitions, .. } => ("uncleanElect", partitions.clone()),
+                PromotionAction::Promote { .. } => ("promote", Vec::new()),
+                PromotionAction::Demote { .. } => ("demote", Vec::new()),
+                PromotionAction::MoveLeadership { partitions, .. } => {
+                    ("moveLeadership", partitions.clone())
+                }
+                PromotionAction::UncleanElect { partitions, .. } => {
+                    ("uncleanElect", partitions.clone())
+                }
             };
             PlannedAction {
                 action,

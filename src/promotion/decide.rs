@@ -16,7 +16,7 @@ use crate::time_format::Text;
 
 /// One thing the reconciler should do. Carry them out in the order given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Action {
+pub enum PromotionAction {
     /// Remove the broker from the effective observer set (record it in `status.autoPromotions`).
     Promote { node_id: BrokerId, reason: String },
     /// Put an automatically promoted broker back into the effective observer set.
@@ -36,31 +36,31 @@ pub enum Action {
     },
 }
 
-impl Action {
+impl PromotionAction {
     pub fn node_id(&self) -> BrokerId {
         match self {
-            Action::Promote { node_id, .. }
-            | Action::Demote { node_id, .. }
-            | Action::MoveLeadership { node_id, .. }
-            | Action::UncleanElect { node_id, .. } => *node_id,
+            PromotionAction::Promote { node_id, .. }
+            | PromotionAction::Demote { node_id, .. }
+            | PromotionAction::MoveLeadership { node_id, .. }
+            | PromotionAction::UncleanElect { node_id, .. } => *node_id,
         }
     }
 
     pub fn reason(&self) -> &str {
         match self {
-            Action::Promote { reason, .. }
-            | Action::Demote { reason, .. }
-            | Action::MoveLeadership { reason, .. }
-            | Action::UncleanElect { reason, .. } => reason,
+            PromotionAction::Promote { reason, .. }
+            | PromotionAction::Demote { reason, .. }
+            | PromotionAction::MoveLeadership { reason, .. }
+            | PromotionAction::UncleanElect { reason, .. } => reason,
         }
     }
 }
 
 /// The outcome of one decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision {
+pub struct PromotionDecision {
     /// What to do now; empty means nothing. With `dry_run` these are only to be reported.
-    pub actions: Vec<Action>,
+    pub actions: Vec<PromotionAction>,
     /// Why the engine did not act where it might have (held back, blocked, unknown state).
     pub reasons: Vec<HeldBack>,
     /// The history to keep for the next decision, assuming `actions` are carried out.
@@ -74,7 +74,7 @@ pub struct Decision {
     pub observer_only: Option<Vec<TopicPartition>>,
 }
 
-impl Decision {
+impl PromotionDecision {
     /// How many watched partitions trigger the policy in this scan.
     pub fn triggered_partitions(&self) -> usize {
         self.triggered.len()
@@ -123,13 +123,13 @@ pub fn decide(
     config: &PolicyConfig,
     history: &PolicyHistory,
     now: Timestamp,
-) -> Decision {
+) -> PromotionDecision {
     let mut next = history.clone();
     if let Some(why) = untrustworthy(snapshot, config, now) {
         // An unknown scan breaks every streak: confirmations must be consecutive known scans.
         next.promote_streak.clear();
         next.recovered_since.clear();
-        return Decision {
+        return PromotionDecision {
             actions: Vec::new(),
             reasons: vec![why],
             next_history: next,
@@ -180,7 +180,7 @@ pub fn decide(
         cooldown: SignedDuration::try_from(config.cooldown).unwrap_or(SignedDuration::MAX),
     };
 
-    let mut out = Outcome::default();
+    let mut out = DecisionDraft::default();
     let misplaced = observer_only_among(snapshot, config, &scan.observers_now);
     if !misplaced.is_empty() {
         out.reasons.push(HeldBack::new(
@@ -198,7 +198,7 @@ pub fn decide(
         next.auto_promotions = history.auto_promotions.clone();
         next.last_action = history.last_action.clone();
     }
-    Decision {
+    PromotionDecision {
         actions: out.actions,
         reasons: out.reasons,
         next_history: next,
@@ -289,8 +289,8 @@ pub fn triggered(
 
 /// Actions and reasons collected by the planning steps, in the order they were decided.
 #[derive(Default)]
-pub(super) struct Outcome {
-    pub actions: Vec<Action>,
+pub(super) struct DecisionDraft {
+    pub actions: Vec<PromotionAction>,
     pub reasons: Vec<HeldBack>,
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::SignedDuration;
 
-use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
+use super::decide::{list_partitions, summarize, DecisionDraft, PromotionAction, Scan};
 use super::health::{assess, Health};
 use super::held_back::{Concern, HeldBack};
 use super::history::{LastAction, PolicyHistory};
@@ -14,7 +14,7 @@ use super::snapshot::{BrokerId, PartitionState};
 use crate::crd::EngineActionKind;
 use crate::time_format::Text;
 
-pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
+pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraft) {
     let config = scan.config;
     let Some(window) = config.auto_demote_after else {
         next.recovered_since.clear();
@@ -82,7 +82,7 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
                 .filter_map(|p| why_leadership_stuck(scan, p, x))
                 .collect();
             if stuck.is_empty() {
-                out.actions.push(Action::MoveLeadership {
+                out.actions.push(PromotionAction::MoveLeadership {
                     node_id: x,
                     partitions: led.iter().map(|p| p.id()).collect(),
                     reason: format!("broker {x} leads {}; moving leadership to the preferred leaders before demoting it", list_partitions(led)),
@@ -107,7 +107,7 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
                 at: scan.now,
             },
         );
-        out.actions.push(Action::Demote {
+        out.actions.push(PromotionAction::Demote {
             node_id: x,
             reason: format!(
                 "every partition it hosts has been fully replicated without it since {}",

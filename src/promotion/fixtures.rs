@@ -8,8 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{
-    decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, CompiledTopicFilter, Decision,
-    PartitionState, PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
+    decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, CompiledTopicFilter,
+    PartitionState, PolicyConfig, PolicyHistory, PromotionDecision, PromotionPolicy, SourceHealth,
 };
 
 pub fn at(secs: i64) -> Timestamp {
@@ -103,7 +103,7 @@ pub fn run(
     cfg: &PolicyConfig,
     history: &PolicyHistory,
     now_secs: i64,
-) -> Decision {
+) -> PromotionDecision {
     decide(snap, cfg, history, at(now_secs))
 }
 
@@ -115,7 +115,7 @@ pub fn scans(
     history: PolicyHistory,
     from: i64,
     n: i64,
-) -> Decision {
+) -> PromotionDecision {
     let mut history = history;
     let mut last = None;
     for s in from..from + n {

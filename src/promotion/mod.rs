@@ -26,7 +26,10 @@ mod tests_demotion;
 // The engine's inputs and memory use the API's own types where the API has one.
 pub use crate::crd::{AutoPromotion, CompiledTopicFilter, EngineActionKind, PromotionPolicy};
 pub use config::PolicyConfig;
-pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered, Action, Decision};
+pub use decide::{
+    decide, misplaced_reason, observer_only_partitions, triggered, PromotionAction,
+    PromotionDecision,
+};
 pub use health::{assess, observer_only, Health};
 pub use held_back::{joined, Concern, HeldBack};
 pub use history::{auto_promotions_in, LastAction, PolicyHistory};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::decide::{list_partitions, triggering, Action, Outcome, Scan};
+use super::decide::{list_partitions, triggering, DecisionDraft, PromotionAction, Scan};
 use super::health::Health;
 use super::held_back::{Concern, HeldBack};
 use super::history::{LastAction, PolicyHistory};
@@ -23,7 +23,7 @@ enum Candidate<'a> {
     },
 }
 
-pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
+pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraft) {
     let config = scan.config;
     if config.policy == PromotionPolicy::Manual {
         next.promote_streak.clear();
@@ -111,7 +111,8 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
                 at: scan.now,
             },
         );
-        out.actions.push(Action::Promote { node_id: x, reason });
+        out.actions
+            .push(PromotionAction::Promote { node_id: x, reason });
     }
     next.promote_streak = streaks;
 }
