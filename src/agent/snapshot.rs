@@ -1,7 +1,8 @@
 //! What the agent reports: the observer file as the Kafka node in the same pod reads it, and
 //! (with `--loaded-file`) what the Kafka JVM reports it has loaded from it. [`Report`] is the
 //! wire format of `GET /observer-ids` both ways: the agent serializes it, the operator
-//! deserializes it (`crate::k8s::acknowledgement`), tolerating what older agents leave out.
+//! deserializes it (`AgentClient`, judged by `crate::rollout::acknowledgement`), tolerating what
+//! older agents leave out.
 //!
 //! Pure: the shell reads the files and hands the outcome here; this module decides whether a
 //! report changes. The ids are parsed with the broker patch's rules (see `crate::observer_ids`), so

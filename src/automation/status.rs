@@ -103,7 +103,7 @@ pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
     if let Some(p) = owned.partitions {
         status["partitions"] = json!(p);
     }
-    crate::k8s::writers::status_body(status)
+    crate::writers::status_body(status)
 }
 
 #[cfg(test)]

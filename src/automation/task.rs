@@ -20,13 +20,13 @@ use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
-use crate::k8s::writers;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
     self, auto_promotions_in, decide, ClusterSnapshot, Concern, PolicyConfig, PolicyHistory,
     PromotionAction, PromotionDecision, PromotionPolicy, SourceHealth, TopicPartition,
 };
+use crate::writers;
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {

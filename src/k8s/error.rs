@@ -5,7 +5,7 @@
 pub enum Error {
     /// A selected pod carries no usable node id.
     #[error("{0}")]
-    Dereference(#[from] super::dereference::DereferenceError),
+    Dereference(#[from] crate::rollout::pods::DereferenceError),
     /// A role's label selector is not a selector the API accepts.
     #[error("ObserverSet {object}: spec.nodes.{role}s.selector cannot be used ({message}): fix matchLabels/matchExpressions")]
     Selector {

@@ -1,6 +1,7 @@
-//! Acknowledgement: does a pod use a revision? Agent mode asks the pod's observer-agent sidecar
-//! (`GET http://<podIP>:<agentPort>/observer-ids`); Time mode trusts `settleTime` after the write
-//! and nudge. The decisions are pure; only [`AgentClient::report`] does I/O.
+//! Acknowledgement in Agent mode: does a pod's observer-agent report (`GET /observer-ids`,
+//! [`crate::agent::Report`]) show it using the revision a step waits for? Pure: the reconciler
+//! asks the agents (`crate::agent::AgentClient`) and judges each answer here. Time mode needs no
+//! answer ([`super::machine::settled`]).
 //!
 //! Acknowledged means loaded: when the agent relays what the Kafka JVM reports it has loaded
 //! (`jvm`, the patch's `KAFKA_OBSERVER_IDS_LOADED_FILE`), only that counts: the file on the
@@ -9,27 +10,17 @@
 //! has seen it for `rollout.jvmCacheTtl`: [`FILE_TTL_BASIS`].
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
 use k8s_openapi::jiff::Timestamp;
 
-use super::dereference::KafkaPod;
+use super::machine::elapsed;
+use super::model::Expectation;
 use crate::agent::{Report, Snapshot};
 use crate::crd::NodeId;
-use crate::rollout::Expectation;
 
 /// How a pod whose JVM reports nothing is acknowledged; status, Events and docs say it so.
 pub const FILE_TTL_BASIS: &str = "file + cache TTL (the JVM does not report what it loaded)";
-
-/// A pod that does not answer within this time counts as not acknowledged this round; the
-/// reconcile loop asks again on its next pass, so a slow agent never stalls the operator.
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
-const REQUEST_TIMEOUT: Duration = Duration::from_millis(800);
 
 /// What a pod's acknowledgement rests on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -178,100 +169,7 @@ fn show_revision(revision: Option<i64>) -> String {
 /// it answered; `None` without `seenAt`.
 fn file_age(report: &Report, now: Timestamp) -> Option<Duration> {
     let seen = report.file.seen_at?;
-    let at = report.reported_at.unwrap_or(now);
-    let span = at.duration_since(seen);
-    Some(if span.is_negative() {
-        Duration::ZERO
-    } else {
-        span.unsigned_abs()
-    })
-}
-
-/// Time mode: a pod counts as acknowledged once `settle` has passed since the step's write+nudge.
-pub fn settled(step_started_at: Timestamp, now: Timestamp, settle: Duration) -> bool {
-    let elapsed = now.duration_since(step_started_at);
-    settle.is_zero() || (elapsed.is_positive() && elapsed.unsigned_abs() >= settle)
-}
-
-/// HTTP client for the observer-agent sidecars (plain HTTP on the pod network).
-#[derive(Clone)]
-pub struct AgentClient {
-    http: Client<HttpConnector, Empty<Bytes>>,
-}
-
-impl Default for AgentClient {
-    fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        connector.set_nodelay(true);
-        let http = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
-        AgentClient { http }
-    }
-}
-
-impl AgentClient {
-    /// Fetches one agent's report.
-    pub async fn report(&self, ip: &str, port: u16) -> Result<Report, String> {
-        let ip: IpAddr = ip
-            .parse()
-            .map_err(|_| format!("pod IP {ip:?} is not an IP address"))?;
-        let uri = format!("http://{}/observer-ids", SocketAddr::new(ip, port));
-        let request = async {
-            let response = self
-                .http
-                .get(uri.parse().map_err(|e| format!("{e}"))?)
-                .await
-                .map_err(|e| format!("{e}"))?;
-            let status = response.status();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| format!("{e}"))?
-                .to_bytes();
-            if !status.is_success() {
-                return Err(format!(
-                    "HTTP {status}: {}",
-                    String::from_utf8_lossy(&body).trim()
-                ));
-            }
-            serde_json::from_slice(&body).map_err(|e| format!("unexpected answer: {e}"))
-        };
-        match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
-            Ok(result) => result.map_err(|e| format!("{uri}: {e}")),
-            Err(_) => Err(format!("{uri}: no answer within {REQUEST_TIMEOUT:?}")),
-        }
-    }
-
-    /// Asks every pod's agent at once and judges each answer.
-    pub async fn verdicts(
-        &self,
-        pods: &[KafkaPod],
-        port: u16,
-        observer_set: &str,
-        expected: &Expectation,
-        jvm_cache_ttl: Duration,
-    ) -> Vec<(String, Verdict)> {
-        let asks = pods.iter().map(|pod| async move {
-            let verdict = match &pod.ip {
-                None => Verdict::Unreachable("pod has no IP yet".into()),
-                Some(ip) => match self.report(ip, port).await {
-                    Ok(report) => judge(
-                        &report,
-                        observer_set,
-                        expected,
-                        jvm_cache_ttl,
-                        Timestamp::now(),
-                    ),
-                    Err(e) => Verdict::Unreachable(e),
-                },
-            };
-            (pod.name.clone(), verdict)
-        });
-        futures::future::join_all(asks).await
-    }
+    Some(elapsed(seen, report.reported_at.unwrap_or(now)))
 }
 
 #[cfg(test)]
@@ -444,16 +342,6 @@ mod tests {
         assert_eq!(verdict(&parsed), Verdict::Acknowledged(Basis::Jvm));
     }
 
-    #[test]
-    fn time_mode_waits_for_settle_time() {
-        let start: Timestamp = "2026-11-29T09:00:00Z".parse().unwrap();
-        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
-        let settle = Duration::from_secs(15);
-        assert!(!settled(start, at("2026-11-29T09:00:14Z"), settle));
-        assert!(settled(start, at("2026-11-29T09:00:15Z"), settle));
-        assert!(settled(start, start, Duration::ZERO));
-    }
-
     proptest! {
         /// Whatever the file says and however long it has been seen, a pod whose JVM reports
         /// another revision (or ids, or ObserverSet) is never acknowledged.
@@ -493,26 +381,5 @@ mod tests {
             prop_assert_eq!(verdict.is_acknowledged(), age_ms >= ttl_ms);
             prop_assert_eq!(verdict.basis(), Some(Basis::FileAndTtl));
         }
-    }
-
-    #[tokio::test]
-    async fn unreachable_agent_is_reported_not_fatal() {
-        // A port on loopback with no listener: refused at once.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        let pods = [KafkaPod {
-            name: "p".into(),
-            node_id: 1,
-            ip: Some("127.0.0.1".into()),
-            nudged_revision: None,
-            nudged_at: None,
-            running: true,
-        }];
-        let got = AgentClient::default()
-            .verdicts(&pods, port, SET, &expected(), TTL)
-            .await;
-        assert!(matches!(&got[0].1, Verdict::Unreachable(_)), "{got:?}");
-        assert_eq!(got[0].1.basis(), None);
     }
 }
