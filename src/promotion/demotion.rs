@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::SignedDuration;
 
-use super::decide::{list_partitions, summarize, DecisionDraft, PromotionAction, Scan};
+use super::action::PromotionAction;
 use super::health::{assess, Health};
 use super::held_back::{Concern, HeldBack};
 use super::history::{LastAction, PolicyHistory};
+use super::listing::{list_partitions, summarize};
+use super::scan::{DecisionDraft, Scan};
 use super::snapshot::{BrokerId, PartitionState};
 use crate::crd::EngineActionKind;
 use crate::time_format::Text;

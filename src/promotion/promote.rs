@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::decide::{list_partitions, triggering, DecisionDraft, PromotionAction, Scan};
+use super::action::PromotionAction;
 use super::health::Health;
 use super::held_back::{Concern, HeldBack};
 use super::history::{LastAction, PolicyHistory};
+use super::listing::list_partitions;
+use super::scan::{triggering, DecisionDraft, Scan};
 use super::snapshot::{BrokerId, PartitionState};
 use crate::crd::{AutoPromotion, EngineActionKind, PromotionPolicy};
 use crate::time_format::Text;

@@ -4,8 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use super::decide::{list_partitions, summarize, DecisionDraft, PromotionAction, Scan};
+use super::action::PromotionAction;
 use super::held_back::{Concern, HeldBack};
+use super::listing::{list_partitions, summarize};
+use super::scan::{DecisionDraft, Scan};
 use super::snapshot::{BrokerId, PartitionState};
 
 pub(super) fn plan(scan: &Scan, out: &mut DecisionDraft) {

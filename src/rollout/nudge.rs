@@ -1,8 +1,8 @@
 //! The nudge annotations: an annotation on the pod itself (never its template, which would
 //! restart it) makes the kubelet sync the pod now and refresh its ConfigMap volume, instead of
-//! within its 60-90 s sync. A pod still pending after [`super::machine::RENUDGE_AFTER`] is nudged
-//! again (a new time value), in case the kubelet synced before its ConfigMap cache had the new
-//! content. Pure: `crate::k8s::nudge` sends the patch, [`super::pods`] reads the annotations back.
+//! within its 60-90 s sync. A pod still pending after `machine::RENUDGE_AFTER` is nudged again (a
+//! new time value), in case the kubelet synced before its ConfigMap cache had the new content.
+//! Pure: `crate::k8s::nudge` sends the patch, `pods` reads the annotations back.
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
