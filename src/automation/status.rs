@@ -8,8 +8,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
 use crate::crd::{
-    AutoPromotion, EngineActionKind, EngineState, HistoryEntry, ObserverSetStatus,
-    PartitionsStatus, PlanAction, PlanActionKind, PlanStatus,
+    AutoPromotion, EngineState, HistoryEntry, ObserverSetStatus, PartitionsStatus, PlanAction,
+    PlanActionKind, PlanStatus,
 };
 use crate::history;
 use crate::promotion::{auto_promotions_in, PromotionAction, PromotionDecision};
@@ -52,15 +52,7 @@ pub fn history_entries(decision: &PromotionDecision, at: Timestamp) -> Vec<Histo
     decision
         .actions
         .iter()
-        .map(|a| {
-            let kind = match a {
-                PromotionAction::Promote { .. } => EngineActionKind::Promote,
-                PromotionAction::Demote { .. } => EngineActionKind::Demote,
-                PromotionAction::MoveLeadership { .. } => EngineActionKind::MoveLeadership,
-                PromotionAction::UncleanElect { .. } => EngineActionKind::UncleanElect,
-            };
-            history::entry(at, kind, a.node_id(), a.reason(), history::AUTOMATION)
-        })
+        .map(|a| history::entry(at, a.kind(), a.node_id(), a.reason(), history::AUTOMATION))
         .collect()
 }
 
@@ -109,6 +101,7 @@ pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::EngineActionKind;
     use crate::promotion::PolicyHistory;
 
     fn decision(actions: Vec<PromotionAction>, dry_run: bool) -> PromotionDecision {

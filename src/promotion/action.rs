@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::held_back::HeldBack;
 use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, TopicPartition};
+use crate::crd::EngineActionKind;
 
 /// One thing the reconciler should do. Carry them out in the order given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +47,25 @@ impl PromotionAction {
             | PromotionAction::Demote { reason, .. }
             | PromotionAction::MoveLeadership { reason, .. }
             | PromotionAction::UncleanElect { reason, .. } => reason,
+        }
+    }
+
+    /// Its kind as the status records it (`status.history`, `status.engineState`).
+    pub fn kind(&self) -> EngineActionKind {
+        match self {
+            PromotionAction::Promote { .. } => EngineActionKind::Promote,
+            PromotionAction::Demote { .. } => EngineActionKind::Demote,
+            PromotionAction::MoveLeadership { .. } => EngineActionKind::MoveLeadership,
+            PromotionAction::UncleanElect { .. } => EngineActionKind::UncleanElect,
+        }
+    }
+
+    /// The partitions of a leader election; none for a promotion or demotion.
+    pub fn partitions(&self) -> &[TopicPartition] {
+        match self {
+            PromotionAction::Promote { .. } | PromotionAction::Demote { .. } => &[],
+            PromotionAction::MoveLeadership { partitions, .. }
+            | PromotionAction::UncleanElect { partitions, .. } => partitions,
         }
     }
 }
