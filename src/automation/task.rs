@@ -427,7 +427,7 @@ impl SetTask {
                 &Patch::Apply(&body),
             )
             .await
-            .map_err(|e| match super::stale_crd(&e) {
+            .map_err(|e| match crate::k8s::error::stale_crd(&e) {
                 Some(m) => AutomationError::StaleCrd(obs.name_any(), m),
                 None => AutomationError::Status(obs.name_any(), e),
             })?;

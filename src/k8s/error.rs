@@ -1,5 +1,6 @@
 //! The reconciler's error type. Each variant has a `category()` used as a metric label and as the
-//! reason of the Warning event, and a message that says what to fix.
+//! reason of the Warning event, and a message that says what to fix. Also what an apiserver
+//! error means for both loops ([`stale_crd`]).
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -48,6 +49,17 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Whether a status write failed because the CRD's schema lacks a field this build writes
+/// (an operator upgraded without its CRD): server-side apply refuses undeclared fields.
+pub fn stale_crd(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(s) if s.message.contains("field not declared in schema") => {
+            Some(s.message.clone())
+        }
+        _ => None,
+    }
+}
 
 #[cfg(test)]
 mod tests {

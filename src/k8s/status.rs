@@ -13,7 +13,7 @@ pub async fn apply(api: &Api<ObserverSet>, name: &str, body: &Value) -> Result<(
     api.patch_status(name, &params, &Patch::Apply(body))
         .await
         .map_err(|e| {
-            let hint = match crate::automation::stale_crd(&e) {
+            let hint = match super::error::stale_crd(&e) {
                 Some(_) => " (the installed ObserverSet CRD is older than this operator: apply the CRD of this version first, kubectl apply --server-side -f crds/observerset.yaml; helm never upgrades crds/)",
                 None => "",
             };
