@@ -6,11 +6,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::kafka::SyntheticScan;
 use kafka_observer_operator::promotion::{
-    decide, AutoPromotion, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig,
-    PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
+    decide, AutoPromotion, BrokerState, ClusterSnapshot, CompiledTopicFilter, PartitionState,
+    PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
 };
 
 /// RF3 over brokers 1..=6 plus observer 7 on every partition; `lost` brokers are fenced and out
@@ -68,7 +69,7 @@ fn config() -> PolicyConfig {
         confirmations: 2,
         cooldown: Duration::from_secs(300),
         max_concurrent_promotions: 1,
-        topics: TopicFilter::new([".*"], ["^__"]).expect("regex"),
+        topics: CompiledTopicFilter::new([".*"], ["^__"]).expect("regex"),
         dry_run: false,
         auto_demote_after: Some(Duration::from_secs(60)),
         unclean_takeover: false,
@@ -143,7 +144,7 @@ fn main() {
         );
         let promoted = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
             node_id: 7,
-            at: Timestamp::now() - SignedDuration::from_hours(1),
+            at: Time(Timestamp::now() - SignedDuration::from_hours(1)),
             reason: "bench".into(),
         }]);
         measure(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use kafka_observer_operator::kafka::{ConnectionSettings, KafkaWatcher, WatcherOptions};
 use kafka_observer_operator::promotion::{
-    decide, PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
+    decide, CompiledTopicFilter, PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -92,7 +92,7 @@ fn config(topic: &str) -> PolicyConfig {
         confirmations: 2,
         cooldown: Duration::from_secs(300),
         max_concurrent_promotions: 1,
-        topics: TopicFilter::new([format!("^{topic}$")], Vec::<String>::new()).unwrap(),
+        topics: CompiledTopicFilter::new([format!("^{topic}$")], Vec::<String>::new()).unwrap(),
         dry_run: false,
         auto_demote_after: None,
         unclean_takeover: false,

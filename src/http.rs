@@ -1,7 +1,7 @@
 //! The operator's HTTP endpoints: `/metrics` for Prometheus, `/healthz` (liveness) and
 //! `/readyz` (readiness) for the kubelet's probes.
 //!
-//! Liveness fails only when the process reports itself broken ([`Health::set_broken`]): a
+//! Liveness fails only when the process reports itself broken ([`ProbeFlags::set_broken`]): a
 //! restart is the fix. Readiness says the process has started its loops; a standby replica
 //! waiting for the leader lease is ready too, otherwise a rolling update of the Deployment
 //! would stall on it.
@@ -41,11 +41,11 @@ struct HealthState {
 
 /// Shared liveness and readiness flags, set by the operator's loops.
 #[derive(Clone, Debug, Default)]
-pub struct Health {
+pub struct ProbeFlags {
     state: Arc<RwLock<HealthState>>,
 }
 
-impl Health {
+impl ProbeFlags {
     pub fn new() -> Self {
         Self::default()
     }
@@ -83,11 +83,11 @@ impl Health {
 #[derive(Clone)]
 struct AppState {
     metrics: Metrics,
-    health: Health,
+    health: ProbeFlags,
 }
 
 /// The routes, for serving or for tests.
-pub fn router(metrics: Metrics, health: Health) -> Router {
+pub fn router(metrics: Metrics, health: ProbeFlags) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(liveness))
@@ -106,7 +106,7 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, HttpError> {
 pub async fn serve(
     listener: TcpListener,
     metrics: Metrics,
-    health: Health,
+    health: ProbeFlags,
     shutdown: Shutdown,
 ) -> Result<(), HttpError> {
     let addr = listener.local_addr().map_err(HttpError::Serve)?;
@@ -180,7 +180,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn probes_and_metrics_over_a_real_socket() {
         let metrics = Metrics::new();
-        let health = Health::new();
+        let health = ProbeFlags::new();
         let shutdown = Shutdown::new();
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -104,7 +104,7 @@ impl LeaseTiming {
 
 /// Whether this replica currently acts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum LeaderRole {
     Candidate,
     Leader,
 }
@@ -128,12 +128,16 @@ pub enum LeaderAction {
 
 /// The decision rule, pure. After `Failed` the campaign also rebuilds its lease manager, so
 /// that a lease still held is re-reported as `Acquired` rather than silently renewed.
-pub fn decide(role: Role, event: Event) -> (Role, LeaderAction) {
+pub fn decide(role: LeaderRole, event: Event) -> (LeaderRole, LeaderAction) {
     match (role, event) {
-        (Role::Candidate, Event::Acquired) => (Role::Leader, LeaderAction::StartActing),
-        (Role::Leader, Event::Lost | Event::Failed) => (Role::Candidate, LeaderAction::StopActing),
-        (Role::Leader, Event::Acquired) => (Role::Leader, LeaderAction::Nothing),
-        (Role::Candidate, Event::Lost | Event::Failed) => (Role::Candidate, LeaderAction::Nothing),
+        (LeaderRole::Candidate, Event::Acquired) => (LeaderRole::Leader, LeaderAction::StartActing),
+        (LeaderRole::Leader, Event::Lost | Event::Failed) => {
+            (LeaderRole::Candidate, LeaderAction::StopActing)
+        }
+        (LeaderRole::Leader, Event::Acquired) => (LeaderRole::Leader, LeaderAction::Nothing),
+        (LeaderRole::Candidate, Event::Lost | Event::Failed) => {
+            (LeaderRole::Candidate, LeaderAction::Nothing)
+        }
     }
 }
 
@@ -258,9 +262,9 @@ async fn run_campaign(
     metrics: Metrics,
     shutdown: Shutdown,
 ) {
-    let mut role = Role::Candidate;
-    let publish = |role: Role| {
-        let leading = role == Role::Leader;
+    let mut role = LeaderRole::Candidate;
+    let publish = |role: LeaderRole| {
+        let leading = role == LeaderRole::Leader;
         sender.send_replace(leading);
         metrics.set_leader(leading);
     };
@@ -289,7 +293,7 @@ async fn run_campaign(
                     if let Err(error) = manager.release().await {
                         tracing::warn!(%error, "could not release the leader Lease; it expires by itself");
                     }
-                    publish(Role::Candidate);
+                    publish(LeaderRole::Candidate);
                     return;
                 }
                 result = manager.changed() => match result {
@@ -319,7 +323,7 @@ async fn run_campaign(
             }
         }
     }
-    publish(Role::Candidate);
+    publish(LeaderRole::Candidate);
 }
 
 async fn pause(shutdown: &Shutdown) {
@@ -339,7 +343,7 @@ mod tests {
     fn only_acquisition_starts_acting_and_any_doubt_stops_it() {
         use Event::*;
         use LeaderAction::*;
-        use Role::*;
+        use LeaderRole::*;
         assert_eq!(decide(Candidate, Acquired), (Leader, StartActing));
         assert_eq!(decide(Leader, Acquired), (Leader, Nothing));
         assert_eq!(decide(Leader, Lost), (Candidate, StopActing));

@@ -2,9 +2,9 @@
 //! brokers in line with an ObserverSet, promoting and demoting observer replicas safely.
 //!
 //! Functional core, imperative shell: `crd` (the API and its validation), `observer_ids` (the
-//! file format), `rollout` (effective set and rollout state machine) and `promotion` (the
-//! promotion engine) are pure; `reconciler` and `automation` are their two loops; `k8s` and
-//! `kafka` do the I/O.
+//! file format), `writers` (who writes which fields), `rollout` (effective set, rollout state
+//! machine and the objects it reads and writes) and `promotion` (the promotion engine) are pure;
+//! `reconciler` and `automation` are their two loops; `k8s` and `kafka` do the I/O.
 
 pub mod crd;
 pub mod history;
@@ -12,6 +12,7 @@ pub mod observer_ids;
 pub mod promotion;
 pub mod rollout;
 pub mod time_format;
+pub mod writers;
 // The two loops and their shells.
 pub mod automation;
 pub mod cli;

@@ -12,7 +12,7 @@ use kube::CustomResourceExt;
 
 use kafka_observer_operator::agent::{self, AgentArgs};
 use kafka_observer_operator::crd::{parse_duration, ObserverSet};
-use kafka_observer_operator::http::{self, Health, HttpArgs};
+use kafka_observer_operator::http::{self, HttpArgs, ProbeFlags};
 use kafka_observer_operator::leader::{self, LeaderArgs};
 use kafka_observer_operator::metrics::Metrics;
 use kafka_observer_operator::shutdown::Shutdown;
@@ -112,7 +112,7 @@ async fn kube_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
 async fn operate(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("installing the SIGTERM/SIGINT handlers")?;
     let metrics = Metrics::new();
-    let health = Health::new();
+    let health = ProbeFlags::new();
     let listener = http::bind(args.http.metrics_listen).await?;
     let server = tokio::spawn(http::serve(
         listener,

@@ -32,8 +32,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kafka_observer_operator::automation::engine_state::{self, decode_partitions};
 use kafka_observer_operator::crd::EngineState;
 use kafka_observer_operator::promotion::{
-    decide, Action, BrokerState, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory,
-    PromotionPolicy, SourceHealth, TopicFilter,
+    decide, BrokerState, ClusterSnapshot, CompiledTopicFilter, PartitionState, PolicyConfig,
+    PolicyHistory, PromotionAction, PromotionPolicy, SourceHealth,
 };
 use kafka_observer_operator::time_format::Text;
 use serde_json::{json, Value};
@@ -162,7 +162,7 @@ async fn wait_status(
 
 /// The takeover the engine would decide for the test's topic with its primaries 1 and 2 gone
 /// and 4 (promoted, acknowledged by every pod) alive with log end offset `leo`.
-fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<Action> {
+fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<PromotionAction> {
     let brokers = (1..=4)
         .map(|id| {
             let up = id > 2;
@@ -199,7 +199,7 @@ fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<Action> {
         confirmations: 2,
         cooldown: Duration::ZERO,
         max_concurrent_promotions: 1,
-        topics: TopicFilter::all(),
+        topics: CompiledTopicFilter::all(),
         dry_run: true,
         auto_demote_after: None,
         unclean_takeover: true,
@@ -452,7 +452,7 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
     .expect("restore status.engineState");
     let elect = takeover(&restored.history, MESSAGES, now);
     assert!(
-        matches!(&elect[..], [Action::UncleanElect { node_id: 4, partitions, .. }] if partitions.len() == 1),
+        matches!(&elect[..], [PromotionAction::UncleanElect { node_id: 4, partitions, .. }] if partitions.len() == 1),
         "{elect:?}"
     );
     assert!(

@@ -13,8 +13,8 @@ use kafka_observer_operator::kafka::{
     ConnectionSettings, KafkaWatcher, OffsetKind, OffsetProbe, WatcherOptions,
 };
 use kafka_observer_operator::promotion::{
-    decide, Action, ClusterSnapshot, PartitionState, PolicyConfig, PolicyHistory, PromotionPolicy,
-    SourceHealth, TopicFilter,
+    decide, ClusterSnapshot, CompiledTopicFilter, PartitionState, PolicyConfig, PolicyHistory,
+    PromotionAction, PromotionPolicy, SourceHealth,
 };
 use koo_testbed::{KafkaNode, TestBed};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -81,7 +81,7 @@ fn policy(observers: &[i32], topic: &str) -> PolicyConfig {
         cooldown: Duration::ZERO,
         max_concurrent_promotions: 1,
         // Only our topic: other helpers' topics on the shared bed must not steer the decision.
-        topics: TopicFilter::new([format!("^{topic}$")], Vec::<String>::new()).unwrap(),
+        topics: CompiledTopicFilter::new([format!("^{topic}$")], Vec::<String>::new()).unwrap(),
         dry_run: false,
         auto_demote_after: Some(Duration::ZERO),
         unclean_takeover: false,
@@ -250,7 +250,10 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
             "the dry-run plan differs from the live decision on the same scan"
         );
         if let Some(a) = l.actions.first() {
-            assert!(matches!(a, Action::Promote { node_id: 4, .. }), "{a:?}");
+            assert!(
+                matches!(a, PromotionAction::Promote { node_id: 4, .. }),
+                "{a:?}"
+            );
             // Tests run one at a time and stopping broker 2 holds the bed's ObserverSet at
             // Manual, so nothing else moves the topic: broker 1 is alive, the ISR is {1}.
             assert!(a.reason().contains("under min ISR"), "{a:?}");
@@ -278,7 +281,8 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
         if d.actions.iter().any(|a| {
             matches!(
                 a,
-                Action::Demote { node_id: 4, .. } | Action::MoveLeadership { node_id: 4, .. }
+                PromotionAction::Demote { node_id: 4, .. }
+                    | PromotionAction::MoveLeadership { node_id: 4, .. }
             )
         }) {
             let p = part(&snap, topic).unwrap();

@@ -6,8 +6,10 @@
 //! loaded (the patch writes it to `KAFKA_OBSERVER_IDS_LOADED_FILE` in a volume both containers
 //! mount): the `jvm` part of the answer. The operator polls it to know when every pod of a role
 //! uses a revision before moving on to the next role, instead of guessing the kubelet's sync
-//! delay and the JVM's cache.
+//! delay and the JVM's cache. Both ends of that protocol are here: the sidecar's server and the
+//! operator's [`AgentClient`], sharing one wire type ([`Report`]).
 
+mod client;
 mod snapshot;
 mod watch;
 
@@ -24,6 +26,7 @@ use axum::{Json, Router};
 use k8s_openapi::jiff::Timestamp;
 use tokio::net::TcpListener;
 
+pub use client::AgentClient;
 pub use snapshot::{Report, Snapshot, Source};
 use watch::Followed;
 

@@ -1,5 +1,8 @@
 //! What the agent reports: the observer file as the Kafka node in the same pod reads it, and
-//! (with `--loaded-file`) what the Kafka JVM reports it has loaded from it.
+//! (with `--loaded-file`) what the Kafka JVM reports it has loaded from it. [`Report`] is the
+//! wire format of `GET /observer-ids` both ways: the agent serializes it, the operator
+//! deserializes it (`AgentClient`, judged by `crate::rollout::acknowledgement`), tolerating what
+//! older agents leave out.
 //!
 //! Pure: the shell reads the files and hands the outcome here; this module decides whether a
 //! report changes. The ids are parsed with the broker patch's rules (see `crate::observer_ids`), so
@@ -9,12 +12,12 @@
 //! way; when the JVM runs on a fallback (no observer.ids file) its first line says which.
 
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::observer_ids;
 
 /// Where the reported ids come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     /// The file was read (for the JVM's report: the JVM loaded an observer.ids file).
@@ -31,6 +34,30 @@ pub enum Source {
     /// JVM report only: no observer.ids file and no fallback (or its first read failed), the
     /// JVM uses the empty set.
     Empty,
+    /// Read side only: a source this operator does not know (a newer agent), or none given.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl Source {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::File => "file",
+            Source::Missing => "missing",
+            Source::Unreadable => "unreadable",
+            Source::Env => "env",
+            Source::Empty => "empty",
+            Source::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// First line of the JVM's report when it runs on a fallback (`LoadedReport.FALLBACK_MARKER` in
@@ -38,25 +65,33 @@ pub enum Source {
 pub const FALLBACK_MARKER: &str = "# kafka-observer-patch loaded: source=";
 
 /// One followed file as the agent reports it: the top level of `GET /observer-ids` for the
-/// observer file, its `jvm` part for the JVM's report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// observer file, its `jvm` part for the JVM's report. Every field may be absent on the read
+/// side (an older agent, a JVM that has reported nothing).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     /// Revision from the managed-file header; `None` without a file or header.
+    #[serde(default)]
     pub revision: Option<i64>,
     /// `namespace/name` of the ObserverSet from the header.
+    #[serde(default)]
     pub observer_set: Option<String>,
     /// Observer node ids, sorted and unique; `None` when there is no file.
+    #[serde(default)]
     pub ids: Option<Vec<i32>>,
     /// Hex SHA-256 of the file's bytes; `None` when there is no file.
+    #[serde(default)]
     pub sha256: Option<String>,
-    /// When the agent first saw this content (not the time of the request).
-    #[serde(serialize_with = "rfc3339")]
-    pub seen_at: Timestamp,
+    /// When the agent first saw this content (not the time of the request). The agent always
+    /// sets it; `None` only from an agent that does not send it.
+    #[serde(default, with = "rfc3339")]
+    pub seen_at: Option<Timestamp>,
+    #[serde(default)]
     pub source: Source,
     /// Which report of this file since the agent started: 1 for its first read, one more on
     /// every change. Orders two reports exactly where the millisecond `seenAt` stamps of two
     /// quick changes may be equal (readers that do not know the field ignore it).
+    #[serde(default)]
     pub sequence: u64,
 }
 
@@ -72,18 +107,20 @@ pub enum Observation {
 pub type Reader = fn(&Observation, Timestamp) -> Snapshot;
 
 /// The JSON body of `GET /observer-ids`: the file, the JVM's report and the agent's clock.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     #[serde(flatten)]
     pub file: Snapshot,
     /// What the Kafka JVM reports it has loaded; `null` when the agent runs without
     /// `--loaded-file` (the operator then falls back to the file plus the JVM's cache TTL).
+    #[serde(default)]
     pub jvm: Option<Snapshot>,
     /// The agent's clock when it answered. `reportedAt - seenAt` is how long the content has
-    /// been seen, without comparing the clocks of two machines.
-    #[serde(serialize_with = "rfc3339")]
-    pub reported_at: Timestamp,
+    /// been seen, without comparing the clocks of two machines. The agent always sets it;
+    /// older agents do not send it.
+    #[serde(default, with = "rfc3339")]
+    pub reported_at: Option<Timestamp>,
 }
 
 impl Report {
@@ -91,7 +128,7 @@ impl Report {
         Self {
             file: file.clone(),
             jvm: jvm.cloned(),
-            reported_at: now,
+            reported_at: Some(now),
         }
     }
 }
@@ -127,7 +164,7 @@ impl Snapshot {
                     observer_set: header.map(|h| format!("{}/{}", h.namespace, h.name)),
                     ids: Some(observer_ids::parse_ids(&text).into_iter().collect()),
                     sha256: Some(sha256_hex(bytes)),
-                    seen_at: now,
+                    seen_at: Some(now),
                     source: Source::File,
                     sequence: 1,
                 }
@@ -143,7 +180,7 @@ impl Snapshot {
             observer_set: None,
             ids: None,
             sha256: None,
-            seen_at: now,
+            seen_at: Some(now),
             source,
             sequence: 1,
         }
@@ -185,9 +222,24 @@ fn sha256_hex(bytes: &[u8]) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// RFC 3339 with milliseconds, always three digits (`2027-01-15T08:00:00.000Z`).
-fn rfc3339<S: serde::Serializer>(at: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&format_args!("{at:.3}"))
+/// The agent's timestamps on the wire: RFC 3339 with milliseconds, always three digits
+/// (`2027-01-15T08:00:00.000Z`); absent or `null` read as `None`, anything else not RFC 3339
+/// is a malformed answer.
+mod rfc3339 {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(at: &Option<Timestamp>, s: S) -> Result<S::Ok, S::Error> {
+        match at {
+            Some(at) => s.collect_str(&format_args!("{at:.3}")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| text.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 #[cfg(test)]
@@ -267,7 +319,7 @@ mod tests {
             at(9),
         )
         .unwrap();
-        assert_eq!((second.revision, second.seen_at), (Some(8), at(9)));
+        assert_eq!((second.revision, second.seen_at), (Some(8), Some(at(9))));
         // The sequence orders the two reports, whatever their stamps.
         assert_eq!((first.sequence, second.sequence), (1, 2));
         let same_ms = next(
@@ -277,7 +329,7 @@ mod tests {
             at(9),
         )
         .unwrap();
-        assert_eq!((same_ms.seen_at, same_ms.sequence), (at(9), 3));
+        assert_eq!((same_ms.seen_at, same_ms.sequence), (Some(at(9)), 3));
         assert_eq!(serde_json::to_value(&same_ms).unwrap()["sequence"], 3);
     }
 

@@ -15,9 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use thiserror::Error;
 
-use crate::crd::{BrokerEngineState, EngineActionKind, EngineState, TopicHighWatermarks};
+use crate::crd::{BrokerEngineState, EngineState, TopicHighWatermarks};
 use crate::promotion::{
-    ActionKind, BrokerId, ClusterSnapshot, LastAction, PolicyConfig, PolicyHistory, TopicPartition,
+    BrokerId, ClusterSnapshot, LastAction, PolicyConfig, PolicyHistory, TopicPartition,
 };
 use crate::time_format::Text;
 
@@ -173,12 +173,7 @@ fn broker_entries(
                     .get(&id)
                     .map(|s| (*s).min(config.confirmations)),
                 recovered_since: history.recovered_since.get(&id).map(|t| to_micro(*t)),
-                last_action: last.map(|a| match a.kind {
-                    ActionKind::Promote => EngineActionKind::Promote,
-                    ActionKind::Demote => EngineActionKind::Demote,
-                    ActionKind::MoveLeadership => EngineActionKind::MoveLeadership,
-                    ActionKind::UncleanElect => EngineActionKind::UncleanElect,
-                }),
+                last_action: last.map(|a| a.kind),
                 last_action_at: last.map(|a| to_micro(a.at)),
             }
         })
@@ -295,12 +290,6 @@ pub fn restore(
             }
         }
         if let (Some(kind), Some(at)) = (b.last_action, &b.last_action_at) {
-            let kind = match kind {
-                EngineActionKind::Promote => ActionKind::Promote,
-                EngineActionKind::Demote => ActionKind::Demote,
-                EngineActionKind::MoveLeadership => ActionKind::MoveLeadership,
-                EngineActionKind::UncleanElect => ActionKind::UncleanElect,
-            };
             let restored = LastAction {
                 kind,
                 at: clamp(at),

@@ -1,11 +1,12 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use proptest::prelude::*;
 
 use super::*;
 use crate::promotion::fixtures::{at, broker_2_lost, config, healthy, partition, snapshot};
-use crate::promotion::{decide, Action, AutoPromotion, PromotionPolicy};
+use crate::promotion::{decide, AutoPromotion, EngineActionKind, PromotionAction, PromotionPolicy};
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition {
@@ -121,14 +122,14 @@ fn streaks_are_capped_and_expired_cooldowns_are_not_saved() {
     h.last_action.insert(
         5,
         LastAction {
-            kind: ActionKind::Demote,
+            kind: EngineActionKind::Demote,
             at: at(0),
         },
     );
     h.last_action.insert(
         6,
         LastAction {
-            kind: ActionKind::Promote,
+            kind: EngineActionKind::Promote,
             at: at(100),
         },
     );
@@ -145,7 +146,7 @@ fn a_restart_keeps_the_stabilization_deadline() {
                                                     // Promoted at 0 (broker 2 lost), recovered from 400 s on.
     let mut history = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
-        at: at(0),
+        at: Time(at(0)),
         reason: "test".into(),
     }]);
     for s in 400..430 {
@@ -160,7 +161,10 @@ fn a_restart_keeps_the_stabilization_deadline() {
     let mut demoted_at = None;
     for s in 445..600 {
         let d = decide(&snapshot(at(s), &[], healthy(1)), &cfg, &h, at(s));
-        if d.actions.iter().any(|a| matches!(a, Action::Demote { .. })) {
+        if d.actions
+            .iter()
+            .any(|a| matches!(a, PromotionAction::Demote { .. }))
+        {
             demoted_at = Some(s);
             break;
         }
@@ -172,7 +176,10 @@ fn a_restart_keeps_the_stabilization_deadline() {
     let mut fresh_at = None;
     for s in 445..600 {
         let d = decide(&snapshot(at(s), &[], healthy(1)), &cfg, &h, at(s));
-        if d.actions.iter().any(|a| matches!(a, Action::Demote { .. })) {
+        if d.actions
+            .iter()
+            .any(|a| matches!(a, PromotionAction::Demote { .. }))
+        {
             fresh_at = Some(s);
             break;
         }
@@ -213,7 +220,10 @@ fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
     .unwrap();
     let d = decide(&offline, &cfg, &restored.history, at(20));
     assert!(
-        matches!(&d.actions[..], [Action::UncleanElect { node_id: 4, .. }]),
+        matches!(
+            &d.actions[..],
+            [PromotionAction::UncleanElect { node_id: 4, .. }]
+        ),
         "{:?} {:?}",
         d.actions,
         d.reasons
@@ -249,7 +259,7 @@ fn old_or_future_states_are_refused_and_small_skew_is_now() {
     let cfg = config(PromotionPolicy::UnderMinIsr);
     let mut h = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
-        at: at(0),
+        at: Time(at(0)),
         reason: "r".into(),
     }]);
     h.recovered_since.insert(4, at(1000));
@@ -292,7 +302,7 @@ fn streaks_survive_only_a_short_gap() {
     );
     assert!(matches!(
         &next.actions[..],
-        [Action::Promote { node_id: 4, .. }]
+        [PromotionAction::Promote { node_id: 4, .. }]
     ));
     let gap = restore(&saved, PolicyHistory::default(), at(20), stale).unwrap();
     assert!(gap.history.promote_streak.is_empty());
@@ -310,18 +320,18 @@ fn the_later_of_two_last_actions_wins() {
     h.last_action.insert(
         4,
         LastAction {
-            kind: ActionKind::Demote,
+            kind: EngineActionKind::Demote,
             at: at(50),
         },
     );
     let saved = save(&h, &cfg, at(60));
     let base = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
-        at: at(10),
+        at: Time(at(10)),
         reason: "r".into(),
     }]);
     let r = restore(&saved, base, at(61), SignedDuration::from_secs(3)).unwrap();
-    assert_eq!(r.history.last_action[&4].kind, ActionKind::Demote);
+    assert_eq!(r.history.last_action[&4].kind, EngineActionKind::Demote);
     assert_eq!(r.history.last_action[&4].at, at(50));
 }
 
@@ -418,8 +428,8 @@ prop_compose! {
         actions in prop::collection::btree_map(1..40i32, (0..4usize, 701..=1000i64), 0..6),
         hws in prop::collection::btree_map(("[a-z]{1,3}", 0..64i32), 0..=i64::MAX, 0..40),
     ) -> PolicyHistory {
-        let kinds = [ActionKind::Promote, ActionKind::Demote, ActionKind::MoveLeadership, ActionKind::UncleanElect];
-        let auto_promotions: Vec<AutoPromotion> = auto.iter().map(|&id| AutoPromotion { node_id: id, at: at(700), reason: "r".into() }).collect();
+        let kinds = [EngineActionKind::Promote, EngineActionKind::Demote, EngineActionKind::MoveLeadership, EngineActionKind::UncleanElect];
+        let auto_promotions: Vec<AutoPromotion> = auto.iter().map(|&id| AutoPromotion { node_id: id, at: Time(at(700)), reason: "r".into() }).collect();
         let mut h = PolicyHistory::from_auto_promotions(auto_promotions);
         h.promote_streak = streaks;
         h.recovered_since = auto.iter().zip(timers).map(|(&id, t)| (id, at(t))).collect();

@@ -12,8 +12,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::crd::ObserverSet;
-use crate::k8s::writers;
 use crate::promotion::SourceHealth;
+use crate::writers;
 
 pub const KAFKA_REACHABLE: &str = "KafkaReachable";
 

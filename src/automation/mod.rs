@@ -56,17 +56,6 @@ pub enum AutomationError {
     StaleCrd(String, String),
 }
 
-/// Whether a status write failed because the CRD's schema lacks a field this build writes
-/// (an operator upgraded without its CRD): server-side apply refuses undeclared fields.
-pub fn stale_crd(e: &kube::Error) -> Option<String> {
-    match e {
-        kube::Error::Api(s) if s.message.contains("field not declared in schema") => {
-            Some(s.message.clone())
-        }
-        _ => None,
-    }
-}
-
 struct Running {
     spec: watch::Sender<Arc<ObserverSet>>,
     abort: AbortHandle,
@@ -192,6 +181,7 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publ
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k8s::error::stale_crd;
 
     #[test]
     fn a_crd_older_than_the_operator_is_named_as_such() {

@@ -8,49 +8,27 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
 use crate::crd::{
-    self, EngineActionKind, EngineState, HistoryEntry, ObserverSetStatus, PartitionsStatus,
-    PlanAction, PlanActionKind, PlanStatus,
+    AutoPromotion, EngineState, HistoryEntry, ObserverSetStatus, PartitionsStatus, PlanAction,
+    PlanActionKind, PlanStatus,
 };
 use crate::history;
-use crate::promotion::{self, Action, Decision};
-
-/// `status.autoPromotions` as the engine's history entries, oldest first.
-pub fn auto_promotions(status: Option<&ObserverSetStatus>) -> Vec<promotion::AutoPromotion> {
-    let mut out: Vec<promotion::AutoPromotion> = status
-        .map(|s| s.auto_promotions.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|p| promotion::AutoPromotion {
-            node_id: p.node_id,
-            at: p.at.0,
-            reason: p.reason.clone(),
-        })
-        .collect();
-    out.sort_by_key(|p| p.at);
-    out
-}
-
-fn to_crd(p: &promotion::AutoPromotion) -> crd::AutoPromotion {
-    crd::AutoPromotion {
-        node_id: p.node_id,
-        at: Time(p.at),
-        reason: p.reason.clone(),
-    }
-}
+use crate::promotion::{auto_promotions_in, PromotionAction, PromotionDecision};
 
 /// `status.plan` for a decision. The status schema knows Promote and Demote only: leadership
 /// moves and unclean elections are steps of those and show in the event stream and the logs.
 /// A plan with no action carries the first reason the engine gave for holding back, if any,
 /// so a dry run tells why nothing would happen.
-pub fn plan(decision: &Decision, at: Timestamp) -> PlanStatus {
+pub fn plan(decision: &PromotionDecision, at: Timestamp) -> PlanStatus {
     let actions = decision
         .actions
         .iter()
         .filter_map(|a| {
             let kind = match a {
-                Action::Promote { .. } => PlanActionKind::Promote,
-                Action::Demote { .. } => PlanActionKind::Demote,
-                Action::MoveLeadership { .. } | Action::UncleanElect { .. } => return None,
+                PromotionAction::Promote { .. } => PlanActionKind::Promote,
+                PromotionAction::Demote { .. } => PlanActionKind::Demote,
+                PromotionAction::MoveLeadership { .. } | PromotionAction::UncleanElect { .. } => {
+                    return None
+                }
             };
             Some(PlanAction {
                 action: kind,
@@ -67,22 +45,14 @@ pub fn plan(decision: &Decision, at: Timestamp) -> PlanStatus {
 }
 
 /// The history entries of the actions a live decision carries out (none in a dry run).
-pub fn history_entries(decision: &Decision, at: Timestamp) -> Vec<HistoryEntry> {
+pub fn history_entries(decision: &PromotionDecision, at: Timestamp) -> Vec<HistoryEntry> {
     if decision.dry_run {
         return Vec::new();
     }
     decision
         .actions
         .iter()
-        .map(|a| {
-            let kind = match a {
-                Action::Promote { .. } => EngineActionKind::Promote,
-                Action::Demote { .. } => EngineActionKind::Demote,
-                Action::MoveLeadership { .. } => EngineActionKind::MoveLeadership,
-                Action::UncleanElect { .. } => EngineActionKind::UncleanElect,
-            };
-            history::entry(at, kind, a.node_id(), a.reason(), history::AUTOMATION)
-        })
+        .map(|a| history::entry(at, a.kind(), a.node_id(), a.reason(), history::AUTOMATION))
         .collect()
 }
 
@@ -91,9 +61,9 @@ pub fn history_entries(decision: &Decision, at: Timestamp) -> Vec<HistoryEntry> 
 pub fn differs(
     status: Option<&ObserverSetStatus>,
     plan: &PlanStatus,
-    auto: &[promotion::AutoPromotion],
+    auto: &[AutoPromotion],
 ) -> bool {
-    let current_auto = auto_promotions(status);
+    let current_auto = auto_promotions_in(status);
     let current_plan = status.and_then(|s| s.plan.as_ref());
     current_auto != auto
         || current_plan.is_none_or(|c| c.dry_run != plan.dry_run || c.actions != plan.actions)
@@ -101,7 +71,7 @@ pub fn differs(
 
 /// What one automation write sends besides the plan.
 pub struct Owned<'a> {
-    pub auto: &'a [promotion::AutoPromotion],
+    pub auto: &'a [AutoPromotion],
     pub engine_state: &'a EngineState,
     /// The automation's own entries of `status.history` (`history::own`).
     pub history: &'a [HistoryEntry],
@@ -112,9 +82,8 @@ pub struct Owned<'a> {
 /// (a field this manager owns and leaves out of an apply is removed; so is an entry of
 /// `status.history` it owns and leaves out, which is how its entries are trimmed).
 pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
-    let auto: Vec<crd::AutoPromotion> = owned.auto.iter().map(to_crd).collect();
     let mut status = json!({
-        "autoPromotions": auto,
+        "autoPromotions": owned.auto,
         "plan": plan,
         "engineState": owned.engine_state,
     });
@@ -126,16 +95,17 @@ pub fn apply_body(plan: &PlanStatus, owned: &Owned) -> Value {
     if let Some(p) = owned.partitions {
         status["partitions"] = json!(p);
     }
-    crate::k8s::writers::status_body(status)
+    crate::writers::status_body(status)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::EngineActionKind;
     use crate::promotion::PolicyHistory;
 
-    fn decision(actions: Vec<Action>, dry_run: bool) -> Decision {
-        Decision {
+    fn decision(actions: Vec<PromotionAction>, dry_run: bool) -> PromotionDecision {
+        PromotionDecision {
             actions,
             reasons: vec![],
             next_history: PolicyHistory::default(),
@@ -149,16 +119,16 @@ mod tests {
     fn plan_keeps_promotions_and_demotions_in_order() {
         let d = decision(
             vec![
-                Action::MoveLeadership {
+                PromotionAction::MoveLeadership {
                     node_id: 5,
                     partitions: vec![],
                     reason: "m".into(),
                 },
-                Action::Demote {
+                PromotionAction::Demote {
                     node_id: 5,
                     reason: "d".into(),
                 },
-                Action::Promote {
+                PromotionAction::Promote {
                     node_id: 4,
                     reason: "p".into(),
                 },
@@ -187,12 +157,12 @@ mod tests {
     #[test]
     fn history_records_live_actions_only() {
         let actions = vec![
-            Action::MoveLeadership {
+            PromotionAction::MoveLeadership {
                 node_id: 5,
                 partitions: vec![],
                 reason: "m".into(),
             },
-            Action::Promote {
+            PromotionAction::Promote {
                 node_id: 4,
                 reason: "p".into(),
             },
@@ -229,15 +199,15 @@ mod tests {
     #[test]
     fn writes_only_on_a_change() {
         let at = Timestamp::from_second(1_800_000_000).unwrap();
-        let auto = vec![promotion::AutoPromotion {
+        let auto = vec![AutoPromotion {
             node_id: 4,
-            at,
+            at: Time(at),
             reason: "r".into(),
         }];
         let p = plan(&decision(vec![], false), at);
         assert!(differs(None, &p, &auto));
         let status = ObserverSetStatus {
-            auto_promotions: auto.iter().map(to_crd).collect(),
+            auto_promotions: auto.clone(),
             plan: Some(p.clone()),
             ..ObserverSetStatus::default()
         };

@@ -22,13 +22,13 @@ use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
-use crate::k8s::writers;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
-    self, decide, Action, ClusterSnapshot, Concern, Decision, PolicyConfig, PolicyHistory,
-    PromotionPolicy, SourceHealth, TopicPartition,
+    self, auto_promotions_in, decide, ClusterSnapshot, Concern, PolicyConfig, PolicyHistory,
+    PromotionAction, PromotionDecision, PromotionPolicy, SourceHealth, TopicPartition,
 };
+use crate::writers;
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {
@@ -200,8 +200,7 @@ impl SetTask {
             .iter()
             .flat_map(|s| s.effective_observers.iter().copied())
             .collect();
-        let config = PolicyConfig::from_validated(&validated, acknowledged)
-            .map_err(|e| AutomationError::Invalid(e.to_string()))?;
+        let config = PolicyConfig::from_validated(&validated, acknowledged);
         if self.history.is_none() {
             let restored = self.restore(obs, &config).await;
             self.history = Some(restored);
@@ -274,26 +273,26 @@ impl SetTask {
     /// Preferred elections before demotions, unclean elections for a takeover. Failures are
     /// reported; the engine sees the outcome in the next scan (the broker still leads, or the
     /// partition is still offline) and decides again.
-    async fn run_elections(&mut self, obs: &ObserverSet, decision: &Decision) {
+    async fn run_elections(&mut self, obs: &ObserverSet, decision: &PromotionDecision) {
         let Some((_, watcher)) = &self.watcher else {
             return;
         };
         let admin = watcher.admin();
         for action in &decision.actions {
             let (kind, partitions, ok_reason, failed_reason) = match action {
-                Action::MoveLeadership { partitions, .. } => (
+                PromotionAction::MoveLeadership { partitions, .. } => (
                     ElectionKind::Preferred,
                     partitions,
                     reason::LEADERSHIP_MOVED,
                     reason::LEADERSHIP_MOVE_FAILED,
                 ),
-                Action::UncleanElect { partitions, .. } => (
+                PromotionAction::UncleanElect { partitions, .. } => (
                     ElectionKind::Unclean,
                     partitions,
                     reason::UNCLEAN_TAKEOVER,
                     reason::UNCLEAN_TAKEOVER_FAILED,
                 ),
-                Action::Promote { .. } | Action::Demote { .. } => continue,
+                PromotionAction::Promote { .. } | PromotionAction::Demote { .. } => continue,
             };
             let kind_name = format!("{kind:?}");
             let failures = match elect_leaders(
@@ -339,8 +338,7 @@ impl SetTask {
     /// The history to start from: `status.autoPromotions`, merged with `status.engineState`
     /// when that is usable (logged and reported as an event either way).
     async fn restore(&mut self, obs: &ObserverSet, config: &PolicyConfig) -> PolicyHistory {
-        let base =
-            PolicyHistory::from_auto_promotions(status::auto_promotions(obs.status.as_ref()));
+        let base = PolicyHistory::from_auto_promotions(auto_promotions_in(obs.status.as_ref()));
         let Some(saved) = obs.status.as_ref().and_then(|s| s.engine_state.as_ref()) else {
             tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "no status.engineState to restore: the promotion engine starts from status.autoPromotions");
             return base;
@@ -390,7 +388,7 @@ impl SetTask {
         obs: &ObserverSet,
         snapshot: &ClusterSnapshot,
         config: &PolicyConfig,
-        decision: &Decision,
+        decision: &PromotionDecision,
         now: Timestamp,
     ) -> Result<(), AutomationError> {
         let plan = status::plan(decision, now);
@@ -444,7 +442,7 @@ impl SetTask {
                 &Patch::Apply(&body),
             )
             .await
-            .map_err(|e| match super::stale_crd(&e) {
+            .map_err(|e| match crate::k8s::error::stale_crd(&e) {
                 Some(m) => AutomationError::StaleCrd(obs.name_any(), m),
                 None => AutomationError::Status(obs.name_any(), e),
             })?;
@@ -467,25 +465,25 @@ impl SetTask {
             .filter(|_| wrote || !decision.dry_run)
         {
             let (event_reason, note) = match (action, decision.dry_run) {
-                (Action::Promote { node_id, reason }, false) => {
+                (PromotionAction::Promote { node_id, reason }, false) => {
                     self.metrics.automation().promoted(&self.labels, *node_id);
                     (
                         reason::AUTO_PROMOTED,
                         format!("promoting observer {node_id}: {reason}"),
                     )
                 }
-                (Action::Demote { node_id, reason }, false) => {
+                (PromotionAction::Demote { node_id, reason }, false) => {
                     self.metrics.automation().demoted(&self.labels, *node_id);
                     (
                         reason::AUTO_DEMOTED,
                         format!("demoting broker {node_id} back to observer: {reason}"),
                     )
                 }
-                (Action::Promote { node_id, reason }, true) => (
+                (PromotionAction::Promote { node_id, reason }, true) => (
                     reason::WOULD_PROMOTE,
                     format!("dry run: would promote observer {node_id}: {reason}"),
                 ),
-                (Action::Demote { node_id, reason }, true) => (
+                (PromotionAction::Demote { node_id, reason }, true) => (
                     reason::WOULD_DEMOTE,
                     format!("dry run: would demote broker {node_id}: {reason}"),
                 ),
@@ -525,7 +523,7 @@ impl SetTask {
         self.misplaced = misplaced;
     }
 
-    async fn report_held_back(&mut self, obs: &ObserverSet, decision: &Decision) {
+    async fn report_held_back(&mut self, obs: &ObserverSet, decision: &PromotionDecision) {
         let promoting = decision.triggered_partitions() > 0;
         let demoting = !decision.next_history.auto_promotions.is_empty();
         let held = ((promoting || demoting)

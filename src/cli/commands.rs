@@ -18,8 +18,8 @@ use super::{
 use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::promotion::{
-    assess, check_demotion, check_promotion, led_by, AutoPromotion, CheckReport, ClusterSnapshot,
-    Health, PolicyConfig, PolicyHistory, SourceHealth,
+    assess, auto_promotions_in, check_demotion, check_promotion, led_by, CheckReport,
+    ClusterSnapshot, Health, PolicyConfig, PolicyHistory, SourceHealth,
 };
 use crate::time_format::Rfc3339;
 
@@ -76,8 +76,7 @@ fn policy_config(obs: &ObserverSet) -> Result<(ValidatedObserverSet, PolicyConfi
         .as_ref()
         .map(|s| s.effective_observers.iter().copied().collect())
         .unwrap_or_default();
-    let mut config = PolicyConfig::from_validated(&validated, acknowledged)
-        .map_err(|e| CliError::Invalid(e.to_string()))?;
+    let mut config = PolicyConfig::from_validated(&validated, acknowledged);
     // Automatic promotions count as promoted for the checks and the table.
     config.promoted.extend(auto_promoted(obs));
     Ok((validated, config))
@@ -116,19 +115,8 @@ fn engine_inputs(obs: &ObserverSet, now: Timestamp) -> Result<EngineInputs, CliE
         .as_ref()
         .map(|s| s.effective_observers.iter().copied().collect())
         .unwrap_or_default();
-    let config = PolicyConfig::from_validated(&validated, acknowledged)
-        .map_err(|e| CliError::Invalid(e.to_string()))?;
-    let mut auto: Vec<AutoPromotion> = obs
-        .status
-        .iter()
-        .flat_map(|s| s.auto_promotions.iter())
-        .map(|p| AutoPromotion {
-            node_id: p.node_id,
-            at: p.at.0,
-            reason: p.reason.clone(),
-        })
-        .collect();
-    auto.sort_by_key(|p| p.at);
+    let config = PolicyConfig::from_validated(&validated, acknowledged);
+    let auto = auto_promotions_in(obs.status.as_ref());
     let saved = obs.status.as_ref().and_then(|s| s.engine_state.as_ref());
     let memory = operator_memory(
         PolicyHistory::from_auto_promotions(auto),

@@ -12,8 +12,8 @@ use super::memory::{broker_memory, from_now, BrokerMemory, MemoryView, OperatorM
 use super::plan_view::{memory_notes, policy_name};
 use super::replica_table::ReplicaRole;
 use crate::promotion::{
-    assess, check_promotion, decide, Action, BrokerId, ClusterSnapshot, Concern, Decision, Health,
-    PartitionState, PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth,
+    assess, check_promotion, decide, BrokerId, ClusterSnapshot, Concern, Health, PartitionState,
+    PolicyConfig, PolicyHistory, PromotionAction, PromotionDecision, PromotionPolicy, SourceHealth,
 };
 use crate::time_format::Text;
 
@@ -241,7 +241,7 @@ fn explain_promotion(
     now: Timestamp,
     x: BrokerId,
     hosted: &[&PartitionState],
-    decision: &Decision,
+    decision: &PromotionDecision,
     out: &mut Explanation,
 ) {
     let actions = &decision.actions;
@@ -322,7 +322,7 @@ fn explain_promotion(
     out.checks.push(lag);
     let promoted_now = actions
         .iter()
-        .any(|a| matches!(a, Action::Promote { node_id, .. } if *node_id == x));
+        .any(|a| matches!(a, PromotionAction::Promote { node_id, .. } if *node_id == x));
     out.checks.push(confirmation_check(
         config,
         &out.memory,
@@ -353,7 +353,7 @@ fn explain_promotion(
         },
     ));
     let promote = actions.iter().find_map(|a| match a {
-        Action::Promote { node_id, reason } if *node_id == x => Some(reason.clone()),
+        PromotionAction::Promote { node_id, reason } if *node_id == x => Some(reason.clone()),
         _ => None,
     });
     out.eligible = promote.is_some();

@@ -6,7 +6,8 @@ use k8s_openapi::jiff::Timestamp;
 use super::explain::{check, cooldown_check, Check, Explanation};
 use super::memory::{from_now, BrokerMemory, MemoryView};
 use crate::promotion::{
-    check_demotion, led_by, Action, BrokerId, ClusterSnapshot, Decision, PolicyConfig,
+    check_demotion, led_by, BrokerId, ClusterSnapshot, PolicyConfig, PromotionAction,
+    PromotionDecision,
 };
 use crate::time_format::Text;
 
@@ -16,7 +17,7 @@ pub(super) fn explain_demotion(
     now: Timestamp,
     x: BrokerId,
     by_hand: bool,
-    decision: &Decision,
+    decision: &PromotionDecision,
     out: &mut Explanation,
 ) {
     let actions = &decision.actions;
@@ -87,13 +88,13 @@ pub(super) fn explain_demotion(
     let step = actions.iter().find(|a| a.node_id() == x);
     out.eligible = matches!(
         step,
-        Some(Action::Demote { .. } | Action::MoveLeadership { .. })
+        Some(PromotionAction::Demote { .. } | PromotionAction::MoveLeadership { .. })
     );
     out.verdict = match step {
-        Some(Action::Demote { reason, .. }) => {
+        Some(PromotionAction::Demote { reason, .. }) => {
             format!("broker {x}: would be demoted now ({reason})")
         }
-        Some(Action::MoveLeadership { reason, .. }) => {
+        Some(PromotionAction::MoveLeadership { reason, .. }) => {
             format!("broker {x}: leadership moves first ({reason})")
         }
         _ if waiting(&out.memory, now).is_some() => {

@@ -1,3 +1,5 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::*;
 use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
 use crate::promotion::AutoPromotion;
@@ -110,7 +112,7 @@ fn auto_promoted_broker_waits_for_cooldown_and_leadership() {
     let s = snapshot(vec![p]);
     let history = PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
-        at: at(-10),
+        at: Time(at(-10)),
         reason: "r".into(),
     }]);
     let e = explain(

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::automation::engine_state;
 use crate::crd::EngineState;
-use crate::promotion::{ActionKind, BrokerId, PolicyConfig, PolicyHistory};
+use crate::promotion::{BrokerId, EngineActionKind, PolicyConfig, PolicyHistory};
 use crate::time_format;
 
 /// Where the history came from, for people (`plan` and `explain` print it).
@@ -100,12 +100,12 @@ pub struct BrokerMemory {
     pub cooldown_until: Option<Timestamp>,
 }
 
-pub fn action_name(kind: ActionKind) -> &'static str {
+pub fn action_name(kind: EngineActionKind) -> &'static str {
     match kind {
-        ActionKind::Promote => "promote",
-        ActionKind::Demote => "demote",
-        ActionKind::MoveLeadership => "moveLeadership",
-        ActionKind::UncleanElect => "uncleanElect",
+        EngineActionKind::Promote => "promote",
+        EngineActionKind::Demote => "demote",
+        EngineActionKind::MoveLeadership => "moveLeadership",
+        EngineActionKind::UncleanElect => "uncleanElect",
     }
 }
 

@@ -3,17 +3,19 @@
 
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::*;
 use crate::automation::engine_state::save;
 use crate::cli::fixtures::{at, config, memory, partition, snapshot, stop};
 use crate::cli::{explain, plan_view, render_explain, render_plan, Explanation};
-use crate::promotion::{AutoPromotion, LastAction, PromotionPolicy};
+use crate::promotion::{AutoPromotion, EngineActionKind, LastAction, PromotionPolicy};
 use crate::time_format::Text;
 
 fn promoted_at(secs: i64) -> PolicyHistory {
     PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
-        at: at(secs),
+        at: Time(at(secs)),
         reason: "r".into(),
     }])
 }
@@ -199,7 +201,7 @@ fn a_cooldown_after_a_demotion_holds_the_next_promotion() {
     h.last_action.insert(
         4,
         LastAction {
-            kind: ActionKind::Demote,
+            kind: EngineActionKind::Demote,
             at: at(-10),
         },
     );

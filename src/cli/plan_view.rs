@@ -9,10 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::memory::{
-    broker_memory, from_now, render_memory, BrokerMemory, MemoryView, OperatorMemory,
+    action_name, broker_memory, from_now, render_memory, BrokerMemory, MemoryView, OperatorMemory,
 };
 use crate::promotion::{
-    decide, Action, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PromotionPolicy,
+    decide, BrokerId, ClusterSnapshot, PolicyConfig, PolicyHistory, PromotionPolicy,
 };
 use crate::time_format::{self, Text};
 
@@ -157,19 +157,11 @@ pub fn plan_view(
     let actions: Vec<PlannedAction> = decision
         .actions
         .iter()
-        .map(|a| {
-            let (action, partitions) = match a {
-                Action::Promote { .. } => ("promote", Vec::new()),
-                Action::Demote { .. } => ("demote", Vec::new()),
-                Action::MoveLeadership { partitions, .. } => ("moveLeadership", partitions.clone()),
-                Action::UncleanElect { partitions, .. } => ("uncleanElect", partitions.clone()),
-            };
-            PlannedAction {
-                action,
-                node_id: a.node_id(),
-                partitions: partitions.iter().map(ToString::to_string).collect(),
-                reason: a.reason().to_owned(),
-            }
+        .map(|a| PlannedAction {
+            action: action_name(a.kind()),
+            node_id: a.node_id(),
+            partitions: a.partitions().iter().map(ToString::to_string).collect(),
+            reason: a.reason().to_owned(),
         })
         .collect();
     let policy = policy_name(config.policy);

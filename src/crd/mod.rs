@@ -32,8 +32,8 @@ pub use status::{
     TopicHighWatermarks,
 };
 pub use validation::{
-    is_label_key, validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka,
-    ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
+    is_label_key, validate, CompiledTopicFilter, NodeIdRule, RoleSelection, SpecError,
+    SpecViolation, ValidatedKafka, ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
 };
 
 /// API group of every resource this operator defines.

@@ -225,7 +225,10 @@ pub enum RolloutStep {
     Brokers,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+// A promotion the operator made on its own: an entry of `status.autoPromotions` and, the same
+// value, of the promotion engine's history (`crate::promotion::PolicyHistory`). A plain comment:
+// a doc comment would become the field's description in the generated CRD.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AutoPromotion {
     pub node_id: NodeId,

@@ -20,7 +20,7 @@ use super::bounds::{
 };
 use super::kafka::{SaslSpec, TlsSpec};
 use super::nodes::{NodeIdSource, RoleNodes};
-use super::promotion::PromotionPolicy;
+use super::promotion::{PromotionPolicy, TopicFilter};
 use super::rollout::AckMode;
 use super::spec::{DeletionPolicy, ObserverSet};
 use super::{NodeId, Role};
@@ -125,19 +125,50 @@ pub struct ValidatedPromotion {
     pub scan_interval: Duration,
     pub cooldown: Duration,
     pub max_concurrent_promotions: u32,
-    pub topics_include: Vec<Regex>,
-    pub topics_exclude: Vec<Regex>,
+    pub topics: CompiledTopicFilter,
     pub dry_run: bool,
     /// `None` when automatic demotion is disabled.
     pub auto_demote_after: Option<Duration>,
     pub unclean_takeover: bool,
 }
 
-impl ValidatedPromotion {
-    /// True when the policy looks at this topic (matches an include and no exclude).
-    pub fn watches_topic(&self, topic: &str) -> bool {
-        self.topics_include.iter().any(|r| r.is_match(topic))
-            && !self.topics_exclude.iter().any(|r| r.is_match(topic))
+/// `promotion.topics` compiled, once, by [`validate`]: a topic is watched when it matches an
+/// include and no exclude.
+#[derive(Clone, Debug)]
+pub struct CompiledTopicFilter {
+    include: Vec<Regex>,
+    exclude: Vec<Regex>,
+}
+
+impl CompiledTopicFilter {
+    /// Compiles the patterns under the rules `validate` applies to `promotion.topics`.
+    pub fn new<I, E, S, T>(include: I, exclude: E) -> Result<Self, SpecError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+        E: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        let spec = TopicFilter {
+            include: include.into_iter().map(Into::into).collect(),
+            exclude: exclude.into_iter().map(Into::into).collect(),
+        };
+        let mut errors = Vec::new();
+        let compiled = compile(&spec, &mut errors);
+        match errors.is_empty() {
+            true => Ok(compiled),
+            false => Err(SpecError { violations: errors }),
+        }
+    }
+
+    /// Every topic.
+    pub fn all() -> Self {
+        CompiledTopicFilter::new([".*"], Vec::<String>::new()).expect("static regex")
+    }
+
+    pub fn watches(&self, topic: &str) -> bool {
+        self.include.iter().any(|r| r.is_match(topic))
+            && !self.exclude.iter().any(|r| r.is_match(topic))
     }
 }
 
@@ -222,8 +253,7 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     let settle_time = duration(SETTLE_TIME, &spec.rollout.settle_time);
     let timeout = duration(ROLLOUT_TIMEOUT, &spec.rollout.timeout);
     let jvm_cache_ttl = duration(JVM_CACHE_TTL, &spec.rollout.jvm_cache_ttl);
-    let topics_include = compile_all("include", &p.topics.include, &mut errors);
-    let topics_exclude = compile_all("exclude", &p.topics.exclude, &mut errors);
+    let topics = compile(&p.topics, &mut errors);
 
     let agent_port = u16::try_from(spec.rollout.agent_port)
         .ok()
@@ -257,8 +287,7 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
             scan_interval,
             cooldown,
             max_concurrent_promotions: p.max_concurrent_promotions as u32,
-            topics_include,
-            topics_exclude,
+            topics,
             dry_run: p.dry_run,
             auto_demote_after: p.auto_demote.enabled.then_some(stabilization),
             unclean_takeover: p.unclean_takeover,
@@ -401,6 +430,13 @@ fn unique_ids(
         }
     }
     seen
+}
+
+fn compile(spec: &TopicFilter, errors: &mut Vec<SpecViolation>) -> CompiledTopicFilter {
+    CompiledTopicFilter {
+        include: compile_all("include", &spec.include, errors),
+        exclude: compile_all("exclude", &spec.exclude, errors),
+    }
 }
 
 fn compile_all(

@@ -1,11 +1,12 @@
 //! The reconciler's error type. Each variant has a `category()` used as a metric label and as the
-//! reason of the Warning event, and a message that says what to fix.
+//! reason of the Warning event, and a message that says what to fix. Also what an apiserver
+//! error means for both loops ([`stale_crd`]).
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A selected pod carries no usable node id.
     #[error("{0}")]
-    Dereference(#[from] super::dereference::DereferenceError),
+    Dereference(#[from] crate::rollout::pods::DereferenceError),
     /// A role's label selector is not a selector the API accepts.
     #[error("ObserverSet {object}: spec.nodes.{role}s.selector cannot be used ({message}): fix matchLabels/matchExpressions")]
     Selector {
@@ -48,6 +49,17 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Whether a status write failed because the CRD's schema lacks a field this build writes
+/// (an operator upgraded without its CRD): server-side apply refuses undeclared fields.
+pub fn stale_crd(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(s) if s.message.contains("field not declared in schema") => {
+            Some(s.message.clone())
+        }
+        _ => None,
+    }
+}
 
 #[cfg(test)]
 mod tests {

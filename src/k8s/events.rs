@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 
-use super::writers;
+use crate::writers;
 
 /// Reason strings (PascalCase, as `kubectl describe` shows them).
 pub mod reason {

@@ -7,33 +7,13 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams};
 
-use super::config_map::{self, config_map_name};
+use super::config_map;
 use super::error::{Error, Result};
 use crate::crd::{DeletionPolicy, Role};
+use crate::rollout::config_map::{config_map_name, pods_mounting};
 
 /// Finalizer the operator puts on every ObserverSet it manages.
 pub const FINALIZER: &str = "kafkaobserver.io/observer-lists";
-
-/// Names of the pods whose volumes mount the ConfigMap `name` (pure).
-pub fn pods_mounting(pods: &[Pod], name: &str) -> Vec<String> {
-    pods.iter()
-        .filter(|pod| {
-            let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-            volumes.into_iter().flatten().any(|v| {
-                let direct = v.config_map.as_ref().is_some_and(|c| c.name == name);
-                let projected = v
-                    .projected
-                    .as_ref()
-                    .and_then(|p| p.sources.as_ref())
-                    .into_iter()
-                    .flatten()
-                    .any(|s| s.config_map.as_ref().is_some_and(|c| c.name == name));
-                direct || projected
-            })
-        })
-        .filter_map(|pod| pod.metadata.name.clone())
-        .collect()
-}
 
 /// What the cleanup did, for the event.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,73 +69,5 @@ pub async fn clean_up(
             }
             Ok(Cleanup::Deleted(names))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::{
-        ConfigMapProjection, ConfigMapVolumeSource, PodSpec, ProjectedVolumeSource, Volume,
-        VolumeProjection,
-    };
-    use kube::api::ObjectMeta;
-
-    fn pod(name: &str, volumes: Vec<Volume>) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                volumes: Some(volumes),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn finds_direct_and_projected_mounts() {
-        let direct = Volume {
-            name: "observer-ids".into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: "kafka-observers-broker".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let projected = Volume {
-            name: "all".into(),
-            projected: Some(ProjectedVolumeSource {
-                sources: Some(vec![VolumeProjection {
-                    config_map: Some(ConfigMapProjection {
-                        name: "kafka-observers-broker".into(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let other = Volume {
-            name: "x".into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: "unrelated".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let pods = [
-            pod("b-0", vec![direct]),
-            pod("b-1", vec![projected]),
-            pod("c-0", vec![other]),
-            pod("none", vec![]),
-        ];
-        assert_eq!(
-            pods_mounting(&pods, "kafka-observers-broker"),
-            ["b-0", "b-1"]
-        );
     }
 }

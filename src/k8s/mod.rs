@@ -1,9 +1,9 @@
-//! The Kubernetes shell of the reconciler, split by the object it reads or writes:
-//! pods (`dereference`, `nudge`), the observer ConfigMaps (`config_map`), the agents
-//! (`acknowledgement`), the ObserverSet status (`status`), events (`events`) and deletion
-//! (`finalizer`); who writes what, for both loops (`writers`). Builders are pure and unit-tested; the async functions are thin API calls.
+//! The Kubernetes shell of the reconciler: only calls to the apiserver, split by the object they
+//! read or write: pods (`dereference`, `nudge`), the observer ConfigMaps (`config_map`), the
+//! ObserverSet status (`status`), events (`events`) and deletion (`finalizer`). What they send
+//! and how they read it back is pure and lives with its concept (`crate::rollout`,
+//! `crate::reconciler`, `crate::writers`).
 
-pub mod acknowledgement;
 pub mod config_map;
 pub mod dereference;
 pub mod error;
@@ -11,6 +11,5 @@ pub mod events;
 pub mod finalizer;
 pub mod nudge;
 pub mod status;
-pub mod writers;
 
 pub use error::{Error, Result};

@@ -1,28 +1,13 @@
-//! Nudge: an annotation on the pod itself (never its template, which would restart it) makes the
-//! kubelet sync the pod now and refresh its ConfigMap volume, instead of within its 60-90 s sync.
-//! A pod still pending after `rollout::rollout::RENUDGE_AFTER` is nudged again (a new time value),
-//! in case the kubelet synced before its ConfigMap cache had the new content.
+//! Nudge: sets the nudge annotations (`crate::rollout::nudge`) on a pod, so the kubelet refreshes
+//! its ConfigMap volume now.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::{json, Value};
 
 use super::error::{Error, Result};
-use super::writers;
-
-/// Pod annotation carrying the revision the pod was last nudged for.
-pub const REVISION_ANNOTATION: &str = "kafkaobserver.io/observer-ids-revision";
-/// Pod annotation carrying when the pod was last nudged (RFC 3339).
-pub const NUDGED_AT_ANNOTATION: &str = "kafkaobserver.io/observer-ids-nudged-at";
-
-/// The merge patch that sets the nudge annotations (pure).
-pub fn nudge_patch(revision: i64, at: Timestamp) -> Value {
-    json!({ "metadata": { "annotations": {
-        REVISION_ANNOTATION: revision.to_string(),
-        NUDGED_AT_ANNOTATION: at.to_string(),
-    } } })
-}
+use crate::rollout::nudge::nudge_patch;
+use crate::writers;
 
 /// Sets the annotations on one pod. A merge patch touches only these keys, so the pod's owner
 /// (StatefulSet controller) and other writers keep theirs. A pod that is gone needs no nudge.
@@ -40,27 +25,5 @@ pub async fn nudge(api: &Api<Pod>, pod: &str, revision: i64, at: Timestamp) -> R
         Err(e) => Err(Error::kube(format!(
             "nudging pod {pod} for revision {revision}"
         ))(e)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patch_touches_only_the_annotations() {
-        let at: Timestamp = "2026-11-29T09:00:00.5Z".parse().unwrap();
-        assert_eq!(
-            nudge_patch(8, at),
-            json!({"metadata": {"annotations": {
-                "kafkaobserver.io/observer-ids-revision": "8",
-                "kafkaobserver.io/observer-ids-nudged-at": "2026-11-29T09:00:00.5Z",
-            }}})
-        );
-        assert_eq!(
-            "2026-11-29T09:00:00.5Z".parse::<Timestamp>().ok(),
-            Some(at),
-            "read back by dereference"
-        );
     }
 }

@@ -3,41 +3,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use regex::RegexSet;
-
 use super::snapshot::BrokerId;
-use crate::crd::{PromotionPolicy, ValidatedObserverSet};
-
-/// Topic name regexes: a topic is watched when it matches an include and no exclude.
-#[derive(Clone, Debug)]
-pub struct TopicFilter {
-    include: RegexSet,
-    exclude: RegexSet,
-}
-
-impl TopicFilter {
-    pub fn new<I, E, S, T>(include: I, exclude: E) -> Result<Self, regex::Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-        E: IntoIterator<Item = T>,
-        T: AsRef<str>,
-    {
-        Ok(TopicFilter {
-            include: RegexSet::new(include)?,
-            exclude: RegexSet::new(exclude)?,
-        })
-    }
-
-    /// Every topic.
-    pub fn all() -> Self {
-        TopicFilter::new([".*"], Vec::<String>::new()).expect("static regex")
-    }
-
-    pub fn watches(&self, topic: &str) -> bool {
-        self.include.is_match(topic) && !self.exclude.is_match(topic)
-    }
-}
+use crate::crd::{CompiledTopicFilter, PromotionPolicy, ValidatedObserverSet};
 
 /// Everything the engine needs besides the snapshot and its history.
 #[derive(Clone, Debug)]
@@ -57,7 +24,7 @@ pub struct PolicyConfig {
     pub cooldown: Duration,
     /// At most this many automatic promotions in force at once.
     pub max_concurrent_promotions: u32,
-    pub topics: TopicFilter,
+    pub topics: CompiledTopicFilter,
     /// Decide and report, never act: the returned history records no action.
     pub dry_run: bool,
     /// `None` when automatic demotion is disabled; else how long the cluster must stay healthy.
@@ -73,11 +40,9 @@ impl PolicyConfig {
     pub fn from_validated(
         obs: &ValidatedObserverSet,
         acknowledged_observers: BTreeSet<BrokerId>,
-    ) -> Result<Self, regex::Error> {
+    ) -> Self {
         let p = &obs.promotion;
-        let include: Vec<&str> = p.topics_include.iter().map(|r| r.as_str()).collect();
-        let exclude: Vec<&str> = p.topics_exclude.iter().map(|r| r.as_str()).collect();
-        Ok(PolicyConfig {
+        PolicyConfig {
             policy: p.policy,
             observers: obs.observers.clone(),
             promoted: p.promoted.clone(),
@@ -86,11 +51,11 @@ impl PolicyConfig {
             confirmations: p.confirmations.max(1),
             cooldown: p.cooldown,
             max_concurrent_promotions: p.max_concurrent_promotions,
-            topics: TopicFilter::new(include, exclude)?,
+            topics: p.topics.clone(),
             dry_run: p.dry_run,
             auto_demote_after: p.auto_demote_after,
             unclean_takeover: p.unclean_takeover,
             stale_after: (p.scan_interval * 3).max(Duration::from_secs(3)),
-        })
+        }
     }
 }

@@ -4,118 +4,17 @@
 use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use serde::{Deserialize, Serialize};
 
+use super::action::PromotionDecision;
 use super::config::PolicyConfig;
-use super::health::{assess, observer_only, triggers, Health};
+use super::health::{assess, observer_only, Health};
 use super::held_back::{Concern, HeldBack};
 use super::history::PolicyHistory;
+use super::listing::summarize;
+use super::scan::{triggering, DecisionDraft, Scan};
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
 use super::{demotion, promote, takeover};
 use crate::time_format::Text;
-
-/// One thing the reconciler should do. Carry them out in the order given.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Action {
-    /// Remove the broker from the effective observer set (record it in `status.autoPromotions`).
-    Promote { node_id: BrokerId, reason: String },
-    /// Put an automatically promoted broker back into the effective observer set.
-    Demote { node_id: BrokerId, reason: String },
-    /// Run a preferred leader election on these partitions so the broker stops leading them;
-    /// the demotion follows on a later scan once it leads nothing.
-    MoveLeadership {
-        node_id: BrokerId,
-        partitions: Vec<TopicPartition>,
-        reason: String,
-    },
-    /// Elect the broker leader of these offline partitions by unclean election.
-    UncleanElect {
-        node_id: BrokerId,
-        partitions: Vec<TopicPartition>,
-        reason: String,
-    },
-}
-
-impl Action {
-    pub fn node_id(&self) -> BrokerId {
-        match self {
-            Action::Promote { node_id, .. }
-            | Action::Demote { node_id, .. }
-            | Action::MoveLeadership { node_id, .. }
-            | Action::UncleanElect { node_id, .. } => *node_id,
-        }
-    }
-
-    pub fn reason(&self) -> &str {
-        match self {
-            Action::Promote { reason, .. }
-            | Action::Demote { reason, .. }
-            | Action::MoveLeadership { reason, .. }
-            | Action::UncleanElect { reason, .. } => reason,
-        }
-    }
-}
-
-/// The outcome of one decision.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision {
-    /// What to do now; empty means nothing. With `dry_run` these are only to be reported.
-    pub actions: Vec<Action>,
-    /// Why the engine did not act where it might have (held back, blocked, unknown state).
-    pub reasons: Vec<HeldBack>,
-    /// The history to keep for the next decision, assuming `actions` are carried out.
-    pub next_history: PolicyHistory,
-    pub dry_run: bool,
-    /// Watched partitions whose state triggers the policy in this scan (none when the scan is
-    /// not trustworthy): what the automation counts as detections, and compares its glances with.
-    pub triggered: BTreeSet<TopicPartition>,
-    /// Watched partitions with only observers as replicas (`observer_only_partitions`); `None`
-    /// when the scan is not trustworthy, so a failed scan neither reports nor clears them.
-    pub observer_only: Option<Vec<TopicPartition>>,
-}
-
-impl Decision {
-    /// How many watched partitions trigger the policy in this scan.
-    pub fn triggered_partitions(&self) -> usize {
-        self.triggered.len()
-    }
-}
-
-/// What every step of one decision reads.
-pub(super) struct Scan<'a> {
-    pub snapshot: &'a ClusterSnapshot,
-    pub config: &'a PolicyConfig,
-    pub history: &'a PolicyHistory,
-    pub now: Timestamp,
-    /// Brokers that are observers for trigger purposes: declared, not promoted by hand or by us.
-    pub observers_now: BTreeSet<BrokerId>,
-    /// Partition indexes hosted by each broker the engine may act on.
-    pub hosted: HashMap<BrokerId, Vec<usize>>,
-    /// `assess` of every partition with `observers_now`, by partition index.
-    pub health: Vec<Health>,
-    pub cooldown: SignedDuration,
-}
-
-impl<'a> Scan<'a> {
-    pub fn partitions_of(
-        &self,
-        broker: BrokerId,
-    ) -> impl Iterator<Item = (usize, &'a PartitionState)> + '_ {
-        let all: &'a [PartitionState] = &self.snapshot.partitions;
-        let idx = self.hosted.get(&broker).map(Vec::as_slice).unwrap_or(&[]);
-        idx.iter().map(move |&i| (i, &all[i]))
-    }
-
-    /// High watermark to measure a replica's lag against: the live one, or for a partition
-    /// without leader the last one seen while it had one.
-    pub fn reference_hw(&self, p: &PartitionState) -> Option<i64> {
-        self.history.reference_hw(p)
-    }
-
-    pub fn cooling_until(&self, broker: BrokerId) -> Option<Timestamp> {
-        self.history.cooling_until(broker, self.cooldown, self.now)
-    }
-}
 
 /// Decides what to do about observers now. See docs/promotion-policies.md for the rules.
 pub fn decide(
@@ -123,13 +22,13 @@ pub fn decide(
     config: &PolicyConfig,
     history: &PolicyHistory,
     now: Timestamp,
-) -> Decision {
+) -> PromotionDecision {
     let mut next = history.clone();
     if let Some(why) = untrustworthy(snapshot, config, now) {
         // An unknown scan breaks every streak: confirmations must be consecutive known scans.
         next.promote_streak.clear();
         next.recovered_since.clear();
-        return Decision {
+        return PromotionDecision {
             actions: Vec::new(),
             reasons: vec![why],
             next_history: next,
@@ -180,7 +79,7 @@ pub fn decide(
         cooldown: SignedDuration::try_from(config.cooldown).unwrap_or(SignedDuration::MAX),
     };
 
-    let mut out = Outcome::default();
+    let mut out = DecisionDraft::default();
     let misplaced = observer_only_among(snapshot, config, &scan.observers_now);
     if !misplaced.is_empty() {
         out.reasons.push(HeldBack::new(
@@ -198,7 +97,7 @@ pub fn decide(
         next.auto_promotions = history.auto_promotions.clone();
         next.last_action = history.last_action.clone();
     }
-    Decision {
+    PromotionDecision {
         actions: out.actions,
         reasons: out.reasons,
         next_history: next,
@@ -216,19 +115,6 @@ fn observers_now(config: &PolicyConfig, history: &PolicyHistory) -> BTreeSet<Bro
         &config.promoted,
         history.auto_promotions.iter().map(|p| p.node_id),
     )
-}
-
-/// Whether a partition in this state counts toward the policy's trigger. A partition whose
-/// replicas are all observers never does (see `health::observer_only`).
-pub(super) fn triggering(
-    config: &PolicyConfig,
-    observers_now: &BTreeSet<BrokerId>,
-    p: &PartitionState,
-    health: Health,
-) -> bool {
-    config.topics.watches(&p.topic)
-        && triggers(config.policy, health)
-        && !observer_only(p, |b| observers_now.contains(&b))
 }
 
 /// Watched partitions whose replicas are all observers right now: a placement to fix by
@@ -287,13 +173,6 @@ pub fn triggered(
         .collect()
 }
 
-/// Actions and reasons collected by the planning steps, in the order they were decided.
-#[derive(Default)]
-pub(super) struct Outcome {
-    pub actions: Vec<Action>,
-    pub reasons: Vec<HeldBack>,
-}
-
 fn untrustworthy(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,
@@ -339,26 +218,4 @@ fn remember_high_watermarks(
         }
     }
     hw
-}
-
-/// "t-0, t-1, t-2 and 4 more": partition lists in reasons stay short.
-pub(super) fn list_partitions<'a>(parts: impl IntoIterator<Item = &'a PartitionState>) -> String {
-    let names: Vec<String> = parts
-        .into_iter()
-        .map(|p| format!("{}-{}", p.topic, p.partition))
-        .collect();
-    summarize(&names)
-}
-
-pub(super) fn summarize(names: &[String]) -> String {
-    const SHOWN: usize = 3;
-    if names.len() <= SHOWN {
-        names.join(", ")
-    } else {
-        format!(
-            "{} and {} more",
-            names[..SHOWN].join(", "),
-            names.len() - SHOWN
-        )
-    }
 }

@@ -6,14 +6,17 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::SignedDuration;
 
-use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
+use super::action::PromotionAction;
 use super::health::{assess, Health};
 use super::held_back::{Concern, HeldBack};
-use super::history::{ActionKind, LastAction, PolicyHistory};
+use super::history::{LastAction, PolicyHistory};
+use super::listing::{list_partitions, summarize};
+use super::scan::{DecisionDraft, Scan};
 use super::snapshot::{BrokerId, PartitionState};
+use crate::crd::EngineActionKind;
 use crate::time_format::Text;
 
-pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
+pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraft) {
     let config = scan.config;
     let Some(window) = config.auto_demote_after else {
         next.recovered_since.clear();
@@ -81,7 +84,7 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
                 .filter_map(|p| why_leadership_stuck(scan, p, x))
                 .collect();
             if stuck.is_empty() {
-                out.actions.push(Action::MoveLeadership {
+                out.actions.push(PromotionAction::MoveLeadership {
                     node_id: x,
                     partitions: led.iter().map(|p| p.id()).collect(),
                     reason: format!("broker {x} leads {}; moving leadership to the preferred leaders before demoting it", list_partitions(led)),
@@ -102,11 +105,11 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
         next.last_action.insert(
             x,
             LastAction {
-                kind: ActionKind::Demote,
+                kind: EngineActionKind::Demote,
                 at: scan.now,
             },
         );
-        out.actions.push(Action::Demote {
+        out.actions.push(PromotionAction::Demote {
             node_id: x,
             reason: format!(
                 "every partition it hosts has been fully replicated without it since {}",

@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{
-    decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, Decision, PartitionState,
-    PolicyConfig, PolicyHistory, PromotionPolicy, SourceHealth, TopicFilter,
+    decide, AutoPromotion, BrokerId, BrokerState, ClusterSnapshot, CompiledTopicFilter,
+    PartitionState, PolicyConfig, PolicyHistory, PromotionDecision, PromotionPolicy, SourceHealth,
 };
 
 pub fn at(secs: i64) -> Timestamp {
@@ -25,7 +26,7 @@ pub fn config(policy: PromotionPolicy) -> PolicyConfig {
         confirmations: 2,
         cooldown: Duration::from_secs(300),
         max_concurrent_promotions: 1,
-        topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
+        topics: CompiledTopicFilter::new([".*"], ["^__"]).unwrap(),
         dry_run: false,
         auto_demote_after: Some(Duration::from_secs(60)),
         unclean_takeover: false,
@@ -102,7 +103,7 @@ pub fn run(
     cfg: &PolicyConfig,
     history: &PolicyHistory,
     now_secs: i64,
-) -> Decision {
+) -> PromotionDecision {
     decide(snap, cfg, history, at(now_secs))
 }
 
@@ -114,7 +115,7 @@ pub fn scans(
     history: PolicyHistory,
     from: i64,
     n: i64,
-) -> Decision {
+) -> PromotionDecision {
     let mut history = history;
     let mut last = None;
     for s in from..from + n {
@@ -129,7 +130,7 @@ pub fn scans(
 pub fn promoted_4_at(secs: i64) -> PolicyHistory {
     PolicyHistory::from_auto_promotions(vec![AutoPromotion {
         node_id: 4,
-        at: at(secs),
+        at: Time(at(secs)),
         reason: "test".into(),
     }])
 }

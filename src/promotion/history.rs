@@ -7,34 +7,19 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{BrokerId, PartitionState, TopicPartition};
+use crate::crd::{AutoPromotion, EngineActionKind, ObserverSetStatus};
 
-/// A promotion the engine made on its own (mirrors `status.autoPromotions`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AutoPromotion {
-    pub node_id: BrokerId,
-    pub at: Timestamp,
-    pub reason: String,
-}
-
-/// The kind of the last automatic action on a broker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ActionKind {
-    Promote,
-    Demote,
-    MoveLeadership,
-    UncleanElect,
-}
-
+/// The last automatic action on a broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastAction {
-    pub kind: ActionKind,
+    pub kind: EngineActionKind,
     pub at: Timestamp,
 }
 
 /// Memory carried from one decision to the next.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyHistory {
-    /// Promotions made automatically and not yet undone, oldest first.
+    /// Promotions made automatically and not yet undone, oldest first (`status.autoPromotions`).
     pub auto_promotions: Vec<AutoPromotion>,
     /// Consecutive scans in which a broker was a valid promotion candidate.
     pub promote_streak: BTreeMap<BrokerId, u32>,
@@ -47,6 +32,15 @@ pub struct PolicyHistory {
     /// by a successor (crate::automation::engine_state).
     #[serde(skip)]
     pub last_known_hw: HashMap<TopicPartition, i64>,
+}
+
+/// `status.autoPromotions`, oldest first: the order the history keeps them in.
+pub fn auto_promotions_in(status: Option<&ObserverSetStatus>) -> Vec<AutoPromotion> {
+    let mut out = status
+        .map(|s| s.auto_promotions.clone())
+        .unwrap_or_default();
+    out.sort_by_key(|p| p.at.clone());
+    out
 }
 
 /// A candidate seen by fewer scans than `confirmations` is re-checked after this fraction of the
@@ -97,8 +91,8 @@ impl PolicyHistory {
                 (
                     p.node_id,
                     LastAction {
-                        kind: ActionKind::Promote,
-                        at: p.at,
+                        kind: EngineActionKind::Promote,
+                        at: p.at.0,
                     },
                 )
             })

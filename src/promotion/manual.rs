@@ -141,7 +141,7 @@ pub fn check_demotion(
     if !led.is_empty() {
         report.problems.push(format!(
             "broker {id} leads {}: move leadership first (preferred leader election, --move-leadership)",
-            super::decide::summarize(&led)
+            super::listing::summarize(&led)
         ));
     }
     report

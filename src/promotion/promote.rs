@@ -3,12 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use super::decide::{list_partitions, triggering, Action, Outcome, Scan};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::action::PromotionAction;
 use super::health::Health;
 use super::held_back::{Concern, HeldBack};
-use super::history::{ActionKind, AutoPromotion, LastAction, PolicyHistory};
+use super::history::{LastAction, PolicyHistory};
+use super::listing::list_partitions;
+use super::scan::{triggering, DecisionDraft, Scan};
 use super::snapshot::{BrokerId, PartitionState};
-use crate::crd::PromotionPolicy;
+use crate::crd::{AutoPromotion, EngineActionKind, PromotionPolicy};
 use crate::time_format::Text;
 
 enum Candidate<'a> {
@@ -21,7 +25,7 @@ enum Candidate<'a> {
     },
 }
 
-pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
+pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraft) {
     let config = scan.config;
     if config.policy == PromotionPolicy::Manual {
         next.promote_streak.clear();
@@ -99,17 +103,18 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut Outcome) {
         }
         next.auto_promotions.push(AutoPromotion {
             node_id: x,
-            at: scan.now,
+            at: Time(scan.now),
             reason: reason.clone(),
         });
         next.last_action.insert(
             x,
             LastAction {
-                kind: ActionKind::Promote,
+                kind: EngineActionKind::Promote,
                 at: scan.now,
             },
         );
-        out.actions.push(Action::Promote { node_id: x, reason });
+        out.actions
+            .push(PromotionAction::Promote { node_id: x, reason });
     }
     next.promote_streak = streaks;
 }

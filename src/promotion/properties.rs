@@ -109,7 +109,7 @@ fn policy_config() -> impl Strategy<Value = PolicyConfig> {
                     confirmations,
                     cooldown: Duration::from_secs(cooldown),
                     max_concurrent_promotions: concurrent,
-                    topics: TopicFilter::new([".*"], ["^__"]).unwrap(),
+                    topics: CompiledTopicFilter::new([".*"], ["^__"]).unwrap(),
                     dry_run: false,
                     auto_demote_after: demote.map(Duration::from_secs),
                     unclean_takeover: unclean,
@@ -143,13 +143,13 @@ fn check_decision(
     snap: &ClusterSnapshot,
     cfg: &PolicyConfig,
     history: &PolicyHistory,
-    d: &Decision,
+    d: &PromotionDecision,
 ) -> Result<(), TestCaseError> {
     let observers = observers_now(cfg, history);
     let hosting = |x: BrokerId| snap.partitions.iter().filter(move |p| p.hosts(x));
     for action in &d.actions {
         match action {
-            Action::Promote { node_id: x, .. } => {
+            PromotionAction::Promote { node_id: x, .. } => {
                 prop_assert!(
                     observers.contains(x),
                     "promoted {x}, which is not an observer now"
@@ -167,7 +167,7 @@ fn check_decision(
                     );
                 }
             }
-            Action::Demote { node_id: x, .. } => {
+            PromotionAction::Demote { node_id: x, .. } => {
                 prop_assert!(history.is_auto_promoted(*x) && !cfg.promoted.contains(x));
                 for p in hosting(*x) {
                     prop_assert_ne!(
@@ -190,7 +190,7 @@ fn check_decision(
                     );
                 }
             }
-            Action::UncleanElect {
+            PromotionAction::UncleanElect {
                 node_id: x,
                 partitions,
                 ..
@@ -205,7 +205,7 @@ fn check_decision(
                     );
                 }
             }
-            Action::MoveLeadership { .. } => {}
+            PromotionAction::MoveLeadership { .. } => {}
         }
     }
     Ok(())
@@ -227,7 +227,7 @@ proptest! {
             let d = decide(&snap, &cfg, &history, at(now));
             check_decision(&snap, &cfg, &history, &d)?;
             for a in &d.actions {
-                if matches!(a, Action::Promote { .. } | Action::Demote { .. }) {
+                if matches!(a, PromotionAction::Promote { .. } | PromotionAction::Demote { .. }) {
                     if let Some(prev) = last_change.insert(a.node_id(), now) {
                         prop_assert!(SignedDuration::from_secs(now - prev) >= SignedDuration::try_from(cfg.cooldown).unwrap(),
                             "broker {} changed at {prev} and again at {now}, cooldown {:?}", a.node_id(), cfg.cooldown);
@@ -304,7 +304,7 @@ proptest! {
             let down: &[BrokerId] = if lost { &[2] } else { &[] };
             let d = decide(&snapshot(at(now), down, parts), &cfg, &history, at(now));
             for a in &d.actions {
-                if matches!(a, Action::Promote { .. } | Action::Demote { .. }) {
+                if matches!(a, PromotionAction::Promote { .. } | PromotionAction::Demote { .. }) {
                     if let Some(prev) = last_change.replace(now) {
                         prop_assert!(now - prev >= cooldown as i64, "{a:?} at {now}, previous change at {prev}, cooldown {cooldown}s");
                     }

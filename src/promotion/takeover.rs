@@ -4,11 +4,13 @@
 
 use std::collections::BTreeSet;
 
-use super::decide::{list_partitions, summarize, Action, Outcome, Scan};
+use super::action::PromotionAction;
 use super::held_back::{Concern, HeldBack};
+use super::listing::{list_partitions, summarize};
+use super::scan::{DecisionDraft, Scan};
 use super::snapshot::{BrokerId, PartitionState};
 
-pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
+pub(super) fn plan(scan: &Scan, out: &mut DecisionDraft) {
     let config = scan.config;
     let auto = scan.history.auto_promotions.iter().map(|p| p.node_id);
     let promoted: BTreeSet<BrokerId> = config.promoted.iter().copied().chain(auto).collect();
@@ -58,7 +60,7 @@ pub(super) fn plan(scan: &Scan, out: &mut Outcome) {
             ));
         }
         if !elect.is_empty() {
-            out.actions.push(Action::UncleanElect {
+            out.actions.push(PromotionAction::UncleanElect {
                 node_id: x,
                 partitions: elect.iter().map(|p| p.id()).collect(),
                 reason: format!(

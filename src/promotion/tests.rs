@@ -38,7 +38,10 @@ fn under_min_isr_promotes_after_the_confirmations() {
         1,
     );
     assert!(
-        matches!(&second.actions[..], [Action::Promote { node_id: 4, .. }]),
+        matches!(
+            &second.actions[..],
+            [PromotionAction::Promote { node_id: 4, .. }]
+        ),
         "{second:?}"
     );
     assert!(second.next_history.is_auto_promoted(4));
@@ -177,7 +180,10 @@ fn leader_is_observer_promotes_only_when_every_primary_is_gone() {
     history.last_known_hw.insert(offline[0].id(), 100);
     let d = scans(&offline, &[1, 2], &cfg, history, 0, 2);
     assert!(
-        matches!(&d.actions[..], [Action::Promote { node_id: 4, .. }]),
+        matches!(
+            &d.actions[..],
+            [PromotionAction::Promote { node_id: 4, .. }]
+        ),
         "{d:?}"
     );
 }
@@ -213,7 +219,10 @@ fn max_concurrent_promotions_holds_the_second_observer() {
     ];
     let d = scans(&parts, &[2], &cfg, PolicyHistory::default(), 0, 2);
     assert!(
-        matches!(&d.actions[..], [Action::Promote { node_id: 3, .. }]),
+        matches!(
+            &d.actions[..],
+            [PromotionAction::Promote { node_id: 3, .. }]
+        ),
         "{d:?}"
     );
     assert!(
@@ -240,7 +249,7 @@ fn dry_run_reports_but_records_nothing() {
     assert!(d.dry_run);
     assert!(matches!(
         &d.actions[..],
-        [Action::Promote { node_id: 4, .. }]
+        [PromotionAction::Promote { node_id: 4, .. }]
     ));
     assert!(d.next_history.auto_promotions.is_empty());
     assert!(d.next_history.last_action.is_empty());
@@ -346,7 +355,10 @@ fn a_loss_is_confirmed_by_the_quick_recheck_and_a_blip_is_not() {
         1,
     );
     assert!(
-        matches!(&second.actions[..], [Action::Promote { node_id: 4, .. }]),
+        matches!(
+            &second.actions[..],
+            [PromotionAction::Promote { node_id: 4, .. }]
+        ),
         "{second:?}"
     );
     assert!(!second.next_history.confirming(c.confirmations));
@@ -405,7 +417,10 @@ fn an_observer_only_partition_does_not_mask_a_real_trigger() {
         2,
     );
     assert!(
-        matches!(&d.actions[..], [Action::Promote { node_id: 4, .. }]),
+        matches!(
+            &d.actions[..],
+            [PromotionAction::Promote { node_id: 4, .. }]
+        ),
         "{d:?}"
     );
 }
@@ -427,9 +442,10 @@ fn no_demotion_makes_a_partition_observer_only() {
         3,
     );
     assert!(
-        !d.actions
-            .iter()
-            .any(|a| matches!(a, Action::Demote { .. } | Action::MoveLeadership { .. })),
+        !d.actions.iter().any(|a| matches!(
+            a,
+            PromotionAction::Demote { .. } | PromotionAction::MoveLeadership { .. }
+        )),
         "{d:?}"
     );
     assert!(

@@ -15,7 +15,7 @@ fn demotion_waits_for_the_window_and_moves_leadership_first() {
     assert!(early.actions.is_empty(), "{early:?}");
     let d = scans(&parts, &[], &cfg, early.next_history, 330, 31);
     match &d.actions[..] {
-        [Action::MoveLeadership {
+        [PromotionAction::MoveLeadership {
             node_id: 4,
             partitions,
             ..
@@ -30,7 +30,7 @@ fn demotion_waits_for_the_window_and_moves_leadership_first() {
         361,
     );
     assert!(
-        matches!(&d.actions[..], [Action::Demote { node_id: 4, .. }]),
+        matches!(&d.actions[..], [PromotionAction::Demote { node_id: 4, .. }]),
         "{d:?}"
     );
     assert!(!d.next_history.is_auto_promoted(4));
@@ -72,7 +72,7 @@ fn cooldown_holds_a_promotion_right_after_a_demotion() {
     history.last_action.insert(
         4,
         LastAction {
-            kind: ActionKind::Demote,
+            kind: EngineActionKind::Demote,
             at: at(0),
         },
     );
@@ -86,7 +86,7 @@ fn cooldown_holds_a_promotion_right_after_a_demotion() {
     let later = scans(&broker_2_lost(1), &[2], &cfg, history, 300, 2);
     assert!(matches!(
         &later.actions[..],
-        [Action::Promote { node_id: 4, .. }]
+        [PromotionAction::Promote { node_id: 4, .. }]
     ));
 }
 
@@ -113,7 +113,7 @@ fn unclean_takeover_only_when_allowed_and_nothing_acknowledged_is_lost() {
     cfg.unclean_takeover = true;
     let d = scans(&offline, &[1, 2], &cfg, history, 0, 1);
     match &d.actions[..] {
-        [Action::UncleanElect {
+        [PromotionAction::UncleanElect {
             node_id: 4,
             partitions,
             ..

@@ -4,14 +4,17 @@
 //! Pipeline (one concept per module): `observe` dereferences what the spec points at (pods per
 //! role and their node ids, the live ConfigMaps, the agents' answers); `crate::crd::validate`
 //! turns the raw spec into the validated model; `crate::rollout` decides (pure); `outcome` turns
-//! the decision into status and Events (pure); `reconcile` applies it. `pods` routes pod events
+//! the decision into status and Events (pure, with `conditions`); `status_patch` is the
+//! reconciler's share of that status as sent (pure); `reconcile` applies it. `pods` routes pod events
 //! to the ObserverSets selecting them.
 
+mod conditions;
 pub mod conflict;
 mod observe;
 mod outcome;
 mod pods;
 mod reconcile;
+mod status_patch;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -26,14 +29,14 @@ use kube::{Client, Resource, ResourceExt};
 
 pub use reconcile::reconcile;
 
+use crate::agent::AgentClient;
 use crate::crd::ObserverSet;
-use crate::k8s::acknowledgement::AgentClient;
-use crate::k8s::config_map::LABEL_MANAGED_BY;
 use crate::k8s::events::{reason, Events};
-use crate::k8s::writers::OPERATOR as FIELD_MANAGER;
 use crate::k8s::Error;
 use crate::metrics::Metrics;
+use crate::rollout::config_map::LABEL_MANAGED_BY;
 use crate::shutdown::Shutdown;
+use crate::writers::OPERATOR as FIELD_MANAGER;
 
 /// How long a failed reconcile waits before the retry.
 const ERROR_RETRY: Duration = Duration::from_secs(5);

@@ -2,18 +2,23 @@
 //! planner's inputs (pods per role, the live ConfigMaps, the agents' answers).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
 use kube::core::Selector;
 
+use k8s_openapi::jiff::Timestamp;
+
+use crate::agent::AgentClient;
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
-use crate::k8s::acknowledgement::{AgentClient, AgentExpectation, Basis, Verdict};
-use crate::k8s::config_map::{
+use crate::k8s::dereference::list_role_pods;
+use crate::k8s::{Error, Result};
+use crate::rollout::acknowledgement::{judge, Basis, Verdict};
+use crate::rollout::config_map::{
     self, config_map_name, DATA_KEY, LABEL_MANAGED_BY, LABEL_OBSERVER_SET, LABEL_ROLE,
 };
-use crate::k8s::dereference::{list_role_pods, KafkaPod};
-use crate::k8s::{Error, Result};
+use crate::rollout::pods::KafkaPod;
 use crate::rollout::{Acknowledgements, Expectation, LiveList, PodObservation, RoleObservation};
 
 /// One configured role as found in the cluster.
@@ -58,7 +63,7 @@ pub fn live_list(cm: &ConfigMap, observer_set: &str, role: Role) -> LiveList {
             .and_then(|l| l.get(key))
             .map(String::as_str)
     };
-    let labelled = label(LABEL_MANAGED_BY) == Some(crate::k8s::writers::OPERATOR)
+    let labelled = label(LABEL_MANAGED_BY) == Some(crate::writers::OPERATOR)
         && label(LABEL_OBSERVER_SET) == Some(observer_set)
         && label(LABEL_ROLE) == Some(role.as_str());
     let owned =
@@ -162,19 +167,15 @@ pub async fn acknowledgements(
     }
     let role = observed.iter().find(|o| o.role == expectation.role)?;
     let running: Vec<KafkaPod> = role.pods.iter().filter(|p| p.running).cloned().collect();
-    let expected = AgentExpectation {
-        observer_set: format!("{}/{}", obs.namespace, obs.name),
-        revision: expectation.revision,
-        ids: expectation.ids.iter().copied().collect(),
-    };
-    let verdicts = agents
-        .verdicts(
-            &running,
-            obs.rollout.agent_port,
-            &expected,
-            obs.rollout.jvm_cache_ttl,
-        )
-        .await;
+    let verdicts = verdicts(
+        agents,
+        &running,
+        obs.rollout.agent_port,
+        &format!("{}/{}", obs.namespace, obs.name),
+        &expectation,
+        obs.rollout.jvm_cache_ttl,
+    )
+    .await;
     for (pod, verdict) in verdicts.iter().filter(|(_, v)| !v.is_acknowledged()) {
         tracing::debug!(
             pod,
@@ -184,6 +185,34 @@ pub async fn acknowledgements(
         );
     }
     Some(gather(expectation, &verdicts))
+}
+
+/// Asks every pod's agent at once and judges each answer.
+pub async fn verdicts(
+    agents: &AgentClient,
+    pods: &[KafkaPod],
+    port: u16,
+    observer_set: &str,
+    expected: &Expectation,
+    jvm_cache_ttl: Duration,
+) -> Vec<(String, Verdict)> {
+    let asks = pods.iter().map(|pod| async move {
+        let verdict = match &pod.ip {
+            None => Verdict::Unreachable("pod has no IP yet".into()),
+            Some(ip) => match agents.report(ip, port).await {
+                Ok(report) => judge(
+                    &report,
+                    observer_set,
+                    expected,
+                    jvm_cache_ttl,
+                    Timestamp::now(),
+                ),
+                Err(e) => Verdict::Unreachable(e),
+            },
+        };
+        (pod.name.clone(), verdict)
+    });
+    futures::future::join_all(asks).await
 }
 
 #[cfg(test)]
@@ -282,5 +311,37 @@ mod tests {
                 managed: false
             }
         );
+    }
+
+    #[tokio::test]
+    async fn unreachable_agent_is_reported_not_fatal() {
+        // A port on loopback with no listener: refused at once.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let pods = [KafkaPod {
+            name: "p".into(),
+            node_id: 1,
+            ip: Some("127.0.0.1".into()),
+            nudged_revision: None,
+            nudged_at: None,
+            running: true,
+        }];
+        let expected = Expectation {
+            role: Role::Broker,
+            revision: 7,
+            ids: BTreeSet::from([3, 4]),
+        };
+        let got = verdicts(
+            &AgentClient::default(),
+            &pods,
+            port,
+            "kafka/kafka",
+            &expected,
+            Duration::from_secs(1),
+        )
+        .await;
+        assert!(matches!(&got[0].1, Verdict::Unreachable(_)), "{got:?}");
+        assert_eq!(got[0].1.basis(), None);
     }
 }

@@ -5,16 +5,16 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::conditions::{condition_values, merge_conditions, ConditionValue, READY};
 use super::observe::AckBasis;
 use crate::crd::{NodeId, ObserverSetStatus, Phase, RolloutStatus};
-use crate::k8s::acknowledgement::FILE_TTL_BASIS;
-use crate::k8s::config_map::config_map_name;
 use crate::k8s::events::reason;
-use crate::k8s::status::{condition_values, merge_conditions, ConditionValue, READY};
+use crate::rollout::acknowledgement::FILE_TTL_BASIS;
+use crate::rollout::config_map::config_map_name;
 use crate::rollout::model::role_of;
 use crate::rollout::{Happening, RolloutDecision, RolloutState};
 
-/// The Ready message of a set with nothing in flight (`kube::status::condition_values`).
+/// The Ready message of a set with nothing in flight (`conditions::condition_values`).
 const READY_MESSAGE: &str = "every pod acknowledged the desired observer set";
 
 /// The planner's persisted state, read back from status.
@@ -28,7 +28,7 @@ pub fn state_of(status: &ObserverSetStatus) -> RolloutState {
 }
 
 /// The status after `decision`. `autoPromotions`, `plan` and `engineState` are carried over untouched (they
-/// are not even sent: see `kube::status::status_patch`). `basis` says which pods of the step
+/// are not even sent: see `status_patch::status_patch`). `basis` says which pods of the step
 /// the agents were asked about this pass are judged on the file plus the cache TTL (their JVM
 /// reports nothing): the conditions say so.
 pub fn status_after(

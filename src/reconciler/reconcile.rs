@@ -20,14 +20,16 @@ use kube::{Resource, ResourceExt};
 use super::conflict::{self, Conflict};
 use super::observe::{self, ObservedRole};
 use super::outcome;
+use super::status_patch::status_patch;
 use super::Context;
 use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase};
 use crate::history::{self, SpecChange};
-use crate::k8s::config_map::{self, Owner};
+use crate::k8s::config_map;
 use crate::k8s::events::reason;
 use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
 use crate::k8s::{nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
+use crate::rollout::config_map::{build, Owner};
 use crate::rollout::{
     self, effective_set, Happening, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings,
 };
@@ -280,12 +282,12 @@ impl Writer<'_> {
     ) -> Result<()> {
         let (namespace, name) = (&self.owner.namespace, &self.owner.name);
         if next != persisted {
-            status::apply(self.api, name, next).await?;
+            status::apply(self.api, name, &status_patch(next)).await?;
         }
         for write in &decision.writes {
             config_map::apply(
                 self.config_maps,
-                &config_map::build(
+                &build(
                     self.owner,
                     write.role,
                     write.revision,
@@ -330,7 +332,7 @@ async fn invalid(
     tracing::warn!(observerset = %format!("{namespace}/{name}"), %problem, "ObserverSet cannot be used");
     ctx.metrics.reconcile_failed("invalid_spec");
     if next != *previous {
-        status::apply(api, &name, &next).await?;
+        status::apply(api, &name, &status_patch(&next)).await?;
         ctx.events
             .warning(&fresh.object_ref(&()), reason::INVALID, problem)
             .await;
@@ -365,7 +367,7 @@ async fn conflicted(
     with_history(&mut next, Vec::new());
     if next != *previous {
         tracing::warn!(observerset = %format!("{namespace}/{name}"), other = %conflict.other, "{message}");
-        status::apply(api, &name, &next).await?;
+        status::apply(api, &name, &status_patch(&next)).await?;
         ctx.events
             .warning(&fresh.object_ref(&()), reason::CONFLICT, message)
             .await;

@@ -331,10 +331,7 @@ fn acknowledgements(
         .acks
         .filter(|a| a.expectation == expected)
         .map(|a| &a.pods);
-    let settled = {
-        let waited = elapsed(r.step_started_at.0, input.now);
-        input.settings.settle.is_zero() || waited >= input.settings.settle
-    };
+    let settled = settled(r.step_started_at.0, input.now, input.settings.settle);
     let mut running: Vec<&PodObservation> = observed.pods.iter().filter(|p| p.running).collect();
     running.sort_by(|a, b| a.name.cmp(&b.name));
     let (acked, pending): (Vec<&PodObservation>, Vec<&PodObservation>) = running
@@ -393,7 +390,13 @@ fn holds(live: Option<&LiveList>, revision: i64, text: &str) -> bool {
     })
 }
 
-fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+/// Time mode: a pod counts as acknowledged once `settle` has passed since the step's write+nudge.
+pub fn settled(step_started_at: Timestamp, now: Timestamp, settle: Duration) -> bool {
+    settle.is_zero() || elapsed(step_started_at, now) >= settle
+}
+
+/// Time from `since` to `now`, zero if `now` is earlier (clocks of two machines).
+pub(super) fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     let span = now.duration_since(since);
     if span.is_negative() {
         Duration::ZERO

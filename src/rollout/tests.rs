@@ -2,9 +2,12 @@
 //! `simulation`.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 
+use super::machine::settled;
 use super::model::FAST_POLL;
 use super::simulation::{Drift, World};
 use super::*;
@@ -550,4 +553,15 @@ fn a_step_waiting_for_acknowledgements_polls_fast_then_once_a_second_then_every_
         w.decide().requeue_after(w.now),
         Some(std::time::Duration::from_secs(5))
     );
+}
+
+/// Time mode: `settleTime` after the step's write+nudge is the acknowledgement.
+#[test]
+fn time_mode_waits_for_settle_time() {
+    let start: Timestamp = "2026-11-29T09:00:00Z".parse().unwrap();
+    let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+    let settle = Duration::from_secs(15);
+    assert!(!settled(start, at("2026-11-29T09:00:14Z"), settle));
+    assert!(settled(start, at("2026-11-29T09:00:15Z"), settle));
+    assert!(settled(start, start, Duration::ZERO));
 }

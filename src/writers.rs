@@ -11,7 +11,7 @@ use crate::crd::ObserverSet;
 /// The operator's own objects: the observer ConfigMaps (also their `app.kubernetes.io/managed-by`
 /// label), the pod nudges, and the reporting controller of its Events.
 pub const OPERATOR: &str = "kafka-observer-operator";
-/// The reconciler's status fields (`k8s::status`).
+/// The reconciler's status fields (`reconciler::status_patch`).
 pub const ROLLOUT_STATUS: &str = "kafka-observer-operator-rollout";
 /// The automation's status fields: `autoPromotions`, `plan`, `engineState`, `partitions` and
 /// its own `history` entries (`automation::status`).
