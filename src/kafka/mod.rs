@@ -8,6 +8,7 @@ mod election;
 mod list_offsets;
 mod offset_probe;
 mod scan;
+pub mod security;
 mod watcher;
 
 use thiserror::Error;
