@@ -8,6 +8,9 @@ mod election;
 mod list_offsets;
 mod offset_probe;
 mod scan;
+#[cfg(test)]
+mod secure_probe_tests;
+mod secure_stream;
 pub mod security;
 mod watcher;
 
@@ -17,6 +20,7 @@ pub use connection::ConnectionSettings;
 pub use election::{elect_leaders, ElectionError, ElectionKind, ElectionOutcome};
 pub use list_offsets::{OffsetKind, PartitionOffset};
 pub use offset_probe::{OffsetProbe, ProbeError};
+pub use secure_stream::{SaslError, TlsFailure, TlsFailureKind};
 pub use watcher::{KafkaWatcher, SyntheticScan, WatcherOptions};
 
 #[derive(Debug, Error)]

@@ -96,7 +96,7 @@ pub enum SecretError {
         reason: String,
     },
     /// Reading a Secret from the Kubernetes API failed (not "not found": that is `SecretMissing`).
-    #[error("cannot read Secret {namespace}/{secret}: {source} (does the operator's ServiceAccount may get Secrets in {namespace}?)")]
+    #[error("cannot read Secret {namespace}/{secret}: {source} (may the operator's ServiceAccount get Secrets in namespace {namespace}?)")]
     Read {
         namespace: String,
         secret: String,
