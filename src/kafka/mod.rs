@@ -1,7 +1,9 @@
 //! The Kafka shell: watches a cluster's replication state for the policy engine and runs the
 //! leader elections the engine asks for. librdkafka (rdkafka) reads metadata and configs; a
 //! small hand-written ListOffsets client reads each replica's log end offset (see
-//! `list_offsets` and docs/promotion-policies.md, "Where lag comes from").
+//! `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
+//! both get their settings from `security` (the ObserverSet's Secrets); the probe's TLS and SASL
+//! are in `secure_stream` (docs/kafka-security.md).
 
 mod connection;
 mod election;
