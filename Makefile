@@ -6,7 +6,7 @@ export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
-        kafka-jars kafka-patched kafka-versions patch-unit drills-kafka drills bench bench-watch bench-kafka bench-promotion bench-operator bench-policy bench-node bench-status crds crds-check fmt clippy \
+        kafka-jars kafka-patched kafka-versions patch-unit secure-kafka-test drills-kafka drills bench bench-watch bench-kafka bench-promotion bench-operator bench-policy bench-node bench-status crds crds-check fmt clippy \
         node-packages node-tools images image alerts-check promtool
 
 all: build
@@ -33,6 +33,11 @@ clippy:
 # --release: the bed tests build in release too, so a cold run compiles the dependencies once.
 unit:
 	KOO_TESTBED=off $(CARGO) test --workspace --release
+
+# The Kafka clients (watcher, offset probe) against a local single-node Kafka with SASL_SSL
+# (SCRAM-SHA-512) and mTLS listeners; part of `unit` too, skips when `make kafka-jars` has not run.
+secure-kafka-test:
+	$(CARGO) test --release --test secure_kafka -- --nocapture
 
 # The chart's PrometheusRule (promtool check + unit tests) and Grafana dashboard (valid JSON,
 # only exported metric names); needs no bed. e2e/alerts-check.sh says what it checks.

@@ -1,13 +1,19 @@
 //! The Kafka shell: watches a cluster's replication state for the policy engine and runs the
 //! leader elections the engine asks for. librdkafka (rdkafka) reads metadata and configs; a
 //! small hand-written ListOffsets client reads each replica's log end offset (see
-//! `list_offsets` and docs/promotion-policies.md, "Where lag comes from").
+//! `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
+//! both get their settings from `security` (the ObserverSet's Secrets); the probe's TLS and SASL
+//! are in `secure_stream` (docs/kafka-security.md).
 
 mod connection;
 mod election;
 mod list_offsets;
 mod offset_probe;
 mod scan;
+#[cfg(test)]
+mod secure_probe_tests;
+mod secure_stream;
+pub mod security;
 mod watcher;
 
 use thiserror::Error;
@@ -16,6 +22,7 @@ pub use connection::ConnectionSettings;
 pub use election::{elect_leaders, ElectionError, ElectionKind, ElectionOutcome};
 pub use list_offsets::{OffsetKind, PartitionOffset};
 pub use offset_probe::{OffsetProbe, ProbeError};
+pub use secure_stream::{SaslError, TlsFailure, TlsFailureKind};
 pub use watcher::{KafkaWatcher, SyntheticScan, WatcherOptions};
 
 #[derive(Debug, Error)]

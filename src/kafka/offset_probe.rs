@@ -1,4 +1,5 @@
-//! Asks one broker for offsets of the replicas it hosts, over a plain Kafka connection.
+//! Asks one broker for offsets of the replicas it hosts, over a Kafka connection of its own:
+//! plaintext, or TLS and/or SASL as the ObserverSet's Secrets say (`secure_stream`).
 //! See `list_offsets` for why this is not done through librdkafka.
 
 use std::collections::HashMap;
@@ -13,6 +14,11 @@ use tokio::net::TcpStream;
 use super::list_offsets::{
     decode_response, encode_request, DecodeError, OffsetKind, PartitionOffset,
 };
+use super::secure_stream::{
+    authenticate, host_of, tls_cause, tls_connect, tls_failure, AuthenticateError, SaslError,
+    Stream, TlsConnectError, TlsFailure,
+};
+use super::security::ProbeSecurity;
 
 /// Largest answer accepted: ~28 bytes a partition, so this covers well over a million.
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
@@ -36,6 +42,18 @@ pub enum ProbeError {
         broker: i32,
         address: String,
         timeout: Duration,
+    },
+    #[error("TLS with broker {broker} at {address} failed: {source}")]
+    Tls {
+        broker: i32,
+        address: String,
+        source: TlsFailure,
+    },
+    #[error("broker {broker} at {address}: {source}")]
+    Sasl {
+        broker: i32,
+        address: String,
+        source: SaslError,
     },
     #[error("broker {broker} sent a bad ListOffsets answer: {source}")]
     Decode { broker: i32, source: DecodeError },
@@ -63,6 +81,7 @@ pub const FULL_RETRY_EVERY: u32 = 5;
 #[derive(Debug)]
 pub struct OffsetProbe {
     client_id: String,
+    security: ProbeSecurity,
     timeout: Duration,
     connect_timeout: Duration,
     next_correlation: AtomicI32,
@@ -74,6 +93,7 @@ impl OffsetProbe {
     pub fn new(client_id: impl Into<String>, timeout: Duration) -> Self {
         OffsetProbe {
             client_id: client_id.into(),
+            security: ProbeSecurity::default(),
             timeout,
             connect_timeout: timeout.min(DEFAULT_CONNECT_TIMEOUT),
             next_correlation: AtomicI32::new(1),
@@ -84,6 +104,12 @@ impl OffsetProbe {
     /// Sets how long a connection may take to be accepted (at most the request timeout).
     pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout.min(self.timeout);
+        self
+    }
+
+    /// Sets TLS and SASL (both absent by default: plaintext).
+    pub fn with_security(mut self, security: ProbeSecurity) -> Self {
+        self.security = security;
         self
     }
 
@@ -124,22 +150,49 @@ impl OffsetProbe {
         let connect_timeout = self.connect_timeout_for(broker);
         let request = encode_request(correlation, &self.client_id, kind, topics);
         let exchange = async {
-            let io = |source| ProbeError::Io {
-                broker,
-                address: address.to_string(),
-                source,
-            };
             let connected =
                 tokio::time::timeout(connect_timeout, TcpStream::connect(address)).await;
             self.record_connect(broker, connected.is_ok());
-            let mut stream = connected
+            let tcp = connected
                 .map_err(|_| ProbeError::ConnectTimeout {
                     broker,
                     address: address.to_string(),
                     timeout: connect_timeout,
                 })?
-                .map_err(io)?;
+                .map_err(|source| self.io_error(broker, address, source))?;
+            let mut stream: Box<dyn Stream> = match &self.security.tls {
+                None => Box::new(tcp),
+                Some(tls) => match tls_connect(tls, address, tcp).await {
+                    Ok(stream) => Box::new(stream),
+                    Err(TlsConnectError::Tls(source)) => {
+                        return Err(ProbeError::Tls {
+                            broker,
+                            address: address.to_string(),
+                            source,
+                        })
+                    }
+                    Err(TlsConnectError::Io(source)) => {
+                        return Err(self.io_error(broker, address, source))
+                    }
+                },
+            };
+            if let Some(credentials) = &self.security.sasl {
+                // The SASL requests' correlation ids come before the ListOffsets request's.
+                let first = correlation.wrapping_sub(16);
+                authenticate(&mut *stream, credentials, &self.client_id, first)
+                    .await
+                    .map_err(|e| match e {
+                        AuthenticateError::Sasl(source) => ProbeError::Sasl {
+                            broker,
+                            address: address.to_string(),
+                            source,
+                        },
+                        AuthenticateError::Io(source) => self.io_error(broker, address, source),
+                    })?;
+            }
+            let io = |source| self.io_error(broker, address, source);
             stream.write_all(&request).await.map_err(io)?;
+            stream.flush().await.map_err(io)?;
             let size = i64::from(stream.read_i32().await.map_err(io)?);
             let size = usize::try_from(size)
                 .ok()
@@ -159,6 +212,26 @@ impl OffsetProbe {
                     timeout: self.timeout,
                 })
             })
+    }
+}
+
+impl OffsetProbe {
+    /// An I/O error on the connection; on a TLS connection one that rustls reported (such as
+    /// an alert refusing the client certificate, which TLS 1.3 sends after the handshake) is a
+    /// TLS failure.
+    fn io_error(&self, broker: i32, address: &str, source: std::io::Error) -> ProbeError {
+        if let (Some(tls), Some(cause)) = (&self.security.tls, tls_cause(&source)) {
+            return ProbeError::Tls {
+                broker,
+                address: address.to_string(),
+                source: tls_failure(cause, tls, host_of(address)),
+            };
+        }
+        ProbeError::Io {
+            broker,
+            address: address.to_string(),
+            source,
+        }
     }
 }
 

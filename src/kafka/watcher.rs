@@ -60,11 +60,13 @@ pub struct KafkaWatcher {
 
 impl KafkaWatcher {
     pub fn new(settings: &ConnectionSettings, options: WatcherOptions) -> Result<Self, KafkaError> {
-        // The probe speaks plain Kafka protocol only; with TLS or SASL log end offsets stay
-        // unknown, and the engine then never promotes (it never acts on unknown lag).
-        let probe = settings.is_plaintext().then(|| {
+        // Without probe settings that match the librdkafka properties (TLS or SASL set by hand)
+        // log end offsets stay unknown, and the engine then never promotes (it never acts on
+        // unknown lag).
+        let probe = settings.probe_security().map(|security| {
             OffsetProbe::new("kafka-observer-operator", options.probe_timeout)
                 .with_connect_timeout(options.probe_connect_timeout)
+                .with_security(security.clone())
         });
         Ok(KafkaWatcher {
             admin: settings.admin_client()?,
