@@ -1,0 +1,37 @@
+# shellcheck shell=bash
+# D4: Kafka unreachable while the operator scans. Sourced by run.sh.
+#
+# Every broker stopped at once (`kafka.sh stop 1 2 3 4`): within 30 s the ObserverSet's
+# condition KafkaReachable turns False with reason ScanFailed and a message that says the
+# automation acts on nothing; for 30 s afterwards nothing is promoted and neither ConfigMap
+# changes. The brokers come back: KafkaReachable turns True again.
+scenario_d4() {
+  local t t_down t_cond t_up t_back before_c before_b
+  wait_obs 60 "KafkaReachable True at the start" '[[ "$(reachable)" == True ]]'
+  before_c="$(cm_ids controller)" before_b="$(cm_ids broker)"
+  log "== every broker stopped"
+  t_down="$(now_ms)"
+  bash "$KAFKA_SH" stop "${BROKERS[@]}" >&2 || fail "kafka.sh stop ${BROKERS[*]} failed"
+  wait_obs 60 "KafkaReachable False" '[[ "$(reachable)" == False ]]'
+  t_cond="$(now_ms)"
+  local reason message
+  reason="$(obs_get '{.status.conditions[?(@.type=="KafkaReachable")].reason}')"
+  message="$(obs_get '{.status.conditions[?(@.type=="KafkaReachable")].message}')"
+  [[ "$reason" == ScanFailed && "$message" == *"promotes and demotes nothing"* ]] ||
+    fail "KafkaReachable False with reason '$reason' and message '$message'"
+  log "KafkaReachable False ($reason): $message"
+  [[ "$(obs_get '{range .status.conditions[*]}{.type}{" "}{end}')" == *Ready* ]] || fail "the reconciler's conditions are gone"
+  for _ in $(seq 30); do
+    [[ -z "$(auto_promoted)" ]] || fail "something was promoted while Kafka was unreachable: [$(auto_promoted)]"
+    [[ "$(cm_ids controller)" == "$before_c" && "$(cm_ids broker)" == "$before_b" ]] || fail "a ConfigMap changed while Kafka was unreachable"
+    sleep 1
+  done
+  log "== the brokers come back"
+  t_up="$(now_ms)"
+  node_up "${BROKERS[@]}"
+  wait_obs 120 "KafkaReachable True again" '[[ "$(reachable)" == True ]]'
+  t_back="$(now_ms)"
+  echo "DRILL D4 stopped_to_condition_false_s=$(secs "$t_down" "$t_cond") no_action_for_s=30 started_to_condition_true_s=$(secs "$t_up" "$t_back")"
+}
+
+reachable() { obs_get '{.status.conditions[?(@.type=="KafkaReachable")].status}'; }
