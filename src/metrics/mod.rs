@@ -162,7 +162,7 @@ impl Metrics {
         );
         registry.register(
             "degraded",
-            "1 while the ObserverSet is Degraded (a rollout step timed out or Kafka is unreachable)",
+            "1 while the ObserverSet is Degraded (a rollout step timed out)",
             f.degraded.clone(),
         );
         registry.register(
