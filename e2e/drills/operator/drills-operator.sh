@@ -14,14 +14,8 @@ scenario_d3() {
   local leader follower pid id t t_ctrl t_kill t_takeover t_brk holder
   read -r leader follower < <(leader_and_follower)
   start_cm_sampler
-  for id in "${CONTROLLERS[@]}"; do
-    pid="$(bash "$KAFKA_SH" container-pid "$KAFKA_NS" "$(node_pod "$id")" observer-agent)" || fail "no observer-agent container for node $id"
-    echo "$pid" >> "$SCENARIO_DIR/paused"
-    kill -STOP "$pid"
-  done
   t="$(now_ms)"
-  obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
-  t_ctrl="$(wait_sample "$SCENARIO_DIR/cm.log" "$t" 'lacks($2, 4)' 30 "the controllers' ConfigMap without 4")"
+  t_ctrl="$(promote_until_controllers_written)"
   sleep 1
   [[ ",$(cm_ids broker)," == *",4,"* ]] || fail "the brokers' ConfigMap changed while the controllers' agents were paused (acknowledgement skipped)"
   pid="$(bash "$KAFKA_SH" container-pid "$OPERATOR_NS" "$leader" operator)" || fail "no operator container in the leader pod $leader"
@@ -111,14 +105,8 @@ metric() {
 scenario_d5() {
   local pid id t t_ctrl t_kill t_back t_brk
   start_cm_sampler
-  for id in "${CONTROLLERS[@]}"; do
-    pid="$(bash "$KAFKA_SH" container-pid "$KAFKA_NS" "$(node_pod "$id")" observer-agent)" || fail "no observer-agent container for node $id"
-    echo "$pid" >> "$SCENARIO_DIR/paused"
-    kill -STOP "$pid"
-  done
   t="$(now_ms)"
-  obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
-  t_ctrl="$(wait_sample "$SCENARIO_DIR/cm.log" "$t" 'lacks($2, 4)' 30 "the controllers' ConfigMap without 4")"
+  t_ctrl="$(promote_until_controllers_written)"
   pid="$(pid_of kube-apiserver)" || fail "kube-apiserver does not run"
   on_restore "bash '$root/e2e/testbed/control-plane.sh' up >/dev/null"
   t_kill="$(now_ms)"
@@ -153,4 +141,19 @@ assert_each_list_changed_once() {
   local flips
   flips="$(awk -v a="$1" "$AWK_CM"'$1 >= a && $2 !~ /[?]/ { c = lists($2, 4); b = lists($3, 4); if (seen && (c != pc || b != pb)) n++; pc = c; pb = b; seen = 1 } END { print n + 0 }' "$SCENARIO_DIR/cm.log")"
   ((flips <= 2)) || fail "the ConfigMaps changed $flips times during the rollout, expected once each"
+}
+
+# promote_until_controllers_written: the controllers' agents paused (SIGSTOP; resume_paused sends
+# SIGCONT, restore too), then 4 promoted by hand; waits until the controllers' ConfigMap is
+# written (the rollout then waits for their acknowledgement) and echoes that sample's time.
+promote_until_controllers_written() {
+  local id pid t
+  for id in "${CONTROLLERS[@]}"; do
+    pid="$(bash "$KAFKA_SH" container-pid "$KAFKA_NS" "$(node_pod "$id")" observer-agent)" || fail "no observer-agent container for node $id"
+    echo "$pid" >> "$SCENARIO_DIR/paused"
+    kill -STOP "$pid"
+  done
+  t="$(now_ms)"
+  obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
+  wait_sample "$SCENARIO_DIR/cm.log" "$t" 'lacks($2, 4)' 30 "the controllers' ConfigMap without 4"
 }

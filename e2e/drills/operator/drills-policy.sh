@@ -85,3 +85,46 @@ unthrottle() {
   "${configs[@]}" --describe 2>/dev/null | grep -q "leader.replication.throttled.rate=" || return 0
   "${configs[@]}" --alter --delete-config leader.replication.throttled.rate >/dev/null
 }
+
+# D11 (the two other automatic policies, end to end; the reorder-only reassignment of a leading
+# observer listed first is not built yet, see README.md):
+#   LeaderIsObserver, a topic 1:2:4 (min ISR 2): zone 1 lost -> under min ISR, but the policy
+#     waits for Offline: no promotion for 20 s; zone 2 lost too -> Offline (only 4 holds the
+#     data): 4 promoted.
+#   UnderReplicated, a topic 1:2:4 with min ISR 1: zone 1 lost -> one primary of two in the ISR,
+#     writes still accepted (not under min ISR): 4 promoted.
+scenario_d11() {
+  local topic t t_prom
+  obs_patch '{"spec":{"promotion":{"policy":"LeaderIsObserver"}}}'
+  topic="$(new_drill_topic d11a 1:2:4)"
+  start_isr_sampler "$topic"
+  t="$(now_ms)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
+  node_stop 1
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_min() == 1' 60 "$topic under min ISR" >/dev/null
+  sleep 20
+  [[ -z "$(auto_promoted)" ]] || fail "LeaderIsObserver promoted on an under-min-ISR partition: [$(auto_promoted)]"
+  t="$(now_ms)"
+  node_stop 2
+  wait_obs 90 "LeaderIsObserver: 4 promoted once the partition is offline" '[[ " $(auto_promoted) " == *" 4 "* ]]'
+  t_prom="$(now_ms)"
+  echo "DRILL D11 leader_is_observer_quiet_under_min_isr_s=20 offline_to_promoted_s=$(secs "$t" "$t_prom")"
+  touch "$SCENARIO_DIR/isr.stop"
+
+  log "== UnderReplicated (the bed restored first)"
+  restore_scenario >&2 || fail "could not restore the bed between the two policies"
+  rm -f "$SCENARIO_DIR/on-restore" "$SCENARIO_DIR/after-restore" "$SCENARIO_DIR/topics"
+  obs_patch '{"spec":{"promotion":{"policy":"UnderReplicated"}}}'
+  topic="$(new_drill_topic d11b 1:2:4)"
+  dc config "$topic" min.insync.replicas 1 >&2 || fail "cannot set min.insync.replicas=1 on $topic"
+  start_isr_sampler "$topic"
+  t="$(now_ms)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
+  t="$(now_ms)"
+  node_stop 1
+  wait_obs 90 "UnderReplicated: 4 promoted" '[[ " $(auto_promoted) " == *" 4 "* ]]'
+  t_prom="$(now_ms)"
+  local t_isr
+  t_isr="$(wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_all(4)' 60 "4 in the ISR")"
+  echo "DRILL D11 under_replicated_kill_to_promoted_s=$(secs "$t" "$t_prom") kill_to_4_in_isr_s=$(secs "$t" "$t_isr")"
+}
