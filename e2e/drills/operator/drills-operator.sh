@@ -107,7 +107,7 @@ scenario_d5() {
   start_cm_sampler
   t="$(now_ms)"
   t_ctrl="$(promote_until_controllers_written)"
-  pid="$(pid_of kube-apiserver)" || fail "kube-apiserver does not run"
+  pid="$(cat "$tb/pids/kube-apiserver.pid" 2>/dev/null)" && kill -0 "$pid" 2>/dev/null || fail "kube-apiserver does not run"
   on_restore "bash '$root/e2e/testbed/control-plane.sh' up >/dev/null"
   t_kill="$(now_ms)"
   kill -KILL "$pid"

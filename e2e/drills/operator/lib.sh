@@ -63,7 +63,8 @@ restore_scenario() {
 }
 
 # ---- the operator -------------------------------------------------------------------------------
-operator_pods() { kubectl -n "$OPERATOR_NS" get pods -l "$OPERATOR_LABEL" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+# The running operator pods (a pod evicted or killed earlier lingers as Completed or Error).
+operator_pods() { kubectl -n "$OPERATOR_NS" get pods -l "$OPERATOR_LABEL" --field-selector=status.phase=Running -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
 # The pod holding the operator's Lease (its holderIdentity is the pod name).
 operator_leader() { kubectl -n "$OPERATOR_NS" get lease kafka-observer-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 operator_log() { kubectl -n "$OPERATOR_NS" logs -l "$OPERATOR_LABEL" --tail=3000 --prefix 2>/dev/null; }
