@@ -218,21 +218,9 @@ pub async fn verdicts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn built() -> ConfigMap {
-        let owner = config_map::Owner {
-            namespace: "kafka".into(),
-            name: "kafka".into(),
-            reference: OwnerReference {
-                api_version: "kafkaobserver.io/v1alpha1".into(),
-                kind: "ObserverSet".into(),
-                name: "kafka".into(),
-                uid: "u".into(),
-                controller: Some(true),
-                ..Default::default()
-            },
-        };
+        let owner = crate::rollout::config_map::test_owner();
         config_map::build(&owner, Role::Broker, 7, "4\n".into())
     }
 

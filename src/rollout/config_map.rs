@@ -87,6 +87,23 @@ pub fn pods_mounting(pods: &[Pod], name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The owner of the test fixtures: ObserverSet kafka/kafka.
+#[cfg(test)]
+pub(crate) fn test_owner() -> Owner {
+    Owner {
+        namespace: "kafka".into(),
+        name: "kafka".into(),
+        reference: OwnerReference {
+            api_version: "kafkaobserver.io/v1alpha1".into(),
+            kind: "ObserverSet".into(),
+            name: "kafka".into(),
+            uid: "u-1".into(),
+            controller: Some(true),
+            ..Default::default()
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,20 +112,7 @@ mod tests {
         VolumeProjection,
     };
 
-    fn owner() -> Owner {
-        Owner {
-            namespace: "kafka".into(),
-            name: "kafka".into(),
-            reference: OwnerReference {
-                api_version: "kafkaobserver.io/v1alpha1".into(),
-                kind: "ObserverSet".into(),
-                name: "kafka".into(),
-                uid: "u-1".into(),
-                controller: Some(true),
-                ..Default::default()
-            },
-        }
-    }
+    use super::test_owner as owner;
 
     #[test]
     fn names_follow_the_pods_volume_contract() {
