@@ -422,6 +422,7 @@ start_down_nodes() {
   for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do node_running "$id" || down+=("$id"); done
   while read -r id; do [[ -n "$id" ]] && down+=("$id"); done < <(stopped_nodes)
   ((${#down[@]} == 0)) && return 0
+  mapfile -t down < <(printf '%s\n' "${down[@]}" | sort -un)
   log "nodes down: ${down[*]}: starting them"
   node_up "${down[@]}"
 }

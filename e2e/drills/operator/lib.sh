@@ -46,20 +46,32 @@ run_restore_file() { # run_restore_file FILE: each line; non-zero if any failed
 }
 
 # After every drill: the drill's own cleanups, then the example ObserverSet as applied (the spec
-# a drill patched, no manual promotion), every node running with the default lists, the drill's
-# topics gone, then no automatic promotion left (the operator demotes it itself) and phase Ready.
+# a drill patched, no manual promotion), every node running, no automatic promotion left (the
+# operator demotes it itself once the partitions recovered, autoDemote 30 s later), and only then
+# the default lists and the drill's topics gone (a list rewritten while an automatic promotion
+# still holds would be reverted by the operator), and phase Ready.
 restore_scenario() {
   local bad=0
   run_restore_file "$SCENARIO_DIR/on-restore" || bad=1
   kubectl -n "$KAFKA_NS" patch obs "$OBS" --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null 2>&1 || true
   bash "$KAFKA_SH" observerset >&2 || bad=1
+  resume_paused
+  start_down_nodes || { log "restore: the stopped nodes do not start"; bad=1; }
+  wait_auto_demoted 150 || bad=1
   restore_default || bad=1
   run_restore_file "$SCENARIO_DIR/after-restore" || bad=1
-  local _
-  for _ in $(seq 120); do [[ -z "$(auto_promoted)" ]] && break; sleep 1; done
-  [[ -z "$(auto_promoted)" ]] || { log "restore: automatic promotions left after 120 s: $(auto_promoted)"; bad=1; }
+  wait_auto_demoted 60 || bad=1
   kubectl -n "$KAFKA_NS" wait obs/"$OBS" --for=jsonpath='{.status.phase}'=Ready --timeout=120s >/dev/null || bad=1
   return "$bad"
+}
+
+# wait_auto_demoted TIMEOUT_S: until the ObserverSet lists no automatic promotion.
+wait_auto_demoted() {
+  local deadline=$((SECONDS + $1))
+  while [[ -n "$(auto_promoted)" ]]; do
+    ((SECONDS < deadline)) || { log "restore: automatic promotions left after $1 s: $(auto_promoted)"; return 1; }
+    sleep 1
+  done
 }
 
 # ---- the operator -------------------------------------------------------------------------------
