@@ -9,8 +9,12 @@ use std::time::{Duration, Instant};
 
 use koo_testbed::{wait_until, TestBed};
 
-/// `broker.session.timeout.ms` (KAFKA_CFG_BROKER_SESSION_TIMEOUT_MS of examples/kafka/*.yaml).
-const SESSION_TIMEOUT: Duration = Duration::from_millis(6000);
+/// How long the ISR may take to drop a lost follower before the test calls it broken. Kafka drops
+/// it at the first of: the controller fencing it (`broker.session.timeout.ms` 6 s) or the leader's
+/// ISR shrink (`replica.lag.time.max.ms` 10 s, checked every 5 s), so about 6 to 15 s; CI's shared
+/// 2-core machine once took more than 14 s. This bounds correctness, not speed: the time taken is
+/// printed, and `make bench-kafka` measures it.
+const ISR_SHRINK_BOUND: Duration = Duration::from_secs(60);
 
 /// (leader, replicas, isr) of partition 0 from `kafka-topics --describe`.
 fn describe(bed: &TestBed, topic: &str) -> Option<(i32, Vec<i32>, Vec<i32>)> {
@@ -193,10 +197,9 @@ fn kraft_quorum_topic_acks_all_isr_shrink_and_rejoin() {
     let guard = bed.stop_node(victim).unwrap();
     // `kafka.sh stop` returns right after the SIGKILL (and the pod's force-deletion).
     let killed_at = Instant::now();
-    let bound = SESSION_TIMEOUT + Duration::from_secs(8);
     wait_until(
         &format!("ISR without broker {victim}"),
-        bound,
+        ISR_SHRINK_BOUND,
         Duration::from_millis(250),
         || describe(&bed, &topic).filter(|(_, _, isr)| !isr.contains(&victim) && isr.len() == 2),
     )
