@@ -425,10 +425,10 @@ prop_compose! {
         auto in prop::collection::btree_set(1..20i32, 0..4),
         streaks in prop::collection::btree_map(20..40i32, 1..=2u32, 0..4),
         timers in prop::collection::vec(0..1000i64, 4),
-        actions in prop::collection::btree_map(1..40i32, (0..4usize, 701..=1000i64), 0..6),
+        actions in prop::collection::btree_map(1..40i32, (0..5usize, 701..=1000i64), 0..6),
         hws in prop::collection::btree_map(("[a-z]{1,3}", 0..64i32), 0..=i64::MAX, 0..40),
     ) -> PolicyHistory {
-        let kinds = [EngineActionKind::Promote, EngineActionKind::Demote, EngineActionKind::MoveLeadership, EngineActionKind::UncleanElect];
+        let kinds = [EngineActionKind::Promote, EngineActionKind::Demote, EngineActionKind::MoveLeadership, EngineActionKind::ReorderReplicas, EngineActionKind::UncleanElect];
         let auto_promotions: Vec<AutoPromotion> = auto.iter().map(|&id| AutoPromotion { node_id: id, at: Time(at(700)), reason: "r".into() }).collect();
         let mut h = PolicyHistory::from_auto_promotions(auto_promotions);
         h.promote_streak = streaks;

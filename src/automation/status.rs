@@ -15,7 +15,7 @@ use crate::history;
 use crate::promotion::{auto_promotions_in, PromotionAction, PromotionDecision};
 
 /// `status.plan` for a decision. The status schema knows Promote and Demote only: leadership
-/// moves and unclean elections are steps of those and show in the event stream and the logs.
+/// moves, reorderings and unclean elections are steps of those and show in the event stream and the logs.
 /// A plan with no action carries the first reason the engine gave for holding back, if any,
 /// so a dry run tells why nothing would happen.
 pub fn plan(decision: &PromotionDecision, at: Timestamp) -> PlanStatus {
@@ -26,9 +26,9 @@ pub fn plan(decision: &PromotionDecision, at: Timestamp) -> PlanStatus {
             let kind = match a {
                 PromotionAction::Promote { .. } => PlanActionKind::Promote,
                 PromotionAction::Demote { .. } => PlanActionKind::Demote,
-                PromotionAction::MoveLeadership { .. } | PromotionAction::UncleanElect { .. } => {
-                    return None
-                }
+                PromotionAction::MoveLeadership { .. }
+                | PromotionAction::ReorderReplicas { .. }
+                | PromotionAction::UncleanElect { .. } => return None,
             };
             Some(PlanAction {
                 action: kind,

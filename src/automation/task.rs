@@ -38,6 +38,8 @@ pub mod reason {
     pub const WOULD_DEMOTE: &str = "DryRunDemote";
     pub const LEADERSHIP_MOVED: &str = "LeadershipMoved";
     pub const LEADERSHIP_MOVE_FAILED: &str = "LeadershipMoveFailed";
+    pub const REPLICAS_REORDERED: &str = "ReplicasReordered";
+    pub const REPLICA_REORDER_FAILED: &str = "ReplicaReorderFailed";
     pub const UNCLEAN_TAKEOVER: &str = "UncleanTakeover";
     pub const UNCLEAN_TAKEOVER_FAILED: &str = "UncleanTakeoverFailed";
     pub const HELD_BACK: &str = "PromotionHeldBack";
@@ -270,15 +272,52 @@ impl SetTask {
         Ok(&mut self.watcher.as_mut().expect("set above").1)
     }
 
-    /// Preferred elections before demotions, unclean elections for a takeover. Failures are
-    /// reported; the engine sees the outcome in the next scan (the broker still leads, or the
-    /// partition is still offline) and decides again.
+    /// Reorderings and preferred elections before demotions, unclean elections for a takeover,
+    /// in the decision's order. Failures are reported; the engine sees the outcome in the next
+    /// scan (the broker still leads, or the partition is still offline) and decides again.
     async fn run_elections(&mut self, obs: &ObserverSet, decision: &PromotionDecision) {
         let Some((_, watcher)) = &self.watcher else {
             return;
         };
         let admin = watcher.admin();
         for action in &decision.actions {
+            if let PromotionAction::ReorderReplicas { orders, .. } = action {
+                let failures = match watcher.reorder_replicas(orders).await {
+                    Ok(outcomes) => outcomes
+                        .into_iter()
+                        .filter_map(|o| o.result.err().map(|e| format!("{}: {e}", o.partition)))
+                        .collect::<Vec<_>>(),
+                    Err(e) => vec![e.to_string()],
+                };
+                self.metrics
+                    .automation()
+                    .reordered(&self.labels, failures.is_empty());
+                if failures.is_empty() {
+                    tracing::info!(node_id = action.node_id(), reason = %action.reason(), "replicas reordered");
+                    self.publish(
+                        obs,
+                        EventType::Normal,
+                        reason::REPLICAS_REORDERED,
+                        action.reason().to_owned(),
+                    )
+                    .await;
+                } else {
+                    let note = format!(
+                        "reordering the replicas for broker {} failed: {}",
+                        action.node_id(),
+                        failures.join("; ")
+                    );
+                    tracing::warn!(node_id = action.node_id(), "{note}");
+                    self.publish(
+                        obs,
+                        EventType::Warning,
+                        reason::REPLICA_REORDER_FAILED,
+                        note,
+                    )
+                    .await;
+                }
+                continue;
+            }
             let (kind, partitions, ok_reason, failed_reason) = match action {
                 PromotionAction::MoveLeadership { partitions, .. } => (
                     ElectionKind::Preferred,
@@ -292,7 +331,9 @@ impl SetTask {
                     reason::UNCLEAN_TAKEOVER,
                     reason::UNCLEAN_TAKEOVER_FAILED,
                 ),
-                PromotionAction::Promote { .. } | PromotionAction::Demote { .. } => continue,
+                PromotionAction::Promote { .. }
+                | PromotionAction::Demote { .. }
+                | PromotionAction::ReorderReplicas { .. } => continue,
             };
             let kind_name = format!("{kind:?}");
             let failures = match elect_leaders(

@@ -88,13 +88,20 @@ pub(super) fn explain_demotion(
     let step = actions.iter().find(|a| a.node_id() == x);
     out.eligible = matches!(
         step,
-        Some(PromotionAction::Demote { .. } | PromotionAction::MoveLeadership { .. })
+        Some(
+            PromotionAction::Demote { .. }
+                | PromotionAction::MoveLeadership { .. }
+                | PromotionAction::ReorderReplicas { .. }
+        )
     );
     out.verdict = match step {
         Some(PromotionAction::Demote { reason, .. }) => {
             format!("broker {x}: would be demoted now ({reason})")
         }
-        Some(PromotionAction::MoveLeadership { reason, .. }) => {
+        Some(
+            PromotionAction::MoveLeadership { reason, .. }
+            | PromotionAction::ReorderReplicas { reason, .. },
+        ) => {
             format!("broker {x}: leadership moves first ({reason})")
         }
         _ if waiting(&out.memory, now).is_some() => {

@@ -105,6 +105,7 @@ pub fn action_name(kind: EngineActionKind) -> &'static str {
         EngineActionKind::Promote => "promote",
         EngineActionKind::Demote => "demote",
         EngineActionKind::MoveLeadership => "moveLeadership",
+        EngineActionKind::ReorderReplicas => "reorderReplicas",
         EngineActionKind::UncleanElect => "uncleanElect",
     }
 }

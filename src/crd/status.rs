@@ -308,6 +308,10 @@ pub enum EngineActionKind {
     Promote,
     Demote,
     MoveLeadership,
+    // A reorder-only reassignment that made a primary the preferred leader (before a preferred
+    // election moves leadership off a broker about to be demoted). A plain comment: a doc
+    // comment on one variant changes the generated schema's shape.
+    ReorderReplicas,
     UncleanElect,
 }
 

@@ -1,5 +1,5 @@
 //! The Kafka shell: watches a cluster's replication state for the policy engine and runs the
-//! leader elections the engine asks for. librdkafka (rdkafka) reads metadata and configs; a
+//! leader elections and reorder-only reassignments the engine asks for. librdkafka (rdkafka) reads metadata and configs; a
 //! small hand-written ListOffsets client reads each replica's log end offset (see
 //! `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
 //! both get their settings from `security` (the ObserverSet's Secrets); the probe's TLS and SASL
@@ -9,6 +9,7 @@ mod connection;
 mod election;
 mod list_offsets;
 mod offset_probe;
+mod reassignment;
 mod scan;
 #[cfg(test)]
 mod secure_probe_tests;
@@ -22,6 +23,7 @@ pub use connection::ConnectionSettings;
 pub use election::{elect_leaders, ElectionError, ElectionKind, ElectionOutcome};
 pub use list_offsets::{OffsetKind, PartitionOffset};
 pub use offset_probe::{OffsetProbe, ProbeError};
+pub use reassignment::{ReassignmentError, ReorderOutcome};
 pub use secure_stream::{SaslError, TlsFailure, TlsFailureKind};
 pub use watcher::{KafkaWatcher, SyntheticScan, WatcherOptions};
 

@@ -150,46 +150,9 @@ impl OffsetProbe {
         let connect_timeout = self.connect_timeout_for(broker);
         let request = encode_request(correlation, &self.client_id, kind, topics);
         let exchange = async {
-            let connected =
-                tokio::time::timeout(connect_timeout, TcpStream::connect(address)).await;
-            self.record_connect(broker, connected.is_ok());
-            let tcp = connected
-                .map_err(|_| ProbeError::ConnectTimeout {
-                    broker,
-                    address: address.to_string(),
-                    timeout: connect_timeout,
-                })?
-                .map_err(|source| self.io_error(broker, address, source))?;
-            let mut stream: Box<dyn Stream> = match &self.security.tls {
-                None => Box::new(tcp),
-                Some(tls) => match tls_connect(tls, address, tcp).await {
-                    Ok(stream) => Box::new(stream),
-                    Err(TlsConnectError::Tls(source)) => {
-                        return Err(ProbeError::Tls {
-                            broker,
-                            address: address.to_string(),
-                            source,
-                        })
-                    }
-                    Err(TlsConnectError::Io(source)) => {
-                        return Err(self.io_error(broker, address, source))
-                    }
-                },
-            };
-            if let Some(credentials) = &self.security.sasl {
-                // The SASL requests' correlation ids come before the ListOffsets request's.
-                let first = correlation.wrapping_sub(16);
-                authenticate(&mut *stream, credentials, &self.client_id, first)
-                    .await
-                    .map_err(|e| match e {
-                        AuthenticateError::Sasl(source) => ProbeError::Sasl {
-                            broker,
-                            address: address.to_string(),
-                            source,
-                        },
-                        AuthenticateError::Io(source) => self.io_error(broker, address, source),
-                    })?;
-            }
+            let mut stream = self
+                .connect(broker, address, connect_timeout, correlation)
+                .await?;
             let io = |source| self.io_error(broker, address, source);
             stream.write_all(&request).await.map_err(io)?;
             stream.flush().await.map_err(io)?;
@@ -216,10 +179,82 @@ impl OffsetProbe {
 }
 
 impl OffsetProbe {
+    /// A connection to `broker` at `address`, with the probe's TLS and SASL: what the offset
+    /// queries and the reorder-only reassignments (`reassignment`) are sent on. The SASL
+    /// requests' correlation ids come before `correlation`, the caller's first request's.
+    pub(super) async fn connect(
+        &self,
+        broker: i32,
+        address: &str,
+        connect_timeout: Duration,
+        correlation: i32,
+    ) -> Result<Box<dyn Stream>, ProbeError> {
+        let connected = tokio::time::timeout(connect_timeout, TcpStream::connect(address)).await;
+        self.record_connect(broker, connected.is_ok());
+        let tcp = connected
+            .map_err(|_| ProbeError::ConnectTimeout {
+                broker,
+                address: address.to_string(),
+                timeout: connect_timeout,
+            })?
+            .map_err(|source| self.io_error(broker, address, source))?;
+        let mut stream: Box<dyn Stream> = match &self.security.tls {
+            None => Box::new(tcp),
+            Some(tls) => match tls_connect(tls, address, tcp).await {
+                Ok(stream) => Box::new(stream),
+                Err(TlsConnectError::Tls(source)) => {
+                    return Err(ProbeError::Tls {
+                        broker,
+                        address: address.to_string(),
+                        source,
+                    })
+                }
+                Err(TlsConnectError::Io(source)) => {
+                    return Err(self.io_error(broker, address, source))
+                }
+            },
+        };
+        if let Some(credentials) = &self.security.sasl {
+            let first = correlation.wrapping_sub(16);
+            authenticate(&mut *stream, credentials, &self.client_id, first)
+                .await
+                .map_err(|e| match e {
+                    AuthenticateError::Sasl(source) => ProbeError::Sasl {
+                        broker,
+                        address: address.to_string(),
+                        source,
+                    },
+                    AuthenticateError::Io(source) => self.io_error(broker, address, source),
+                })?;
+        }
+        Ok(stream)
+    }
+
+    /// A fresh correlation id and the connect timeout for `broker` (shorter while it is suspect).
+    pub(super) fn next_request(&self, broker: i32) -> (i32, Duration) {
+        (
+            self.next_correlation.fetch_add(1, Ordering::Relaxed),
+            self.connect_timeout_for(broker),
+        )
+    }
+
+    pub(super) fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// An I/O error on the connection; on a TLS connection one that rustls reported (such as
     /// an alert refusing the client certificate, which TLS 1.3 sends after the handshake) is a
     /// TLS failure.
-    fn io_error(&self, broker: i32, address: &str, source: std::io::Error) -> ProbeError {
+    pub(super) fn io_error(
+        &self,
+        broker: i32,
+        address: &str,
+        source: std::io::Error,
+    ) -> ProbeError {
         if let (Some(tls), Some(cause)) = (&self.security.tls, tls_cause(&source)) {
             return ProbeError::Tls {
                 broker,

@@ -31,7 +31,8 @@ use super::security::{ProbeTls, SaslCredentials};
 pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
-/// Largest SASL answer accepted (a SCRAM server message is a few hundred bytes).
+/// Largest answer accepted on the small request-response exchanges (SASL, reassignments): a
+/// SCRAM server message is a few hundred bytes, a reassignment answer ~10 bytes a partition.
 const MAX_SASL_RESPONSE_BYTES: usize = 64 << 10;
 const SASL_HANDSHAKE_VERSION: i16 = 1;
 const SASL_AUTHENTICATE_VERSION: i16 = 2;
@@ -346,7 +347,7 @@ pub(super) async fn authenticate(
 }
 
 /// A length-prefixed request: header, then body.
-fn request_frame(
+pub(super) fn request_frame(
     key: ApiKey,
     version: i16,
     correlation: i32,
@@ -368,7 +369,10 @@ fn request_frame(
 }
 
 /// Sends a frame and reads the answer's body (the bytes after its length prefix).
-async fn round_trip(stream: &mut (impl Stream + ?Sized), frame: &[u8]) -> io::Result<Bytes> {
+pub(super) async fn round_trip(
+    stream: &mut (impl Stream + ?Sized),
+    frame: &[u8],
+) -> io::Result<Bytes> {
     stream.write_all(frame).await?;
     stream.flush().await?;
     let size = stream.read_i32().await?;
@@ -378,7 +382,7 @@ async fn round_trip(stream: &mut (impl Stream + ?Sized), frame: &[u8]) -> io::Re
         .ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("the broker announced a {size}-byte SASL answer"),
+                format!("the broker announced a {size}-byte answer"),
             )
         })?;
     let mut body = vec![0; size];
@@ -386,7 +390,7 @@ async fn round_trip(stream: &mut (impl Stream + ?Sized), frame: &[u8]) -> io::Re
     Ok(Bytes::from(body))
 }
 
-fn decode_response<T: Decodable>(
+pub(super) fn decode_response<T: Decodable>(
     key: ApiKey,
     version: i16,
     correlation: i32,

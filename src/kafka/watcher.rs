@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
 use super::offset_probe::{OffsetProbe, DEFAULT_CONNECT_TIMEOUT};
+use super::reassignment::{self, ReassignmentError, ReorderOutcome};
 use super::scan::{
     read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
 };
@@ -75,6 +76,17 @@ impl KafkaWatcher {
             min_isr: HashMap::new(),
             min_isr_read_at: None,
         })
+    }
+
+    /// Reorders partitions' replicas (same brokers, no data moved) through any registered
+    /// broker; one result per partition Kafka answered for.
+    pub async fn reorder_replicas(
+        &self,
+        orders: &[crate::promotion::ReplicaOrder],
+    ) -> Result<Vec<ReorderOutcome>, ReassignmentError> {
+        let probe = self.probe.as_ref().ok_or(ReassignmentError::NoProbe)?;
+        let md = read_metadata(&self.admin, self.options.request_timeout).await?;
+        reassignment::reorder(probe, &md.brokers, orders).await
     }
 
     /// The admin client, shared with the leader elections.

@@ -1,5 +1,5 @@
 //! The automation's own metric families: detections, automatic promotions and demotions, leader
-//! elections it ran, decision latency, and observers found in the ISR. Registered in the operator's registry by
+//! elections and reorder-only reassignments it ran, decision latency, and observers found in the ISR. Registered in the operator's registry by
 //! `crate::metrics::Metrics::new` through [`AutomationMetrics::register`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,6 +38,13 @@ struct ElectionLabels {
     outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    namespace: String,
+    observerset: String,
+    outcome: String,
+}
+
 /// Cheap to clone: every family is reference-counted.
 #[derive(Clone, Debug)]
 pub struct AutomationMetrics {
@@ -46,6 +53,7 @@ pub struct AutomationMetrics {
     promotions: Family<NodeLabels, Counter>,
     demotions: Family<NodeLabels, Counter>,
     elections: Family<ElectionLabels, Counter>,
+    reassignments: Family<OutcomeLabels, Counter>,
     decision_latency: Family<ObserverSetLabels, Histogram>,
     state_writes: Family<StateWriteLabels, Counter>,
     state_bytes: Family<ObserverSetLabels, Gauge>,
@@ -87,6 +95,7 @@ impl AutomationMetrics {
             promotions: Family::default(),
             demotions: Family::default(),
             elections: Family::default(),
+            reassignments: Family::default(),
             decision_latency: Family::new_with_constructor(latency_histogram),
             state_writes: Family::default(),
             state_bytes: Family::default(),
@@ -117,6 +126,11 @@ impl AutomationMetrics {
             "automation_elections",
             "Leader elections run by the automation, by kind (Preferred, Unclean) and outcome",
             m.elections.clone(),
+        );
+        registry.register(
+            "automation_reassignments",
+            "Reorder-only partition reassignments run by the automation (a primary made preferred leader before leadership moves off a broker to be demoted), by outcome",
+            m.reassignments.clone(),
         );
         registry.register(
             "automation_decision_latency_seconds",
@@ -210,6 +224,15 @@ impl AutomationMetrics {
             outcome: if ok { "ok" } else { "failed" }.to_owned(),
         };
         self.elections.get_or_create(&labels).inc();
+    }
+
+    pub fn reordered(&self, set: &ObserverSetLabels, ok: bool) {
+        let labels = OutcomeLabels {
+            namespace: set.namespace.clone(),
+            observerset: set.observerset.clone(),
+            outcome: if ok { "ok" } else { "failed" }.to_owned(),
+        };
+        self.reassignments.get_or_create(&labels).inc();
     }
 
     /// Stops exporting the series of a deleted ObserverSet (or one back on the Manual policy).

@@ -9,6 +9,14 @@ use super::history::PolicyHistory;
 use super::snapshot::{BrokerId, TopicPartition};
 use crate::crd::EngineActionKind;
 
+/// A partition's replicas in a new order: the same brokers, so Kafka moves no data; only the
+/// preferred leader (the first) changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaOrder {
+    pub partition: TopicPartition,
+    pub replicas: Vec<BrokerId>,
+}
+
 /// One thing the reconciler should do. Carry them out in the order given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PromotionAction {
@@ -21,6 +29,14 @@ pub enum PromotionAction {
     MoveLeadership {
         node_id: BrokerId,
         partitions: Vec<TopicPartition>,
+        reason: String,
+    },
+    /// Reorder the replicas of partitions the broker leads and is the preferred leader of
+    /// (a reorder-only reassignment), so that the preferred election which follows can move
+    /// leadership off it.
+    ReorderReplicas {
+        node_id: BrokerId,
+        orders: Vec<ReplicaOrder>,
         reason: String,
     },
     /// Elect the broker leader of these offline partitions by unclean election.
@@ -37,6 +53,7 @@ impl PromotionAction {
             PromotionAction::Promote { node_id, .. }
             | PromotionAction::Demote { node_id, .. }
             | PromotionAction::MoveLeadership { node_id, .. }
+            | PromotionAction::ReorderReplicas { node_id, .. }
             | PromotionAction::UncleanElect { node_id, .. } => *node_id,
         }
     }
@@ -46,6 +63,7 @@ impl PromotionAction {
             PromotionAction::Promote { reason, .. }
             | PromotionAction::Demote { reason, .. }
             | PromotionAction::MoveLeadership { reason, .. }
+            | PromotionAction::ReorderReplicas { reason, .. }
             | PromotionAction::UncleanElect { reason, .. } => reason,
         }
     }
@@ -56,16 +74,20 @@ impl PromotionAction {
             PromotionAction::Promote { .. } => EngineActionKind::Promote,
             PromotionAction::Demote { .. } => EngineActionKind::Demote,
             PromotionAction::MoveLeadership { .. } => EngineActionKind::MoveLeadership,
+            PromotionAction::ReorderReplicas { .. } => EngineActionKind::ReorderReplicas,
             PromotionAction::UncleanElect { .. } => EngineActionKind::UncleanElect,
         }
     }
 
-    /// The partitions of a leader election; none for a promotion or demotion.
-    pub fn partitions(&self) -> &[TopicPartition] {
+    /// The partitions of a leader election or a reordering; none for a promotion or demotion.
+    pub fn partitions(&self) -> Vec<TopicPartition> {
         match self {
-            PromotionAction::Promote { .. } | PromotionAction::Demote { .. } => &[],
+            PromotionAction::Promote { .. } | PromotionAction::Demote { .. } => Vec::new(),
             PromotionAction::MoveLeadership { partitions, .. }
-            | PromotionAction::UncleanElect { partitions, .. } => partitions,
+            | PromotionAction::UncleanElect { partitions, .. } => partitions.clone(),
+            PromotionAction::ReorderReplicas { orders, .. } => {
+                orders.iter().map(|o| o.partition.clone()).collect()
+            }
         }
     }
 }

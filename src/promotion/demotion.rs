@@ -1,12 +1,13 @@
 //! Undoing automatic promotions: only once every watched partition the broker hosts is fully
 //! replicated without it for the stabilization window, never below min ISR anywhere, and only
-//! after its leaderships have moved elsewhere.
+//! after its leaderships have moved elsewhere: by a preferred election, preceded by a
+//! reorder-only reassignment where the broker is itself the preferred leader.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::SignedDuration;
 
-use super::action::PromotionAction;
+use super::action::{PromotionAction, ReplicaOrder};
 use super::health::{assess, Health};
 use super::held_back::{Concern, HeldBack};
 use super::history::{LastAction, PolicyHistory};
@@ -79,17 +80,16 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraf
             .collect();
         if !led.is_empty() {
             // A leader never shrinks itself out of the ISR, so its leaderships must go first.
-            let stuck: Vec<String> = led
-                .iter()
-                .filter_map(|p| why_leadership_stuck(scan, p, x))
-                .collect();
-            if stuck.is_empty() {
-                out.actions.push(PromotionAction::MoveLeadership {
-                    node_id: x,
-                    partitions: led.iter().map(|p| p.id()).collect(),
-                    reason: format!("broker {x} leads {}; moving leadership to the preferred leaders before demoting it", list_partitions(led)),
-                });
-            } else {
+            let mut stuck = Vec::new();
+            let mut orders = Vec::new();
+            for p in &led {
+                match leadership_move(scan, p, x) {
+                    LeadershipMove::Elect => {}
+                    LeadershipMove::ReorderThenElect(order) => orders.push(order),
+                    LeadershipMove::Stuck(why) => stuck.push(why),
+                }
+            }
+            if !stuck.is_empty() {
                 out.reasons.push(HeldBack::new(
                     Concern::Demotion(x),
                     format!(
@@ -97,7 +97,27 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraf
                         summarize(&stuck)
                     ),
                 ));
+                continue;
             }
+            if !orders.is_empty() {
+                let reordered = orders
+                    .iter()
+                    .map(|o| format!("{} to {}", o.partition, join_ids(&o.replicas)))
+                    .collect::<Vec<_>>();
+                out.actions.push(PromotionAction::ReorderReplicas {
+                    node_id: x,
+                    reason: format!(
+                        "broker {x} is the preferred leader of what it leads; reordering the replicas (same brokers, no data moved): {}",
+                        summarize(&reordered)
+                    ),
+                    orders,
+                });
+            }
+            out.actions.push(PromotionAction::MoveLeadership {
+                node_id: x,
+                partitions: led.iter().map(|p| p.id()).collect(),
+                reason: format!("broker {x} leads {}; moving leadership to the preferred leaders before demoting it", list_partitions(led)),
+            });
             continue;
         }
         recovered.remove(&x);
@@ -156,20 +176,59 @@ fn recovered_without(scan: &Scan, x: BrokerId) -> Result<(), String> {
     Ok(())
 }
 
-/// Why a preferred leader election would not move leadership of `p` off `x`, if it would not.
-fn why_leadership_stuck(scan: &Scan, p: &PartitionState, x: BrokerId) -> Option<String> {
+/// How leadership of a partition `x` leads can move off it.
+enum LeadershipMove {
+    /// A preferred election moves it: the preferred leader is a live primary in the ISR.
+    Elect,
+    /// `x` is the preferred leader: reorder the replicas first, then elect.
+    ReorderThenElect(ReplicaOrder),
+    /// Neither can: why.
+    Stuck(String),
+}
+
+fn leadership_move(scan: &Scan, p: &PartitionState, x: BrokerId) -> LeadershipMove {
     let name = format!("{}-{}", p.topic, p.partition);
+    let eligible = |b: BrokerId| {
+        b != x && !scan.observers_now.contains(&b) && p.in_isr(b) && scan.snapshot.is_alive(b)
+    };
     match p.replicas.first().copied() {
-        None => Some(format!("{name} has no replicas")),
-        Some(pref) if pref == x => Some(format!(
-            "{name}: broker {x} is its preferred leader (reassign the partition or restart the broker)"
-        )),
+        None => LeadershipMove::Stuck(format!("{name} has no replicas")),
+        Some(pref) if pref == x => match reordered(&p.replicas, x, eligible) {
+            Some(replicas) => LeadershipMove::ReorderThenElect(ReplicaOrder {
+                partition: p.id(),
+                replicas,
+            }),
+            None => LeadershipMove::Stuck(format!(
+                "{name}: broker {x} is its preferred leader and no other replica is a live primary in the ISR"
+            )),
+        },
         Some(pref) if scan.observers_now.contains(&pref) => {
-            Some(format!("{name}: preferred leader {pref} is an observer"))
+            LeadershipMove::Stuck(format!("{name}: preferred leader {pref} is an observer"))
         }
-        Some(pref) if !p.in_isr(pref) || !scan.snapshot.is_alive(pref) => Some(format!(
+        Some(pref) if !eligible(pref) => LeadershipMove::Stuck(format!(
             "{name}: preferred leader {pref} is not a live ISR member"
         )),
-        Some(_) => None,
+        Some(_) => LeadershipMove::Elect,
     }
+}
+
+/// The same replicas with the first `eligible` one first and `x` last, the others in their
+/// order; `None` when no replica is eligible.
+pub(super) fn reordered(
+    replicas: &[BrokerId],
+    x: BrokerId,
+    eligible: impl Fn(BrokerId) -> bool,
+) -> Option<Vec<BrokerId>> {
+    let first = replicas.iter().copied().find(|&b| eligible(b))?;
+    let mut order = vec![first];
+    order.extend(replicas.iter().copied().filter(|&b| b != first && b != x));
+    order.push(x);
+    Some(order)
+}
+
+fn join_ids(ids: &[BrokerId]) -> String {
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(":")
 }

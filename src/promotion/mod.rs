@@ -32,7 +32,7 @@ mod tests_demotion;
 
 // The engine's inputs and memory use the API's own types where the API has one.
 pub use crate::crd::{AutoPromotion, CompiledTopicFilter, EngineActionKind, PromotionPolicy};
-pub use action::{PromotionAction, PromotionDecision};
+pub use action::{PromotionAction, PromotionDecision, ReplicaOrder};
 pub use config::PolicyConfig;
 pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered};
 pub use health::{assess, observer_only, Health};

@@ -205,6 +205,40 @@ fn check_decision(
                     );
                 }
             }
+            PromotionAction::ReorderReplicas {
+                node_id: x, orders, ..
+            } => {
+                prop_assert!(
+                    history.is_auto_promoted(*x),
+                    "reordered for {x}, not auto-promoted"
+                );
+                for o in orders {
+                    let p = snap
+                        .partitions
+                        .iter()
+                        .find(|p| p.id() == o.partition)
+                        .unwrap();
+                    let (mut before, mut after) = (p.replicas.clone(), o.replicas.clone());
+                    before.sort_unstable();
+                    after.sort_unstable();
+                    prop_assert_eq!(
+                        before,
+                        after,
+                        "a reordering changed the replicas of {}",
+                        p.id()
+                    );
+                    prop_assert!(p.leader == Some(*x) && p.replicas.first() == Some(x));
+                    let first = o.replicas[0];
+                    prop_assert!(
+                        first != *x
+                            && !observers.contains(&first)
+                            && p.in_isr(first)
+                            && snap.is_alive(first),
+                        "{}: new preferred leader {first} is not a live primary in the ISR",
+                        p.id()
+                    );
+                }
+            }
             PromotionAction::MoveLeadership { .. } => {}
         }
     }

@@ -37,18 +37,50 @@ fn demotion_waits_for_the_window_and_moves_leadership_first() {
 }
 
 #[test]
-fn demotion_is_refused_when_leadership_cannot_move() {
+fn a_preferred_leader_is_reordered_behind_a_primary_then_elected_away() {
     let cfg = config(PromotionPolicy::UnderMinIsr);
-    let parts = vec![partition("t", 0, &[4, 1, 2], &[1, 2, 4], Some(4), 100)];
+    // 4 is listed first and leads: a preferred election alone would keep it leading.
+    let mut parts = vec![partition("t", 0, &[4, 1, 2], &[1, 2, 4], Some(4), 100)];
     let d = scans(&parts, &[], &cfg, promoted_4_at(0), 400, 70);
-    assert!(d.actions.is_empty());
+    match &d.actions[..] {
+        [PromotionAction::ReorderReplicas {
+            node_id: 4, orders, ..
+        }, PromotionAction::MoveLeadership {
+            node_id: 4,
+            partitions,
+            ..
+        }] => {
+            assert_eq!(
+                orders,
+                &vec![ReplicaOrder {
+                    partition: parts[0].id(),
+                    replicas: vec![1, 2, 4]
+                }]
+            );
+            assert_eq!(partitions, &vec![parts[0].id()]);
+        }
+        other => panic!("expected a reordering, then a leadership move, got {other:?}"),
+    }
+    assert!(d.next_history.is_auto_promoted(4), "not demoted yet");
+    // Kafka carried both out: 1 is preferred and leads; the demotion follows.
+    parts[0].replicas = vec![1, 2, 4];
+    parts[0].leader = Some(1);
+    let d = run(&snapshot(at(471), &[], parts), &cfg, &d.next_history, 471);
     assert!(
-        d.reasons
-            .iter()
-            .any(|r| r.contains("is its preferred leader")),
-        "{:?}",
-        d.reasons
+        matches!(&d.actions[..], [PromotionAction::Demote { node_id: 4, .. }]),
+        "{d:?}"
     );
+}
+
+#[test]
+fn reordering_puts_the_first_eligible_replica_first_and_the_broker_last() {
+    use super::demotion::reordered;
+    assert_eq!(reordered(&[4, 1, 2], 4, |b| b != 4), Some(vec![1, 2, 4]));
+    assert_eq!(
+        reordered(&[4, 1, 2, 3], 4, |b| b == 2 || b == 3),
+        Some(vec![2, 1, 3, 4])
+    );
+    assert_eq!(reordered(&[4, 1, 2], 4, |_| false), None);
 }
 
 #[test]

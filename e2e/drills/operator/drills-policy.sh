@@ -86,13 +86,18 @@ unthrottle() {
   "${configs[@]}" --alter --delete-config leader.replication.throttled.rate >/dev/null
 }
 
-# D11 (the two other automatic policies, end to end; the reorder-only reassignment of a leading
-# observer listed first is not built yet, see README.md):
+# D11 (the two other automatic policies end to end, and the demotion of a leading broker listed
+# first):
 #   LeaderIsObserver, a topic 1:2:4 (min ISR 2): zone 1 lost -> under min ISR, but the policy
 #     waits for Offline: no promotion for 20 s; zone 2 lost too -> Offline (only 4 holds the
 #     data): 4 promoted.
 #   UnderReplicated, a topic 1:2:4 with min ISR 1: zone 1 lost -> one primary of two in the ISR,
 #     writes still accepted (not under min ISR): 4 promoted.
+#   The example's UnderMinIsr, a topic 4:1:2 (the observer listed first): zone 1 lost -> 4
+#     promoted, in the ISR; a preferred election (as Kafka's auto leader rebalance would run)
+#     makes 4 leader; zone 1 back: a preferred election alone would keep 4 leading, so the
+#     operator reorders the replicas to 1:2:4 (same brokers), moves leadership to 1 and only then
+#     demotes 4, which leaves the ISR and leads nothing.
 scenario_d11() {
   local topic t t_prom
   obs_patch '{"spec":{"promotion":{"policy":"LeaderIsObserver"}}}'
@@ -127,4 +132,44 @@ scenario_d11() {
   local t_isr
   t_isr="$(wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_all(4)' 60 "4 in the ISR")"
   echo "DRILL D11 under_replicated_kill_to_promoted_s=$(secs "$t" "$t_prom") kill_to_4_in_isr_s=$(secs "$t" "$t_isr")"
+
+  touch "$SCENARIO_DIR/isr.stop"
+  log "== a leading observer listed first (the bed restored first)"
+  restore_scenario >&2 || fail "could not restore the bed before the reordering"
+  rm -f "$SCENARIO_DIR/on-restore" "$SCENARIO_DIR/after-restore" "$SCENARIO_DIR/topics"
+  d11_reorder
+}
+
+# The third part of D11: the example ObserverSet (UnderMinIsr, autoDemote 30 s).
+d11_reorder() {
+  local topic t t_back t_reordered t_demoted t_out b replicas
+  b="$(bootstrap)"
+  topic="$(new_drill_topic d11c 4:1:2)"
+  start_isr_sampler "$topic"
+  t="$(now_ms)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_none(4) && isr_min() == 2 && !leads(4)' 60 "ISR {1,2}, without 4, 4 not leading" >/dev/null
+  node_stop 1
+  wait_obs 90 "4 promoted once zone 1 is lost" '[[ " $(auto_promoted) " == *" 4 "* ]]'
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_all(4)' 60 "4 in the ISR" >/dev/null
+  "$tb/bin/kafka-leader-election" --bootstrap-server "$b" --election-type PREFERRED \
+    --topic "$topic" --partition 0 >&2 || fail "the preferred election that makes 4 leader failed"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t" 'leads(4)' 30 "4 leading $topic (its preferred leader)" >/dev/null
+  t_back="$(now_ms)"
+  KAFKA_START_WAIT=0 node_up 1
+  wait_obs 180 "4 demoted after zone 1 came back" '[[ -z "$(auto_promoted)" ]]'
+  t_demoted="$(now_ms)"
+  replicas="$("$tb/bin/kafka-topics" --bootstrap-server "$b" --describe --topic "$topic" |
+    awk '/Partition: 0/ { for (i = 1; i <= NF; i++) if ($i == "Replicas:") print $(i + 1) }')"
+  [[ "$replicas" == "1,2,4" ]] || fail "$topic's replicas are '$replicas' after the demotion, expected 1,2,4 (reordered)"
+  local reordered
+  reordered="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=ReplicasReordered" \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -m1 "$topic" || true)"
+  [[ -n "$reordered" ]] || fail "no ReplicasReordered Event names $topic"
+  log "reordered: $reordered"
+  t_reordered="$(first_sample "$SCENARIO_DIR/isr.log" "$t_back" '!leads(4)')"
+  [[ -n "$t_reordered" ]] || fail "4 still led $topic when it was demoted"
+  # Never demoted while leading: the demotion came after leadership had left 4.
+  t_out="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_demoted" 'isr_none(4) && !leads(4)' 90 "4 out of the ISR after its demotion")"
+  never_sample "$SCENARIO_DIR/isr.log" "$t_reordered" "$t_out" 'leads(4)' "4 led $topic again after leadership moved off it"
+  echo "DRILL D11 reorder back_to_leadership_moved_s=$(secs "$t_back" "$t_reordered") back_to_demoted_s=$(secs "$t_back" "$t_demoted") back_to_4_out_of_isr_s=$(secs "$t_back" "$t_out") replicas_after=$replicas"
 }
