@@ -166,9 +166,19 @@ d11_reorder() {
     -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -m1 "$topic" || true)"
   [[ -n "$reordered" ]] || fail "no ReplicasReordered Event names $topic"
   log "reordered: $reordered"
-  t_reordered="$(first_sample "$SCENARIO_DIR/isr.log" "$t_back" '!leads(4)')"
+  t_reordered="$(first_sample "$SCENARIO_DIR/isr.log" "$t_back" 'ok() && !leads(4)')"
   [[ -n "$t_reordered" ]] || fail "4 still led $topic when it was demoted"
-  # Never demoted while leading: the demotion came after leadership had left 4.
+  # The operator's own record (status.history, each action stamped with its scan): the
+  # reordering and the leadership move in one scan, the demotion in a later one. A sampler's
+  # view of Kafka and the status poll cannot order events a scan apart; the history can.
+  local actions
+  actions="$(obs_get '{range .status.history[?(@.who=="automation")]}{.at} {.action} {.nodeId}{"\n"}{end}' |
+    awk -v since="$(date -u -d "@$((t_back / 1000))" +%Y-%m-%dT%H:%M:%S)" '$1 >= since && $3 == 4 { print $1, $2 }' | sort)"
+  log "automatic actions on 4 since zone 1 came back:"$'\n'"$actions"
+  awk '$2 == "ReorderReplicas" { r = $1 } $2 == "MoveLeadership" { m = $1 } $2 == "Demote" && d == "" { d = $1 }
+    END { exit !(r != "" && m != "" && d != "" && r < d && m < d) }' <<<"$actions" ||
+    fail "expected ReorderReplicas and MoveLeadership before the Demote of 4 in status.history, got: $(tr '\n' ';' <<<"$actions")"
+  # And 4 never leads again: not after the move, nor once it is an observer again.
   t_out="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_demoted" 'isr_none(4) && !leads(4)' 90 "4 out of the ISR after its demotion")"
   never_sample "$SCENARIO_DIR/isr.log" "$t_reordered" "$t_out" 'leads(4)' "4 led $topic again after leadership moved off it"
   echo "DRILL D11 reorder back_to_leadership_moved_s=$(secs "$t_back" "$t_reordered") back_to_demoted_s=$(secs "$t_back" "$t_demoted") back_to_4_out_of_isr_s=$(secs "$t_back" "$t_out") replicas_after=$replicas"
