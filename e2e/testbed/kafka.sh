@@ -209,10 +209,17 @@ up() {
 observerset() {
   # replace, not apply: a field someone patched in (a drill, a test) and the example does not
   # set must go too, so the spec is exactly the example's.
-  local verb=create
-  kubectl -n "$ns" get obs kafka >/dev/null 2>&1 && verb=replace
-  sed "s/\.kafka\.svc:/.$ns.svc:/" "$root/examples/kafka/observerset/observerset.yaml" |
-    kubectl -n "$ns" "$verb" -f - >/dev/null
+  # kubectl replace reads the live resourceVersion and sends it: a status write by the operator
+  # in between is a Conflict, so it is tried again (optimistic concurrency, as any client).
+  local verb manifest try out
+  manifest="$(sed "s/\.kafka\.svc:/.$ns.svc:/" "$root/examples/kafka/observerset/observerset.yaml")"
+  for try in 1 2 3 4 5; do
+    verb=create
+    kubectl -n "$ns" get obs kafka >/dev/null 2>&1 && verb=replace
+    out="$(kubectl -n "$ns" "$verb" -f - <<<"$manifest" 2>&1 >/dev/null)" && break
+    [[ "$out" == *"Conflict"* && $try -lt 5 ]] || die "ObserverSet $ns/kafka: kubectl $verb failed: $out"
+    sleep 0.5
+  done
   kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null ||
     die "ObserverSet $ns/kafka not Ready after 180s: $(kubectl -n "$ns" get obs kafka -o jsonpath='{.status.conditions}')"
   log "ObserverSet $ns/kafka Ready"

@@ -74,7 +74,12 @@ network_up() {
     ip link add "$bridge" type bridge
     log "bridge $bridge created"
   fi
-  ip addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_ip/${pod_cidr#*/}" dev "$bridge"
+  # Read whole, then matched: with pipefail, `ip addr show | grep -q` fails when grep exits
+  # before ip has written everything (SIGPIPE), and the add then reports "Address already
+  # assigned" (seen in D5's apiserver restart under load).
+  local addrs
+  addrs="$(ip -4 addr show dev "$bridge")"
+  [[ "$addrs" == *"inet $node_ip/"* ]] || ip addr add "$node_ip/${pod_cidr#*/}" dev "$bridge"
   ip link set "$bridge" up
   if [[ ! -f "$node_dir/sysctl.saved" ]]; then
     local kv

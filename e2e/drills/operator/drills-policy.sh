@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # D6 and D7: the promotion policy's guards under real failures. Sourced by run.sh.
 
-# D6: a flapping broker. Broker 1 (of a topic 1:2:4) is stopped and started five times, about
-# 12 s down and 12 s up each time, for about two minutes, with the demotion's stabilization
+# D6: a flapping broker. Broker 1 (of a topic 1:2:4) is stopped and started five times, 12 s
+# down and, once back in the ISR, 12 s up each time, for about two minutes, with the demotion's stabilization
 # window shortened to 5 s, so that without a cooldown 4 would be promoted and demoted with every
 # flap. Every automatic action on 4 (status.history, who=automation) comes at least the
 # cooldown (30 s in the example) after the one before, so at most one per cooldown; and there
@@ -22,7 +22,13 @@ scenario_d6() {
     bash "$KAFKA_SH" stop 1 >&2 || fail "kafka.sh stop 1 failed"
     sleep 12
     log "== flap $i: broker 1 up"
+    local t_up
+    t_up="$(now_ms)"
     KAFKA_START_WAIT=0 bash "$KAFKA_SH" start 1 >&2 || fail "kafka.sh start 1 failed"
+    # Up means back in the ISR, then 12 s: a JVM start takes 8 s on a quiet bed and more under
+    # load, and a broker that never rejoins before it is stopped again gives the demotion's
+    # window nothing to time (CI once saw only the first promotion in two minutes).
+    wait_sample "$SCENARIO_DIR/isr.log" "$t_up" 'ok() && has($3, 1)' 90 "broker 1 back in the ISR (flap $i)" >/dev/null
     sleep 12
   done
   local actions gaps n
@@ -82,7 +88,9 @@ scenario_d7() {
 # unthrottle ID: broker ID's leader.replication.throttled.rate removed, if set.
 unthrottle() {
   local configs=("$tb/bin/kafka-configs" --bootstrap-server "$(bootstrap)" --entity-type brokers --entity-name "$1")
-  "${configs[@]}" --describe 2>/dev/null | grep -q "leader.replication.throttled.rate=" || return 0
+  local described
+  described="$("${configs[@]}" --describe 2>/dev/null)"
+  [[ "$described" == *"leader.replication.throttled.rate="* ]] || return 0
   "${configs[@]}" --alter --delete-config leader.replication.throttled.rate >/dev/null
 }
 

@@ -45,9 +45,10 @@ scenario_d12() {
   t_set="$(now_ms)"
   obs_patch '{"spec":{"promotion":{"uncleanTakeover":true}}}'
   t_elected="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_set" 'leads(4)' 90 "4 elected leader (unclean takeover)")"
-  kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=UncleanTakeover" \
-    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "$topic-0" ||
-    fail "4 leads but no UncleanTakeover Event names $topic-0"
+  local events
+  events="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=UncleanTakeover" \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}')"
+  [[ "$events" == *"$topic-0"* ]] || fail "4 leads but no UncleanTakeover Event names $topic-0"
   echo "DRILL D12 lost_to_promoted_s=$(secs "$t_lost" "$t_promoted") takeover_enabled_to_4_leads_s=$(secs "$t_set" "$t_elected") new_operator_leader=$(operator_leader)"
 
   dc config "$topic" min.insync.replicas 1 >&2 || fail "cannot lower min.insync.replicas"
