@@ -56,6 +56,21 @@ const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// tenth of that (then ten times its duration: glances never take more than a tenth of the time).
 const GLANCE_PERIOD: Duration = Duration::from_millis(100);
 
+/// Each partition's result of a per-partition Kafka request.
+type PartitionResults = Vec<(TopicPartition, Result<(), String>)>;
+
+/// What failed of a per-partition Kafka request (a leader election, a reordering): one line per
+/// failed partition, or the request's own error; empty when everything succeeded.
+fn failures<E: std::fmt::Display>(outcome: Result<PartitionResults, E>) -> Vec<String> {
+    match outcome {
+        Ok(partitions) => partitions
+            .into_iter()
+            .filter_map(|(p, r)| r.err().map(|e| format!("{p}: {e}")))
+            .collect(),
+        Err(e) => vec![e.to_string()],
+    }
+}
+
 pub(super) struct SetTask {
     client: Client,
     metrics: Metrics,
@@ -282,13 +297,12 @@ impl SetTask {
         let admin = watcher.admin();
         for action in &decision.actions {
             if let PromotionAction::ReorderReplicas { orders, .. } = action {
-                let failures = match watcher.reorder_replicas(orders).await {
-                    Ok(outcomes) => outcomes
+                let failures = failures(watcher.reorder_replicas(orders).await.map(|outcomes| {
+                    outcomes
                         .into_iter()
-                        .filter_map(|o| o.result.err().map(|e| format!("{}: {e}", o.partition)))
-                        .collect::<Vec<_>>(),
-                    Err(e) => vec![e.to_string()],
-                };
+                        .map(|o| (o.partition, o.result))
+                        .collect()
+                }));
                 self.metrics
                     .automation()
                     .reordered(&self.labels, failures.is_empty());
@@ -336,20 +350,16 @@ impl SetTask {
                 | PromotionAction::ReorderReplicas { .. } => continue,
             };
             let kind_name = format!("{kind:?}");
-            let failures = match elect_leaders(
-                admin.clone(),
-                kind,
-                partitions.clone(),
-                ELECTION_TIMEOUT,
-            )
-            .await
-            {
-                Ok(outcomes) => outcomes
-                    .into_iter()
-                    .filter_map(|o| o.result.err().map(|e| format!("{}: {e}", o.partition)))
-                    .collect::<Vec<_>>(),
-                Err(e) => vec![e.to_string()],
-            };
+            let failures = failures(
+                elect_leaders(admin.clone(), kind, partitions.clone(), ELECTION_TIMEOUT)
+                    .await
+                    .map(|outcomes| {
+                        outcomes
+                            .into_iter()
+                            .map(|o| (o.partition, o.result))
+                            .collect()
+                    }),
+            );
             self.metrics
                 .automation()
                 .elected(&self.labels, &kind_name, failures.is_empty());
