@@ -11,14 +11,18 @@ CARGO ?= cargo
 
 all: build
 
+# KOO_BUILD_TESTS=1 (set by `make test`) selects the test targets too: cargo then resolves the
+# dev-dependencies' features (tokio's test-util, ...) for the binaries as well, so they are the
+# very artifacts `cargo test --release` uses and CI compiles the crate once instead of twice.
 build:
-	$(CARGO) build --workspace --release --bins
+	$(CARGO) build --workspace --release --bins $(if $(KOO_BUILD_TESTS),--tests)
 
 ## The main job: local test bed, operator, example ObserverSet and a failure drill.
 demo: build kafka-patched
 	bash e2e/demo.sh
 
 ## All the tests: static checks, unit and property tests, then everything against the real bed.
+test: export KOO_BUILD_TESTS = 1
 test: check unit patch-unit alerts-check kafka-versions testbed-up
 	bash e2e/integration.sh
 
@@ -31,13 +35,15 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # --release: the bed tests build in release too, so a cold run compiles the dependencies once.
+# The examples (the benchmarks) are not built here: clippy checks them, `make bench` builds them.
 unit:
-	KOO_TESTBED=off $(CARGO) test --workspace --release
+	KOO_TESTBED=off $(CARGO) test --workspace --release --lib --bins --tests
+	$(CARGO) test --workspace --release --doc
 
 # The Kafka clients (watcher, offset probe) against a local single-node Kafka with SASL_SSL
 # (SCRAM-SHA-512) and mTLS listeners; part of `unit` too, skips when `make kafka-jars` has not run.
 secure-kafka-test:
-	$(CARGO) test --release --test secure_kafka -- --nocapture
+	$(CARGO) test --release --test integration secure_kafka:: -- --nocapture
 
 # The chart's PrometheusRule (promtool check + unit tests) and Grafana dashboard (valid JSON,
 # only exported metric names); needs no bed. e2e/alerts-check.sh says what it checks.
@@ -47,12 +53,15 @@ alerts-check:
 promtool:
 	bash e2e/build/promtool.sh
 
-crds:
-	$(CARGO) run --quiet --bin kafka-observer-operator -- crd > crds/observerset.yaml
+# The release binary of `make build`: no debug build of the whole tree just to print the CRD.
+operator_bin = $(CARGO_TARGET_DIR)/release/kafka-observer-operator
+
+crds: build
+	$(operator_bin) crd > crds/observerset.yaml
 	cp crds/observerset.yaml charts/kafka-observer-operator/crds/observerset.yaml
 
-crds-check:
-	$(CARGO) run --quiet --bin kafka-observer-operator -- crd | diff -u crds/observerset.yaml - \
+crds-check: build
+	$(operator_bin) crd | diff -u crds/observerset.yaml - \
 	  || { echo "crds/observerset.yaml is stale: run 'make crds'"; exit 1; }
 	diff -q crds/observerset.yaml charts/kafka-observer-operator/crds/observerset.yaml \
 	  || { echo "the chart's copy of the CRD is stale: run 'make crds'"; exit 1; }

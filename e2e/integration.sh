@@ -29,7 +29,7 @@ stage "real node: the chart without its operator pods" bash e2e/testbed/operator
 export KOO_OPERATOR_CREDENTIALS=chart
 stage "operator on the bed, chart's RBAC (operator.sh up)" bash e2e/testbed/operator.sh up
 # --test-threads=1: the tests share the bed's Kafka pods and its ObserverSet kafka/kafka.
-# KOO_JVM_ACK_TEST=1: tests/operator_jvm_ack.rs runs too (its own second cluster, kafka-j, with a
+# KOO_JVM_ACK_TEST=1: tests/integration/operator_jvm_ack.rs runs too (its own second cluster, kafka-j, with a
 # 30 s observer cache on the controllers; about 3.5 min).
 stage "Rust integration tests against the bed" env KOO_JVM_ACK_TEST=1 cargo test --workspace --release --test '*' -- --test-threads=1
 stage "Kafka observer failure suite (S1-S10)" bash e2e/drills/kafka/run.sh

@@ -8,7 +8,7 @@
 # What is measured honestly: the bench's ObserverSets select pods that do not exist and use Time
 # acknowledgement with settleTime 0s, so the numbers are the operator's pipeline (watch, validate,
 # plan, two ConfigMap writes, status) on the real apiserver, not the kubelet's volume sync or the
-# agents (the drill and tests/operator_rollout.rs cover those on the bed's real pods).
+# agents (the drill and tests/integration/operator_rollout.rs cover those on the bed's real pods).
 # Environment: KOO_BENCH_SETS (200), KOO_BENCH_SAMPLES (100).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"

@@ -1,6 +1,6 @@
 //! The offset probe against in-process TLS and SASL servers on loopback: certificates from
 //! `security::test_pki`, the settings from `security::connection_security` as the operator
-//! makes them. The real-Kafka test (tests/secure_kafka.rs) covers SCRAM and Kafka's own TLS.
+//! makes them. The real-Kafka test (tests/integration/secure_kafka.rs) covers SCRAM and Kafka's own TLS.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -27,7 +27,9 @@ tb="${KOO_TESTBED:-$tb}"
 doc="$root/docs/runbooks.md"
 ns=kafka
 set_name=kafka
-cargo build --quiet --release --bin kubectl-observer
+# Under `make test` (KOO_BUILD_TESTS=1) the test targets are selected too, so this is the binary
+# the earlier stages built, not a second compile with other dependency features.
+cargo build --quiet --release --bin kubectl-observer ${KOO_BUILD_TESTS:+--tests}
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/koo-runbooks.XXXXXX")"
 mkdir -p "$work/bin"

@@ -1,5 +1,5 @@
 //! The ObserverSet owning the bed's observer lists (`kafka/kafka` once the promotion drill, the
-//! demo or tests/operator_rollout.rs applied the example) has an automatic promotion policy. A test
+//! demo or tests/integration/operator_rollout.rs applied the example) has an automatic promotion policy. A test
 //! that takes a Kafka node down would make it act: broker 4 promoted on the real cluster, and
 //! that promotion may outlive the test (the demotion waits for leaderships to leave broker 4,
 //! which never happens for partitions whose preferred leader it is). So, as the Kafka drills and

@@ -6,7 +6,7 @@
 //! Owns its state: a fresh namespace with the quota and a pod-less ObserverSet (Time
 //! acknowledgement, settle 0s), deleted at the end. Uses the bed's shared operator.
 
-mod operator_support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
 use serde_json::json;
 
-use operator_support::*;
+use support::*;
 
 const T: Duration = Duration::from_secs(60);
 

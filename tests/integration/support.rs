@@ -1,4 +1,4 @@
-//! Shared helpers of the operator integration tests (`tests/operator_*.rs`): reach the bed,
+//! Shared helpers of the operator integration tests (`tests/integration/`): reach the bed,
 //! run the bed's operator, create throw-away namespaces, wait for conditions, read agents.
 //!
 //! Every test starts with [`bed`]: `KOO_TESTBED=off` prints a skip line and the test passes;
@@ -9,7 +9,6 @@
 //! a new one), and every ObserverSet a test creates names the bed's bootstrap address (the
 //! `kafka-bootstrap` Service's ClusterIP:9092): the operator runs as a local process on the
 //! machine, which does not resolve cluster DNS names such as `kafka-bootstrap.kafka.svc`.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! killed mid-rollout resumes it without repeating or skipping a step. These tests share the
 //! bed's pods: run them with --test-threads=1 (integration.sh does).
 
-mod operator_support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use operator_support::*;
+use support::*;
 
 const T: Duration = Duration::from_secs(120);
 

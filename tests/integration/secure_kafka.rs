@@ -16,7 +16,7 @@
 //!
 //! Runs with the ordinary `cargo test` (about 11 s on the 2-core machine: format 3 s, Kafka's
 //! start 3-4 s, the checks 4 s), alone with `make secure-kafka-test` or `cargo test --release
-//! --test secure_kafka`. Without the cached distribution or `java` it prints a skip line and
+//! --test integration secure_kafka::`. Without the cached distribution or `java` it prints a skip line and
 //! passes; `KOO_SECURE_KAFKA_TEST=0` skips it too. The Kafka process is killed and its temporary
 //! directory removed when the test ends, failed or not; on failure the tail of Kafka's log is
 //! printed.

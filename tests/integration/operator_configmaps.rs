@@ -3,7 +3,7 @@
 //! keeps them (without owner references) when the ObserverSet is deleted with deletionPolicy
 //! Retain. Runs in its own namespace, with no Kafka pods (Time acknowledgement, settle 0s).
 
-mod operator_support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use operator_support::*;
+use support::*;
 
 const T: Duration = Duration::from_secs(30);
 

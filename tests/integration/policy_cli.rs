@@ -7,8 +7,7 @@
 //! `status.engineState`: the stabilization window once the topic is healthy again, and the
 //! cooldown after the automatic demotion.
 
-#[path = "operator_support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

@@ -2,17 +2,17 @@
 //! and CEL rules), and accepts a good one. Server-side dry-run creates: nothing is stored.
 //! Needs only the CRD installed on the bed (`operator.sh crd`), not a running operator.
 
-mod operator_support;
+use crate::support;
 
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::Api;
 use serde_json::Value;
 
 use kafka_observer_operator::crd::ObserverSet;
-use operator_support::bed;
+use support::bed;
 
 /// Dry-run create of `body` in namespace kafka: `Ok(())` or the apiserver's message.
-async fn dry_run(bed: &operator_support::Bed, body: Value) -> Result<(), String> {
+async fn dry_run(bed: &support::Bed, body: Value) -> Result<(), String> {
     // Untyped, so values the Rust types cannot even hold (an unknown enum) reach the apiserver.
     let ar = ApiResource::erase::<ObserverSet>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(bed.client.clone(), "kafka", &ar);

@@ -23,8 +23,7 @@
 //! of this tree's binary (`KOO_OPERATOR_BIN`), so another tree's build cannot replace the
 //! operator the test restarts; the test fails with that hint when the restore line is missing.
 
-#[path = "operator_support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -8,8 +8,7 @@
 //! stopped for the test and started again afterwards ([`support::Bed::pause_operator`]): every
 //! status write, Event and metric the test sees is its own automation's.
 
-#[path = "operator_support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! election, on its own metrics port. The bed's shared operator, which watches every namespace,
 //! is stopped for the test and started again afterwards (`Bed::pause_operator`).
 
-mod operator_support;
+use crate::support;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use kube::Api;
 use serde_json::{json, Value};
 use std::panic::AssertUnwindSafe;
 
-use operator_support::{bed, get_cm, listed_ids, phase, status_of, wait_for, Bed};
+use support::{bed, get_cm, listed_ids, phase, status_of, wait_for, Bed};
 
 const NS: &str = "refuse-test";
 
@@ -330,7 +330,7 @@ async fn scenario(bed: &Bed, op: &Operator) {
         json!({"refuse/role": "controller"}),
         json!({"refuse/role": "broker"}),
     );
-    operator_support::create_observer_set(&sets, alpha).await;
+    support::create_observer_set(&sets, alpha).await;
     wait_phase(bed, "alpha", "Ready", op).await;
     wait_for(Duration::from_secs(30), "alpha's automation plan", || {
         let sets = sets.clone();
@@ -353,7 +353,7 @@ async fn scenario(bed: &Bed, op: &Operator) {
         json!({"refuse/cluster": "one", "refuse/role": "controller"}),
         json!({"refuse/cluster": "one", "refuse/role": "broker"}),
     );
-    operator_support::create_observer_set(&sets, beta).await;
+    support::create_observer_set(&sets, beta).await;
     let status = wait_phase(bed, "beta", "Conflict", op).await;
     let ready = ready_condition(&status);
     assert_eq!(ready["status"], "False", "{status:#}");

@@ -18,7 +18,7 @@
 //! (`e2e/build/images.sh build && images.sh import`): the example pods run the agent with
 //! `--loaded-file` and the patch with `KAFKA_OBSERVER_IDS_LOADED_FILE`.
 
-mod operator_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -34,7 +34,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use serde_json::{json, Value};
 
-use operator_support::*;
+use support::*;
 
 const NS: &str = "kafka-j";
 const OPT_IN: &str = "KOO_JVM_ACK_TEST";

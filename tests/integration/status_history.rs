@@ -11,8 +11,7 @@
 //! paused for the test ([`support::Bed::pause_operator`]; run with `KOO_OPERATOR_BIN` naming
 //! the shared operator's binary so the pause finds it and restarts the same one).
 
-#[path = "operator_support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

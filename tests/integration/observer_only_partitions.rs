@@ -10,8 +10,7 @@
 //! with confirmations 1 and no cooldown, so without the guard its first scan would promote. The
 //! bed's operator is paused for the test (it would see the topic too).
 
-#[path = "operator_support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
