@@ -42,6 +42,9 @@ declare -A variants=(
   [local-image]="--set image.repository=kafka-observer-operator --set image.tag=dev --set image.pullPolicy=Never --set replicaCount=2"
   [existing-sa]="--set serviceAccount.create=false --set serviceAccount.name=koo-sa --set rbac.create=false"
   [monitoring]="--set metrics.serviceMonitor.enabled=true --set prometheusRule.enabled=true --set dashboard.enabled=true"
+  # Namespaces that exist on the bed, so the server-side dry run below can create the Roles.
+  [secret-namespaces]="--set rbac.secretNamespaces={default,kube-public}"
+  [no-secrets]="--set rbac.readSecrets=false"
 )
 for v in "${!variants[@]}"; do
   # shellcheck disable=SC2086
@@ -74,6 +77,7 @@ expected_rbac='coordination.k8s.io leases - create
 coordination.k8s.io leases "kafka-observer-operator" get,patch
 core configmaps - get,list,watch,create,patch,delete
 core pods - list,watch,patch
+core secrets - get
 events.k8s.io events - create,patch
 kafkaobserver.io observersets - get,list,watch,patch
 kafkaobserver.io observersets/status - patch'
@@ -95,6 +99,25 @@ if [[ -s "$work/defaults.yaml" ]]; then
   else bad "RBAC rules differ from the expected list (update the chart, this list and docs/rbac.md together):"$'\n'"$(diff <(echo "$expected_rbac") <(echo "$got") || true)"; fi
 fi
 
+# Secrets: `get` cluster-wide by default; with rbac.secretNamespaces only by a Role in each of
+# those namespaces (none in the ClusterRole); with rbac.readSecrets=false nowhere.
+secret_grants() { # rendering: "<kind> <namespace or -> <verbs>" per rule on secrets
+  awk '
+    /^kind: / { kind = $2; namespace = "-" }
+    /^  namespace: / { namespace = $2 }
+    /^ *resources: \[secrets\]/ { pending = 1; next }
+    pending && /^ *verbs: / { sub(/^ *verbs: /, ""); print kind, namespace, $0; pending = 0 }
+  ' "$1" | LC_ALL=C sort
+}
+if [[ -s "$work/defaults.yaml" && -s "$work/secret-namespaces.yaml" && -s "$work/no-secrets.yaml" ]]; then
+  got="$(secret_grants "$work/defaults.yaml")|$(secret_grants "$work/secret-namespaces.yaml")|$(secret_grants "$work/no-secrets.yaml")"
+  want="ClusterRole - [get]|Role default [get]"$'\n'"Role kube-public [get]|"
+  if [[ "$got" == "$want" ]]; then
+    ok "Secrets: get cluster-wide by default, only per namespace with rbac.secretNamespaces, none with rbac.readSecrets=false"
+  else bad "Secret grants differ: got '$got', want '$want'"; fi
+  grep -q 'kind: RoleBinding' "$work/secret-namespaces.yaml" || bad "rbac.secretNamespaces renders no RoleBinding"
+fi
+
 # 3. values.schema.json must reject bad values, naming the key.
 reject() { # description, expected text, helm args...
   local what="$1" want="$2"; shift 2
@@ -108,7 +131,7 @@ reject "an unknown top-level key" "additional" --set nosuchkey=1
 reject "a bad lease duration" "leaseDuration" --set leaderElection.leaseDuration=15sec
 reject "metrics.port=0" "port" --set metrics.port=0
 reject "2 replicas without leader election" "leaderElection" --set replicaCount=2 --set leaderElection.enabled=false
-reject "the removed rbac.readSecrets (the operator reads no Secret)" "readSecrets" --set rbac.readSecrets=true
+reject "a namespace name that is not a DNS label in rbac.secretNamespaces" "secretNamespaces" --set 'rbac.secretNamespaces={Team_A}'
 reject "prometheusRule.heldBackMinutes=0" "heldBackMinutes" --set prometheusRule.heldBackMinutes=0
 reject "a prometheusRule.selector with braces" "selector" --set-string 'prometheusRule.selector={job="x"}'
 

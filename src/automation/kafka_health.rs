@@ -12,6 +12,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::crd::ObserverSet;
+use crate::kafka::security::SecretError;
 use crate::promotion::SourceHealth;
 use crate::writers;
 
@@ -37,6 +38,34 @@ pub fn after_scan(
             format!("the last scan could not read the Kafka cluster, so the automation promotes and demotes nothing until it can: {reason}"),
         ),
     };
+    changed(status, reason, message, stored, generation, now)
+}
+
+/// The condition when the Secrets `spec.kafka` names cannot be used (missing, a key missing, a
+/// bad certificate or key): False, reason `SecretInvalid`, the message naming the Secret and the
+/// key; `None` when the stored one already says it. Pure.
+pub fn after_secret_error(
+    error: &SecretError,
+    stored: &[Condition],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Option<Condition> {
+    let message = format!("no scan: the Kafka connection's Secrets cannot be used, so the automation promotes and demotes nothing until they can: {error}");
+    changed("False", SECRET_INVALID, message, stored, generation, now)
+}
+
+pub const SECRET_INVALID: &str = "SecretInvalid";
+
+/// The `KafkaReachable` condition with this status, reason and message, unless the stored one
+/// says the same; the transition time kept while the status stays.
+fn changed(
+    status: &str,
+    reason: &str,
+    message: String,
+    stored: &[Condition],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Option<Condition> {
     let previous = stored.iter().find(|c| c.type_ == KAFKA_REACHABLE);
     if previous.is_some_and(|c| c.status == status && c.reason == reason && c.message == message) {
         return None;
@@ -130,5 +159,39 @@ mod tests {
             last_transition_time: Time(t0),
         };
         assert!(after_scan(&SourceHealth::Healthy, &[ready], None, t0).is_some());
+    }
+
+    #[test]
+    fn an_unusable_secret_names_it_and_a_good_scan_clears_it() {
+        let t0 = Timestamp::from_second(1_000).unwrap();
+        let missing = SecretError::KeyMissing {
+            namespace: "team-a".into(),
+            secret: "kafka-user".into(),
+            key: "password".into(),
+            field: "spec.kafka.sasl.secretRef.passwordKey",
+            present: "username".into(),
+        };
+        let c = after_secret_error(&missing, &[], Some(2), t0).expect("first");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", SECRET_INVALID)
+        );
+        assert!(
+            c.message
+                .contains("Secret team-a/kafka-user has no key password"),
+            "{}",
+            c.message
+        );
+        assert_eq!(
+            after_secret_error(&missing, std::slice::from_ref(&c), Some(2), t0),
+            None,
+            "a repeat writes nothing"
+        );
+        let t1 = Timestamp::from_second(1_010).unwrap();
+        let up = after_scan(&SourceHealth::Healthy, &[c], Some(2), t1).expect("fixed");
+        assert_eq!(
+            (up.status.as_str(), up.last_transition_time),
+            ("True", Time(t1))
+        );
     }
 }

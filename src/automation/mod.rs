@@ -40,10 +40,10 @@ use crate::reconciler::conflict;
 pub enum AutomationError {
     #[error("the ObserverSet is invalid, not automating it: {0}")]
     Invalid(String),
-    #[error(
-        "spec.kafka uses TLS or SASL, which the automation does not support yet: use policy Manual, or a plaintext listener"
-    )]
-    SecureConnection,
+    /// A Secret `spec.kafka.tls`/`sasl` names is missing, lacks its key or holds a bad
+    /// certificate or key; the message names the Secret, the key and the fix.
+    #[error("cannot connect to Kafka with the Secrets spec.kafka names, so the automation acts on nothing: {0}")]
+    Secret(#[from] crate::kafka::security::SecretError),
     #[error(transparent)]
     Kafka(#[from] crate::kafka::KafkaError),
     #[error(

@@ -19,9 +19,10 @@ use super::kafka_health;
 use super::partitions;
 use super::status;
 use super::AutomationError;
-use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus};
+use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
+use crate::k8s::secrets::read_connection_security;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
@@ -76,7 +77,9 @@ pub(super) struct SetTask {
     metrics: Metrics,
     events: Events,
     labels: ObserverSetLabels,
-    watcher: Option<(Vec<String>, KafkaWatcher)>,
+    /// The watcher and the settings it was made with: other settings (a bootstrap change, a
+    /// rotated password or certificate) make a new one.
+    watcher: Option<(ConnectionSettings, KafkaWatcher)>,
     /// The engine's memory. Seeded from `status.autoPromotions` and `status.engineState` when
     /// the task starts; after that the task's own copy is authoritative (the watch may lag
     /// behind our own status writes).
@@ -194,10 +197,8 @@ impl SetTask {
             .promotion
             .scan_interval
             .max(Duration::from_millis(100));
-        if validated.kafka.tls.is_some() || validated.kafka.sasl.is_some() {
-            return Err(AutomationError::SecureConnection);
-        }
-        let watcher = match self.watcher_for(&validated.kafka.bootstrap_servers) {
+        let settings = self.connection_settings(obs, &validated.kafka).await?;
+        let watcher = match self.watcher_for(settings) {
             Ok(w) => w,
             Err(e) => {
                 let source = SourceHealth::Unhealthy {
@@ -278,11 +279,47 @@ impl SetTask {
         Ok(next)
     }
 
-    fn watcher_for(&mut self, bootstrap: &[String]) -> Result<&mut KafkaWatcher, AutomationError> {
-        if self.watcher.as_ref().is_none_or(|(b, _)| b != bootstrap) {
-            let settings = ConnectionSettings::plaintext(bootstrap.iter().cloned());
+    /// How to reach the cluster for this scan. With TLS or SASL, the Secrets `spec.kafka` names
+    /// are read again at every scan (one GET each, in the set's namespace): a rotated password or
+    /// certificate is used from the next scan on, without a restart. A Secret that is missing,
+    /// lacks its key or holds a bad certificate stops the scan: `KafkaReachable` False, a
+    /// Warning Event naming the Secret and the key, and no action.
+    async fn connection_settings(
+        &mut self,
+        obs: &ObserverSet,
+        kafka: &ValidatedKafka,
+    ) -> Result<ConnectionSettings, AutomationError> {
+        let settings = ConnectionSettings::plaintext(kafka.bootstrap_servers.iter().cloned());
+        if kafka.tls.is_none() && kafka.sasl.is_none() {
+            return Ok(settings);
+        }
+        match read_connection_security(&self.client, &self.labels.namespace, &obs.spec.kafka).await
+        {
+            Ok(security) => Ok(settings.with_security(security)),
+            Err(e) => {
+                let condition = kafka_health::after_secret_error(
+                    &e,
+                    &self.stored_conditions(obs),
+                    obs.metadata.generation,
+                    Timestamp::now(),
+                );
+                self.write_kafka_health(obs, condition).await;
+                Err(AutomationError::Secret(e))
+            }
+        }
+    }
+
+    fn watcher_for(
+        &mut self,
+        settings: ConnectionSettings,
+    ) -> Result<&mut KafkaWatcher, AutomationError> {
+        if self.watcher.as_ref().is_none_or(|(s, _)| *s != settings) {
+            if self.watcher.is_some() {
+                tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
+                    "the Kafka connection settings changed (bootstrap servers, or a Secret's content): reconnecting");
+            }
             let watcher = KafkaWatcher::new(&settings, WatcherOptions::default())?;
-            self.watcher = Some((bootstrap.to_vec(), watcher));
+            self.watcher = Some((settings, watcher));
         }
         Ok(&mut self.watcher.as_mut().expect("set above").1)
     }
@@ -602,18 +639,31 @@ impl SetTask {
 
     /// Writes the `KafkaReachable` condition when this scan's outcome changes it. Best effort:
     /// a failed write is logged and tried again after the next scan.
-    async fn report_kafka_health(&mut self, obs: &ObserverSet, source: &SourceHealth) {
-        let stored: Vec<Condition> = match &self.kafka_health {
+    /// The `KafkaReachable` condition as last written, else as the status holds it.
+    fn stored_conditions(&self, obs: &ObserverSet) -> Vec<Condition> {
+        match &self.kafka_health {
             Some(c) => vec![c.clone()],
             None => obs
                 .status
                 .as_ref()
                 .map(|s| s.conditions.clone())
                 .unwrap_or_default(),
-        };
-        let Some(condition) =
-            kafka_health::after_scan(source, &stored, obs.metadata.generation, Timestamp::now())
-        else {
+        }
+    }
+
+    async fn report_kafka_health(&mut self, obs: &ObserverSet, source: &SourceHealth) {
+        let condition = kafka_health::after_scan(
+            source,
+            &self.stored_conditions(obs),
+            obs.metadata.generation,
+            Timestamp::now(),
+        );
+        self.write_kafka_health(obs, condition).await;
+    }
+
+    /// Writes `condition` (`None`: the stored one already says it).
+    async fn write_kafka_health(&mut self, obs: &ObserverSet, condition: Option<Condition>) {
+        let Some(condition) = condition else {
             return;
         };
         let api: Api<ObserverSet> = Api::namespaced(self.client.clone(), &self.labels.namespace);

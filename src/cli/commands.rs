@@ -16,6 +16,7 @@ use super::{
     summarize, Cli, CliError, Command, Output, Roles, StatusArgs, StatusFilter,
 };
 use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
+use crate::k8s::secrets::read_connection_security;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::promotion::{
     assess, auto_promotions_in, check_demotion, check_promotion, led_by, CheckReport,
@@ -40,8 +41,10 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             move_leadership,
             force,
         } => demote(&cli, &api, &obs, node_id, move_leadership, force).await,
-        Command::Plan { output } => plan(&cli, &obs, output).await,
-        Command::Explain { node_id, output } => explain_broker(&cli, &obs, node_id, output).await,
+        Command::Plan { output } => plan(&cli, &api, &obs, output).await,
+        Command::Explain { node_id, output } => {
+            explain_broker(&cli, &api, &obs, node_id, output).await
+        }
     }
 }
 
@@ -89,13 +92,30 @@ fn auto_promoted(obs: &ObserverSet) -> BTreeSet<i32> {
         .collect()
 }
 
-async fn watcher(cli: &Cli, validated: &ValidatedObserverSet) -> Result<KafkaWatcher, CliError> {
+/// A watcher of the set's cluster, connected as the operator connects: with TLS or SASL the
+/// Secrets `spec.kafka` names are read from the set's namespace with the user's kubeconfig.
+/// `--bootstrap` replaces all of it with a plaintext listener.
+async fn watcher(
+    cli: &Cli,
+    api: &Api<ObserverSet>,
+    obs: &ObserverSet,
+    validated: &ValidatedObserverSet,
+) -> Result<KafkaWatcher, CliError> {
+    let kafka = &validated.kafka;
     let settings = match &cli.bootstrap {
         Some(b) => ConnectionSettings::from_bootstrap(b),
-        None if validated.kafka.tls.is_some() || validated.kafka.sasl.is_some() => {
-            return Err(CliError::SecureConnection);
+        None => {
+            let plaintext = ConnectionSettings::plaintext(kafka.bootstrap_servers.iter().cloned());
+            if kafka.tls.is_none() && kafka.sasl.is_none() {
+                plaintext
+            } else {
+                let namespace = kube::ResourceExt::namespace(obs).unwrap_or_default();
+                let client = api.clone().into_client();
+                plaintext.with_security(
+                    read_connection_security(&client, &namespace, &obs.spec.kafka).await?,
+                )
+            }
         }
-        None => ConnectionSettings::plaintext(validated.kafka.bootstrap_servers.iter().cloned()),
     };
     Ok(KafkaWatcher::new(&settings, WatcherOptions::default())?)
 }
@@ -162,7 +182,7 @@ async fn status(
         under_min_isr: args.under_min_isr,
     };
     let (validated, _) = policy_config(&obs)?;
-    let mut watcher = watcher(cli, &validated).await?;
+    let mut watcher = watcher(cli, api, &obs, &validated).await?;
     let clear = args.watch && args.output == Output::Table && std::io::stdout().is_terminal();
     loop {
         // The roles may change between scans (promotions): the ObserverSet is read every time.
@@ -280,7 +300,7 @@ async fn promote(
     force: bool,
 ) -> Result<(), CliError> {
     let (validated, config) = policy_config(obs)?;
-    let snapshot = watcher(cli, &validated).await?.scan().await;
+    let snapshot = watcher(cli, api, obs, &validated).await?.scan().await;
     enforce(
         &check_promotion(&snapshot, &config, node_id, Timestamp::now()),
         "promote",
@@ -306,7 +326,7 @@ async fn demote(
     force: bool,
 ) -> Result<(), CliError> {
     let (validated, config) = policy_config(obs)?;
-    let mut watcher = watcher(cli, &validated).await?;
+    let mut watcher = watcher(cli, api, obs, &validated).await?;
     let mut snapshot = watcher.scan().await;
     if move_leadership {
         snapshot = move_leadership_off(&mut watcher, snapshot, node_id).await?;
@@ -414,9 +434,14 @@ async fn edit_promoted(
     unreachable!("the last attempt returns")
 }
 
-async fn plan(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliError> {
+async fn plan(
+    cli: &Cli,
+    api: &Api<ObserverSet>,
+    obs: &ObserverSet,
+    output: Output,
+) -> Result<(), CliError> {
     let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
-    let snapshot = watcher(cli, &validated).await?.scan().await;
+    let snapshot = watcher(cli, api, obs, &validated).await?.scan().await;
     // The memory is restored at the decision's time, as the operator's task does.
     let now = Timestamp::now();
     let inputs = engine_inputs(obs, now)?;
@@ -465,12 +490,13 @@ async fn plan(cli: &Cli, obs: &ObserverSet, output: Output) -> Result<(), CliErr
 
 async fn explain_broker(
     cli: &Cli,
+    api: &Api<ObserverSet>,
     obs: &ObserverSet,
     node_id: i32,
     output: Output,
 ) -> Result<(), CliError> {
     let validated = validate(obs).map_err(|e| CliError::Invalid(e.to_string()))?;
-    let snapshot = watcher(cli, &validated).await?.scan().await;
+    let snapshot = watcher(cli, api, obs, &validated).await?.scan().await;
     let now = Timestamp::now();
     let inputs = engine_inputs(obs, now)?;
     let e = explain(&snapshot, &inputs.config, &inputs.memory, now, node_id);

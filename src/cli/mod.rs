@@ -131,10 +131,9 @@ pub enum CliError {
     Ambiguous { namespace: String, names: String },
     #[error("ObserverSet is invalid: {0}")]
     Invalid(String),
-    #[error(
-        "spec.kafka uses TLS or SASL, which this plugin does not speak: pass --bootstrap with a plaintext listener"
-    )]
-    SecureConnection,
+    /// A Secret `spec.kafka` names cannot be read with the user's kubeconfig or cannot be used.
+    #[error("cannot connect to Kafka with the Secrets spec.kafka names (read with your kubeconfig; --bootstrap takes a plaintext listener instead): {0}")]
+    Secret(#[from] crate::kafka::security::SecretError),
     #[error(transparent)]
     Kafka(#[from] crate::kafka::KafkaError),
     #[error(transparent)]

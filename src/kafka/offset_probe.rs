@@ -230,6 +230,21 @@ impl OffsetProbe {
         Ok(stream)
     }
 
+    /// Whether the probe speaks TLS or SASL.
+    pub fn is_secured(&self) -> bool {
+        self.security.tls.is_some() || self.security.sasl.is_some()
+    }
+
+    /// Connects to `address` with the probe's TLS and SASL, then hangs up: whether the
+    /// certificates and credentials work there, before any request. Broker id -1 in the errors:
+    /// the address is a bootstrap server, not a broker of the metadata.
+    pub async fn check_connection(&self, address: &str) -> Result<(), ProbeError> {
+        let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        self.connect(-1, address, self.connect_timeout, correlation)
+            .await
+            .map(drop)
+    }
+
     /// A fresh correlation id and the connect timeout for `broker` (shorter while it is suspect).
     pub(super) fn next_request(&self, broker: i32) -> (i32, Duration) {
         (

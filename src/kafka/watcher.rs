@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
-use super::offset_probe::{OffsetProbe, DEFAULT_CONNECT_TIMEOUT};
+use super::offset_probe::{OffsetProbe, ProbeError, DEFAULT_CONNECT_TIMEOUT};
 use super::reassignment::{self, ReassignmentError, ReorderOutcome};
 use super::scan::{
     read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
@@ -54,6 +54,8 @@ const REREAD_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct KafkaWatcher {
     admin: Admin,
     probe: Option<OffsetProbe>,
+    /// The bootstrap servers, for the probe's diagnosis of a failed secured connection.
+    bootstrap: Vec<String>,
     options: WatcherOptions,
     min_isr: HashMap<Arc<str>, u32>,
     min_isr_read_at: Option<Instant>,
@@ -72,6 +74,7 @@ impl KafkaWatcher {
         Ok(KafkaWatcher {
             admin: settings.admin_client()?,
             probe,
+            bootstrap: settings.bootstrap_servers.clone(),
             options,
             min_isr: HashMap::new(),
             min_isr_read_at: None,
@@ -105,7 +108,7 @@ impl KafkaWatcher {
                 return ClusterSnapshot {
                     taken_at: started,
                     source: SourceHealth::Unhealthy {
-                        reason: e.to_string(),
+                        reason: self.unreadable(e).await,
                     },
                     brokers: BTreeMap::new(),
                     partitions: Vec::new(),
@@ -139,6 +142,30 @@ impl KafkaWatcher {
             }
         }
         assemble(started, &md, &self.min_isr, &offsets)
+    }
+
+    /// Why the metadata could not be read. librdkafka's error for an untrusted certificate or a
+    /// wrong password names neither the Secret nor the key; on a secured connection the probe
+    /// then connects to the first bootstrap server once, and when TLS or SASL is what fails
+    /// there, that is the reason (it names the Secret and the key to fix), librdkafka's after it.
+    async fn unreadable(&self, error: KafkaError) -> String {
+        let (Some(probe), Some(address)) = (
+            self.probe.as_ref().filter(|p| p.is_secured()),
+            self.bootstrap.first(),
+        ) else {
+            return error.to_string();
+        };
+        match probe.check_connection(address).await {
+            Err(ProbeError::Tls { source, .. }) => {
+                format!(
+                    "TLS with bootstrap server {address} failed: {source} (librdkafka: {error})"
+                )
+            }
+            Err(ProbeError::Sasl { source, .. }) => {
+                format!("bootstrap server {address}: {source} (librdkafka: {error})")
+            }
+            _ => error.to_string(),
+        }
     }
 
     /// A glance between scans: the metadata alone (one request; no configs, no offsets), with

@@ -402,6 +402,25 @@ async fn scan_sees_the_records(settings: &ConnectionSettings, listener: &str) {
 
 // ---------------------------------------------------------------------------------------------
 
+/// Watcher options that give up on a refused connection in 3 s.
+fn quick() -> WatcherOptions {
+    WatcherOptions {
+        request_timeout: Duration::from_secs(3),
+        ..WatcherOptions::default()
+    }
+}
+
+/// The scan is unhealthy, its reason saying `what` (and librdkafka's own error after it).
+fn assert_unhealthy(source: &SourceHealth, what: &str) {
+    match source {
+        SourceHealth::Unhealthy { reason } => assert!(
+            reason.contains(what) && reason.contains("librdkafka"),
+            "the reason must say '{what}', then librdkafka's error: {reason}"
+        ),
+        SourceHealth::Healthy => panic!("the scan must fail: {what}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watcher_and_probe_over_sasl_ssl_scram_and_mutual_tls() {
     if std::env::var(OPT_OUT).as_deref() == Ok("0") {
@@ -493,20 +512,20 @@ async fn watcher_and_probe_over_sasl_ssl_scram_and_mutual_tls() {
         "{msg}"
     );
     // The same CA through librdkafka: the scan is unhealthy, never a snapshot to act on.
-    let mut watcher = KafkaWatcher::new(
-        &untrusted,
-        WatcherOptions {
-            request_timeout: Duration::from_secs(3),
-            ..WatcherOptions::default()
-        },
-    )
-    .unwrap();
+    let mut watcher = KafkaWatcher::new(&untrusted, quick()).unwrap();
     let snapshot = watcher.scan().await;
     eprintln!("untrusted CA, librdkafka: {:?}", snapshot.source);
-    assert!(
-        matches!(snapshot.source, SourceHealth::Unhealthy { .. }),
-        "{snapshot:?}"
+    // librdkafka's error names no Secret: the watcher's probe diagnosis puts the TLS error
+    // (naming the CA's Secret and key) first.
+    assert_unhealthy(
+        &snapshot.source,
+        "not trusted by the CA in Secret ns/kafka-ca key ca.crt",
     );
+    // A wrong password through the whole scan: the SASL error naming the user's Secret.
+    let mut watcher = KafkaWatcher::new(&wrong, quick()).unwrap();
+    let snapshot = watcher.scan().await;
+    eprintln!("wrong password, scan: {:?}", snapshot.source);
+    assert_unhealthy(&snapshot.source, "Secret ns/kafka-user key password");
 
     // The mTLS listener without a client certificate, and TLS to the plaintext listener.
     let anonymous = mtls_settings(&kafka, kafka.mtls, &ca.pem, None);
