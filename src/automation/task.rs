@@ -46,6 +46,8 @@ pub mod reason {
     pub const HELD_BACK: &str = "PromotionHeldBack";
     pub const OTHER_HELD_BACK: &str = "AutomationHeldBack";
     pub const AUTOMATION_FAILED: &str = "AutomationFailed";
+    /// `KafkaReachable` went False after a scan, or its reason changed while False.
+    pub const KAFKA_UNREACHABLE: &str = "KafkaUnreachable";
     pub const STATE_RESTORED: &str = "EngineStateRestored";
     pub const STATE_DISCARDED: &str = "EngineStateDiscarded";
     pub const OBSERVER_ONLY_PARTITIONS: &str = "ObserverOnlyPartitions";
@@ -658,6 +660,17 @@ impl SetTask {
             obs.metadata.generation,
             Timestamp::now(),
         );
+        // A scan that cannot read the cluster is a Warning Event too, once per change of the
+        // condition (an unusable Secret gets its `AutomationFailed` from `report_error`).
+        if let Some(c) = condition.as_ref().filter(|c| c.status == "False") {
+            self.publish(
+                obs,
+                EventType::Warning,
+                reason::KAFKA_UNREACHABLE,
+                c.message.clone(),
+            )
+            .await;
+        }
         self.write_kafka_health(obs, condition).await;
     }
 

@@ -235,12 +235,13 @@ impl OffsetProbe {
         self.security.tls.is_some() || self.security.sasl.is_some()
     }
 
-    /// Connects to `address` with the probe's TLS and SASL, then hangs up: whether the
-    /// certificates and credentials work there, before any request. Broker id -1 in the errors:
-    /// the address is a bootstrap server, not a broker of the metadata.
+    /// Connects to `address` with the probe's TLS and SASL and sends one ListOffsets request for
+    /// no partition: whether the certificates and credentials work there. A request, not just
+    /// the handshake: with TLS 1.3 a broker refuses a client certificate after the handshake,
+    /// and the alert arrives with the first answer. Broker id -1 in the errors: the address is a
+    /// bootstrap server, not a broker of the metadata.
     pub async fn check_connection(&self, address: &str) -> Result<(), ProbeError> {
-        let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
-        self.connect(-1, address, self.connect_timeout, correlation)
+        self.query(-1, address, OffsetKind::LocalLogEnd, &[])
             .await
             .map(drop)
     }

@@ -19,6 +19,7 @@ mod operator_rollout;
 mod operator_validation;
 mod policy_automation;
 mod policy_cli;
+mod secure_automation;
 mod secure_kafka;
 mod status_history;
 mod watcher_bed;

@@ -42,27 +42,27 @@ use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 
-const OPT_OUT: &str = "KOO_SECURE_KAFKA_TEST";
-const USER: &str = "koo-observer";
-const PASSWORD: &str = "koo-secret-password";
+pub(crate) const OPT_OUT: &str = "KOO_SECURE_KAFKA_TEST";
+pub(crate) const USER: &str = "koo-observer";
+pub(crate) const PASSWORD: &str = "koo-secret-password";
 const TOPIC: &str = "secure-test";
 const RECORDS: i64 = 5;
 
 // ---------------------------------------------------------------------------------------------
 // Certificates.
 
-struct Ca {
-    pem: String,
+pub(crate) struct Ca {
+    pub(crate) pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
 
-struct Leaf {
-    cert_pem: String,
-    key_pem: String,
+pub(crate) struct Leaf {
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
 }
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    pub(crate) fn new(name: &str) -> Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params
@@ -76,9 +76,27 @@ impl Ca {
         }
     }
 
-    fn leaf(&self, cn: &str, sans: &[SanType]) -> Leaf {
+    pub(crate) fn leaf(&self, cn: &str, sans: &[SanType]) -> Leaf {
+        self.leaf_with(cn, sans, |_| {})
+    }
+
+    /// A leaf that expired on 2021-01-01 (valid from 2020-01-01).
+    pub(crate) fn expired_leaf(&self, cn: &str) -> Leaf {
+        self.leaf_with(cn, &[], |p| {
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        })
+    }
+
+    fn leaf_with(
+        &self,
+        cn: &str,
+        sans: &[SanType],
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) -> Leaf {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.subject_alt_names = sans.to_vec();
+        adjust(&mut params);
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, cn);
@@ -95,7 +113,7 @@ impl Ca {
 // The Kafka process.
 
 /// Where the cached Kafka runtime is, or why the test cannot run.
-fn kafka_lib() -> Result<PathBuf, String> {
+pub(crate) fn kafka_lib() -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let version = std::env::var("KAFKA_VERSION").ok().or_else(|| {
         let versions = std::fs::read_to_string(root.join("e2e/versions.env")).ok()?;
@@ -141,12 +159,12 @@ fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
-struct Kafka {
+pub(crate) struct Kafka {
     child: Option<Child>,
     dir: tempfile::TempDir,
     plaintext: u16,
-    sasl_ssl: u16,
-    mtls: u16,
+    pub(crate) sasl_ssl: u16,
+    pub(crate) mtls: u16,
 }
 
 impl Kafka {
@@ -154,7 +172,7 @@ impl Kafka {
         self.dir.path().join("kafka.log")
     }
 
-    fn start(lib: &Path, ca: &Ca, broker: &Leaf) -> Kafka {
+    pub(crate) fn start(lib: &Path, ca: &Ca, broker: &Leaf) -> Kafka {
         let dir = tempfile::Builder::new()
             .prefix("koo-secure-kafka-")
             .tempdir()
@@ -255,7 +273,7 @@ group.initial.rebalance.delay.ms=0
         }
     }
 
-    fn address(&self, port: u16) -> String {
+    pub(crate) fn address(&self, port: u16) -> String {
         format!("127.0.0.1:{port}")
     }
 }
@@ -542,6 +560,17 @@ async fn watcher_and_probe_over_sasl_ssl_scram_and_mutual_tls() {
     assert!(
         matches!(&result, Err(ProbeError::Tls { source, .. }) if source.kind == TlsFailureKind::NotTls),
         "{result:?}"
+    );
+    // A client certificate that expired: the broker refuses it; the scan's reason names the
+    // client certificate's Secret.
+    let expired = ca.expired_leaf("koo-observer-expired");
+    let stale = mtls_settings(&kafka, kafka.mtls, &ca.pem, Some(&expired));
+    let mut watcher = KafkaWatcher::new(&stale, quick()).unwrap();
+    let snapshot = watcher.scan().await;
+    eprintln!("expired client certificate, scan: {:?}", snapshot.source);
+    assert_unhealthy(
+        &snapshot.source,
+        "client certificate in Secret ns/kafka-client",
     );
     eprintln!("secure_kafka: done in {:?}", started.elapsed());
 }

@@ -1,0 +1,196 @@
+//! The bed's operator (the binary of this build, with the chart's ServiceAccount under
+//! e2e/integration.sh) automating an ObserverSet whose Kafka is reached only over SASL_SSL
+//! (SCRAM-SHA-512), with the CA and the user's credentials in Secrets of the set's namespace:
+//! the Kafka of `secure_kafka` (a single-node KRaft Kafka as a local process on 127.0.0.1, which
+//! the operator, itself a local process, reaches).
+//!
+//! What the operator must show in `KafkaReachable`, without a restart between the steps:
+//! 1. the right Secrets: True, reason `Scanned` (the scan went over SASL_SSL);
+//! 2. the password in the Secret changed to a wrong one: False, `ScanFailed`, the message naming
+//!    the Secret and the key (through the probe's diagnosis) and a Warning Event;
+//! 3. the right password back (a rotation): True again, the log saying it reconnected;
+//! 4. the password key removed: False, `SecretInvalid`, naming the Secret and the missing key.
+//!
+//! Owns its state: a fresh namespace with the Secrets and a pod-less ObserverSet (policy
+//! UnderMinIsr in dry run: the scans run, nothing is ever promoted), deleted at the end, and its
+//! own Kafka. Skips like `secure_kafka` without the cached Kafka distribution.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::ByteString;
+use kafka_observer_operator::crd::ObserverSet;
+use kube::api::{ListParams, PostParams};
+use kube::Api;
+use rcgen::SanType;
+use serde_json::json;
+
+use crate::secure_kafka::{kafka_lib, Ca, Kafka, OPT_OUT, PASSWORD, USER};
+use crate::support::{bed, create_observer_set, status_of, wait_for};
+
+const T: Duration = Duration::from_secs(60);
+const SET: &str = "secure";
+
+/// The `KafkaReachable` condition of the set: (status, reason, message).
+async fn reachable(sets: &Api<ObserverSet>) -> Option<(String, String, String)> {
+    let status = status_of(sets, SET).await;
+    let c = status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "KafkaReachable")?
+        .clone();
+    let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+async fn wait_reachable(sets: &Api<ObserverSet>, status: &str, reason: &str) -> String {
+    wait_for(
+        T,
+        &format!("KafkaReachable {status} ({reason})"),
+        || async {
+            reachable(sets)
+                .await
+                .filter(|(s, r, _)| s == status && r == reason)
+                .map(|(_, _, message)| message)
+        },
+    )
+    .await
+}
+
+/// Secret `kafka-user` holds exactly `data` afterwards (created, or replaced whole).
+async fn set_user_secret(secrets: &Api<Secret>, data: &[(&str, &str)]) {
+    let mut secret = Secret {
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Secret::default()
+    };
+    secret.metadata.name = Some("kafka-user".into());
+    match secrets
+        .get_opt("kafka-user")
+        .await
+        .expect("read Secret kafka-user")
+    {
+        Some(current) => {
+            secret.metadata.resource_version = current.metadata.resource_version;
+            secrets
+                .replace("kafka-user", &PostParams::default(), &secret)
+                .await
+                .expect("replace Secret kafka-user");
+        }
+        None => {
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .expect("create Secret kafka-user");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_to_fix() {
+    let Some(bed) = bed().await else {
+        return;
+    };
+    if std::env::var(OPT_OUT).as_deref() == Ok("0") {
+        eprintln!("SKIP secure_automation: {OPT_OUT}=0");
+        return;
+    }
+    let lib = match kafka_lib() {
+        Ok(lib) => lib,
+        Err(why) => {
+            eprintln!("SKIP secure_automation: {why}");
+            return;
+        }
+    };
+    let ca = Ca::new("koo-secure-automation-ca");
+    let broker = ca.leaf(
+        "localhost",
+        &[SanType::IpAddress("127.0.0.1".parse().unwrap())],
+    );
+    let kafka = Kafka::start(&lib, &ca, &broker);
+    bed.operator("up");
+    let ns = bed.namespace("secure").await;
+
+    let secrets: Api<Secret> = Api::namespaced(bed.client.clone(), &ns);
+    let ca_secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "kafka-ca"},
+        "stringData": {"ca.crt": ca.pem}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &ca_secret)
+        .await
+        .expect("create Secret kafka-ca");
+    set_user_secret(&secrets, &[("username", USER), ("password", PASSWORD)]).await;
+
+    let sets = bed.observer_sets(&ns);
+    let mut body = bed.podless_observer_set(SET, &[2], &[]);
+    body["spec"]["kafka"] = json!({
+        "bootstrapServers": [kafka.address(kafka.sasl_ssl)],
+        "tls": {"caSecretRef": {"name": "kafka-ca", "key": "ca.crt"}},
+        "sasl": {"mechanism": "SCRAM-SHA-512", "secretRef": {"name": "kafka-user"}}
+    });
+    body["spec"]["promotion"] =
+        json!({"policy": "UnderMinIsr", "dryRun": true, "scanInterval": "1s"});
+    create_observer_set(&sets, body).await;
+
+    // 1. Scanned over SASL_SSL with the Secrets.
+    let message = wait_reachable(&sets, "True", "Scanned").await;
+    eprintln!("1. right Secrets: {message}");
+
+    // 2. A wrong password: the scan fails and says which Secret and key.
+    set_user_secret(
+        &secrets,
+        &[("username", USER), ("password", "not-the-password")],
+    )
+    .await;
+    let message = wait_reachable(&sets, "False", "ScanFailed").await;
+    eprintln!("2. wrong password: {message}");
+    assert!(
+        message.contains("SASL authentication failed")
+            && message.contains(&format!("Secret {ns}/kafka-user key password")),
+        "the condition must name the user's Secret and key: {message}"
+    );
+    let events: Api<Event> = Api::namespaced(bed.client.clone(), &ns);
+    let note = wait_for(T, "a Warning Event about the failed scan", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            let note = e.note.unwrap_or_default();
+            (e.type_.as_deref() == Some("Warning") && note.contains("kafka-user key password"))
+                .then_some(note)
+        })
+    })
+    .await;
+    eprintln!("2. Event: {note}");
+
+    // 3. The right password back: picked up by the running operator at its next scan.
+    set_user_secret(&secrets, &[("username", USER), ("password", PASSWORD)]).await;
+    let message = wait_reachable(&sets, "True", "Scanned").await;
+    eprintln!("3. rotated back: {message}");
+    assert!(
+        bed.log_tail(400).contains("connection settings changed"),
+        "the operator must log that it reconnected with the new Secret contents"
+    );
+
+    // 4. The password key gone: no scan, the condition names the Secret and the key.
+    set_user_secret(&secrets, &[("username", USER)]).await;
+    let message = wait_reachable(&sets, "False", "SecretInvalid").await;
+    eprintln!("4. key removed: {message}");
+    assert!(
+        message.contains(&format!("Secret {ns}/kafka-user has no key password")),
+        "the condition must name the Secret and the missing key: {message}"
+    );
+    let status = status_of(&sets, SET).await;
+    assert!(
+        status["autoPromotions"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "dry run: nothing promoted: {status}"
+    );
+    bed.drop_namespace(&ns).await;
+    drop(kafka);
+}
