@@ -8,7 +8,7 @@ use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::Api;
 use serde_json::Value;
 
-use kafka_observer_operator::crd::ObserverSet;
+use kafka_observer_operator::crd::{validate, ObserverSet};
 use support::bed;
 
 /// Dry-run create of `body` in namespace kafka: `Ok(())` or the apiserver's message.
@@ -378,4 +378,41 @@ async fn apiserver_refuses_out_of_bounds_values_and_malformed_strings() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The ObserverSets users copy (examples/observersets/, and the bed's own example): each is one
+/// that the operator's validation accepts and, on the bed, the apiserver's schema and CEL rules
+/// too. The operator's half runs without the bed.
+#[tokio::test]
+async fn examples_are_valid() {
+    let root = support::repo_root();
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples/observersets"))
+        .expect("examples/observersets")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files.push(root.join(support::EXAMPLE_OBSERVERSET));
+    assert!(files.len() >= 4, "the examples: {files:?}");
+    let mut bodies = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let body: Value = serde_norway::from_str(&text)
+            .unwrap_or_else(|e| panic!("{}: not YAML: {e}", file.display()));
+        let obs: ObserverSet = serde_json::from_value(body.clone())
+            .unwrap_or_else(|e| panic!("{}: not an ObserverSet: {e}", file.display()));
+        if let Err(e) = validate(&obs) {
+            panic!("{}: the operator rejects it: {e}", file.display());
+        }
+        bodies.push((file, body));
+    }
+    let Some(bed) = bed().await else {
+        return;
+    };
+    bed.install_crd_of_this_build().await;
+    for (file, body) in bodies {
+        dry_run(&bed, body)
+            .await
+            .unwrap_or_else(|e| panic!("{}: the apiserver rejects it: {e}", file.display()));
+    }
 }

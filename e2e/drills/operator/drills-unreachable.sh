@@ -3,7 +3,7 @@
 #
 # Every broker stopped at once (`kafka.sh stop 1 2 3 4`): within 30 s the ObserverSet's
 # condition KafkaReachable turns False with reason ScanFailed and a message that says the
-# automation acts on nothing; for 30 s afterwards nothing is promoted and neither ConfigMap
+# automation acts on nothing, with a Warning Event KafkaUnreachable saying the same; for 30 s afterwards nothing is promoted and neither ConfigMap
 # changes. The brokers come back: KafkaReachable turns True again.
 scenario_d4() {
   local t t_down t_cond t_up t_back before_c before_b
@@ -20,6 +20,11 @@ scenario_d4() {
   [[ "$reason" == ScanFailed && "$message" == *"promotes and demotes nothing"* ]] ||
     fail "KafkaReachable False with reason '$reason' and message '$message'"
   log "KafkaReachable False ($reason): $message"
+  local events
+  events="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=KafkaUnreachable" \
+    -o jsonpath='{range .items[*]}{.type}{" "}{.message}{"\n"}{end}')"
+  [[ "$events" == *"Warning the last scan could not read the Kafka cluster"* ]] ||
+    fail "KafkaReachable is False but no Warning Event KafkaUnreachable says why (got: $events)"
   [[ "$(obs_get '{range .status.conditions[*]}{.type}{" "}{end}')" == *Ready* ]] || fail "the reconciler's conditions are gone"
   for _ in $(seq 30); do
     [[ -z "$(auto_promoted)" ]] || fail "something was promoted while Kafka was unreachable: [$(auto_promoted)]"
