@@ -46,26 +46,39 @@ scenario_d3() {
 }
 
 # D9: two operator replicas, only the leader acts. A promotion and a demotion by hand, then:
-# every Event about the ObserverSet since the start came from the Lease holder; the other
-# replica's /metrics shows no reconcile, no Event, no scan and leader 0, the holder's leader 1
-# and reconciles counted.
+# every Event about the ObserverSet since the start came from the Lease holder; over the same
+# window the other replica's /metrics counted no reconcile, no Event, no scan and no promotion
+# and shows leader 0, the holder's leader 1 and reconciles counted. Counters are compared
+# before and after: a replica that led earlier (after D3's kill or D5's apiserver restart) keeps
+# what it counted then, and must only count nothing more.
 scenario_d9() {
   local leader follower t_iso n_before n_after
   read -r leader follower < <(leader_and_follower)
+  local counters=(kafka_observer_reconciles_total kafka_observer_events_total
+                  kafka_observer_kafka_scan_duration_seconds_count kafka_observer_automation_promotions_total)
+  local -A before
+  local m v
+  for m in "${counters[@]}"; do
+    before[$m]="$(metric "$follower" "$m")"
+    [[ "${before[$m]}" =~ ^[0-9]+$ ]] || fail "cannot read $m from the non-leader $follower (${before[$m]})"
+  done
   t_iso="$(date -u +%Y-%m-%dT%H:%M:%S)"
   n_before="$(metric "$leader" kafka_observer_reconciles_total)"
+  [[ "$n_before" =~ ^[0-9]+$ ]] || fail "cannot read kafka_observer_reconciles_total from the leader $leader ($n_before)"
   obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
   wait_obs 60 "the brokers' ConfigMap without 4" '[[ ",$(cm_ids broker)," != *",4,"* ]]'
   obs_patch '{"spec":{"promotion":{"promoted":[]}}}'
   wait_obs 60 "the brokers' ConfigMap lists 4 again" '[[ ",$(cm_ids broker)," == *",4,"* ]]'
   n_after="$(metric "$leader" kafka_observer_reconciles_total)"
+  [[ "$n_after" =~ ^[0-9]+$ ]] || fail "cannot read kafka_observer_reconciles_total from the leader $leader ($n_after)"
+  [[ "$(leader_and_follower)" == "$leader $follower" ]] || fail "the Lease moved during the drill: $(leader_and_follower)"
   ((n_after > n_before)) || fail "the leader's reconciles_total did not grow ($n_before -> $n_after)"
   [[ "$(metric "$leader" kafka_observer_leader)" == 1 ]] || fail "the leader $leader does not report kafka_observer_leader 1"
-  local m v
-  for m in kafka_observer_leader kafka_observer_reconciles_total kafka_observer_events_total \
-           kafka_observer_kafka_scan_duration_seconds_count kafka_observer_automation_promotions_total; do
+  v="$(metric "$follower" kafka_observer_leader)"
+  [[ "$v" == 0 ]] || fail "the non-leader $follower reports kafka_observer_leader = $v, expected 0"
+  for m in "${counters[@]}"; do
     v="$(metric "$follower" "$m")"
-    [[ "$v" == 0 ]] || fail "the non-leader $follower reports $m = $v, expected 0"
+    [[ "$v" == "${before[$m]}" ]] || fail "the non-leader $follower counted $m ${before[$m]} -> $v while the leader acted, expected no change"
   done
   local by
   by="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS" \
@@ -94,7 +107,10 @@ leader_and_follower() {
 metric() {
   local ip
   ip="$(kubectl -n "$OPERATOR_NS" get pod "$1" -o jsonpath='{.status.podIP}')"
-  curl -sf --max-time 5 "http://$ip:8080/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+  local text
+  # "unreachable" (never a number) when the pod does not answer: no check passes on a silent pod.
+  text="$(curl -sf --max-time 5 "http://$ip:8080/metrics")" || { echo unreachable; return; }
+  awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }' <<<"$text"
 }
 
 # D5: the apiserver restarted during a rollout. As in D3, the promotion of 4 waits after the
