@@ -130,7 +130,7 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
     let sets = bed.observer_sets(&ns);
     let mut body = bed.podless_observer_set(SET, &[2], &[]);
     body["spec"]["kafka"] = json!({
-        "bootstrapServers": [kafka.address(kafka.sasl_ssl)],
+        "bootstrapServers": kafka.address(kafka.sasl_ssl),
         "tls": {"caSecretRef": {"name": "kafka-ca", "key": "ca.crt"}},
         "sasl": {"mechanism": "SCRAM-SHA-512", "secretRef": {"name": "kafka-user"}}
     });
