@@ -22,7 +22,7 @@ use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
-use crate::k8s::secrets::read_connection_security;
+use crate::k8s::secrets;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
@@ -291,13 +291,15 @@ impl SetTask {
         obs: &ObserverSet,
         kafka: &ValidatedKafka,
     ) -> Result<ConnectionSettings, AutomationError> {
-        let settings = ConnectionSettings::plaintext(kafka.bootstrap_servers.iter().cloned());
-        if kafka.tls.is_none() && kafka.sasl.is_none() {
-            return Ok(settings);
-        }
-        match read_connection_security(&self.client, &self.labels.namespace, &obs.spec.kafka).await
+        match secrets::connection_settings(
+            &self.client,
+            &self.labels.namespace,
+            &obs.spec.kafka,
+            kafka,
+        )
+        .await
         {
-            Ok(security) => Ok(settings.with_security(security)),
+            Ok(settings) => Ok(settings),
             Err(e) => {
                 let condition = kafka_health::after_secret_error(
                     &e,

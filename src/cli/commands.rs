@@ -16,7 +16,7 @@ use super::{
     summarize, Cli, CliError, Command, Output, Roles, StatusArgs, StatusFilter,
 };
 use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
-use crate::k8s::secrets::read_connection_security;
+use crate::k8s::secrets::connection_settings;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::promotion::{
     assess, auto_promotions_in, check_demotion, check_promotion, led_by, CheckReport,
@@ -101,20 +101,12 @@ async fn watcher(
     obs: &ObserverSet,
     validated: &ValidatedObserverSet,
 ) -> Result<KafkaWatcher, CliError> {
-    let kafka = &validated.kafka;
     let settings = match &cli.bootstrap {
         Some(b) => ConnectionSettings::from_bootstrap(b),
         None => {
-            let plaintext = ConnectionSettings::plaintext(kafka.bootstrap_servers.iter().cloned());
-            if kafka.tls.is_none() && kafka.sasl.is_none() {
-                plaintext
-            } else {
-                let namespace = kube::ResourceExt::namespace(obs).unwrap_or_default();
-                let client = api.clone().into_client();
-                plaintext.with_security(
-                    read_connection_security(&client, &namespace, &obs.spec.kafka).await?,
-                )
-            }
+            let namespace = kube::ResourceExt::namespace(obs).unwrap_or_default();
+            let client = api.clone().into_client();
+            connection_settings(&client, &namespace, &obs.spec.kafka, &validated.kafka).await?
         }
     };
     Ok(KafkaWatcher::new(&settings, WatcherOptions::default())?)

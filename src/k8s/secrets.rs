@@ -8,10 +8,11 @@ use kube::Client;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::crd::KafkaConnection;
+use crate::crd::{KafkaConnection, ValidatedKafka};
 use crate::kafka::security::{
     connection_security, secret_names, ConnectionSecurity, SecretContents, SecretError,
 };
+use crate::kafka::ConnectionSettings;
 
 /// The data of the Secrets `kafka` names, read in `namespace` (the ObserverSet's).
 pub async fn read_secrets(
@@ -57,6 +58,23 @@ pub async fn read_connection_security(
         kafka.sasl.as_ref(),
         &contents,
     )
+}
+
+/// How the operator and `kubectl observer` reach an ObserverSet's cluster: plaintext to the
+/// validated bootstrap servers, or with TLS/SASL from the Secrets `kafka` names, read in
+/// `namespace` (the set's) with `client`'s credentials.
+pub async fn connection_settings(
+    client: &Client,
+    namespace: &str,
+    kafka: &KafkaConnection,
+    validated: &ValidatedKafka,
+) -> Result<ConnectionSettings, SecretError> {
+    let plaintext = ConnectionSettings::plaintext(validated.bootstrap_servers.iter().cloned());
+    if validated.tls.is_none() && validated.sasl.is_none() {
+        return Ok(plaintext);
+    }
+    let security = read_connection_security(client, namespace, kafka).await?;
+    Ok(plaintext.with_security(security))
 }
 
 #[cfg(test)]

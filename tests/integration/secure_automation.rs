@@ -26,7 +26,7 @@ use kube::Api;
 use rcgen::SanType;
 use serde_json::json;
 
-use crate::secure_kafka::{kafka_lib, Ca, Kafka, OPT_OUT, PASSWORD, USER};
+use crate::secure_kafka::{kafka_lib_or_skip, Ca, Kafka, PASSWORD, USER};
 use crate::support::{bed, create_observer_set, status_of, wait_for};
 
 const T: Duration = Duration::from_secs(60);
@@ -95,16 +95,8 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
     let Some(bed) = bed().await else {
         return;
     };
-    if std::env::var(OPT_OUT).as_deref() == Ok("0") {
-        eprintln!("SKIP secure_automation: {OPT_OUT}=0");
+    let Some(lib) = kafka_lib_or_skip("secure_automation") else {
         return;
-    }
-    let lib = match kafka_lib() {
-        Ok(lib) => lib,
-        Err(why) => {
-            eprintln!("SKIP secure_automation: {why}");
-            return;
-        }
     };
     let ca = Ca::new("koo-secure-automation-ca");
     let broker = ca.leaf(

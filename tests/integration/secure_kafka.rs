@@ -42,7 +42,7 @@ use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 
-pub(crate) const OPT_OUT: &str = "KOO_SECURE_KAFKA_TEST";
+const OPT_OUT: &str = "KOO_SECURE_KAFKA_TEST";
 pub(crate) const USER: &str = "koo-observer";
 pub(crate) const PASSWORD: &str = "koo-secret-password";
 const TOPIC: &str = "secure-test";
@@ -113,7 +113,7 @@ impl Ca {
 // The Kafka process.
 
 /// Where the cached Kafka runtime is, or why the test cannot run.
-pub(crate) fn kafka_lib() -> Result<PathBuf, String> {
+fn kafka_lib() -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let version = std::env::var("KAFKA_VERSION").ok().or_else(|| {
         let versions = std::fs::read_to_string(root.join("e2e/versions.env")).ok()?;
@@ -439,18 +439,22 @@ fn assert_unhealthy(source: &SourceHealth, what: &str) {
     }
 }
 
+/// The cached Kafka's lib directory, or `None` after a skip line naming `test` (opted out with
+/// `KOO_SECURE_KAFKA_TEST=0`, or no cached distribution or `java`).
+pub(crate) fn kafka_lib_or_skip(test: &str) -> Option<PathBuf> {
+    if std::env::var(OPT_OUT).as_deref() == Ok("0") {
+        eprintln!("SKIP {test}: {OPT_OUT}=0");
+        return None;
+    }
+    kafka_lib()
+        .map_err(|why| eprintln!("SKIP {test}: {why}"))
+        .ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watcher_and_probe_over_sasl_ssl_scram_and_mutual_tls() {
-    if std::env::var(OPT_OUT).as_deref() == Ok("0") {
-        eprintln!("SKIP secure_kafka: {OPT_OUT}=0");
+    let Some(lib) = kafka_lib_or_skip("secure_kafka") else {
         return;
-    }
-    let lib = match kafka_lib() {
-        Ok(lib) => lib,
-        Err(why) => {
-            eprintln!("SKIP secure_kafka: {why}");
-            return;
-        }
     };
     let started = Instant::now();
     let ca = Ca::new("koo-secure-test-ca");
