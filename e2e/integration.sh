@@ -10,6 +10,26 @@ export KOO_TESTBED="$tb"
 [[ -f "$KOO_TESTBED/kubeconfig" ]] || { echo "test bed not up: run make testbed-up"; exit 1; }
 cd "$root"
 timings=()
+# The patch built and smoke-tested for every supported Kafka version (e2e/build/kafka-versions.sh)
+# needs no bed: with KOO_KAFKA_VERSIONS_BESIDE=1 (make test) it runs beside the bed stages, on
+# its own loopback addresses, one version at a time and at a lower CPU priority (nice 10), so the
+# drills keep the CPU they need. Its lines are printed, and its status counted, at the end; it is
+# stopped (its whole process group) if a stage fails first.
+kv_pid=""
+if [[ -n "${KOO_KAFKA_VERSIONS_BESIDE:-}" ]]; then
+  kv_log="$KOO_TESTBED/kafka-versions.log"
+  KAFKA_VERSIONS_JOBS=1 setsid nice -n 10 bash e2e/build/kafka-versions.sh > "$kv_log" 2>&1 &
+  kv_pid=$!
+  trap '[[ -z "$kv_pid" ]] || kill -- "-$kv_pid" 2>/dev/null || true' EXIT
+  echo "== kafka-versions started beside the bed stages (pid $kv_pid, log $kv_log)"
+fi
+kafka_versions_result() {
+  local rc=0
+  wait "$kv_pid" || rc=$?
+  kv_pid=""
+  cat "$kv_log"
+  return "$rc"
+}
 stage() { # name, command...
   local name="$1" t=$SECONDS; shift
   echo "== $name"
@@ -19,7 +39,7 @@ stage() { # name, command...
 stage "Helm chart: lint, template, schema, dry-run" bash e2e/chart-check.sh
 # The local-process operator of an earlier run on this bed shares the Lease: stopped first.
 stage "real node: operator installed by its Helm chart" bash -c 'bash e2e/testbed/operator.sh down && bash e2e/testbed/operator-chart.sh up'
-stage "real node: the operator's failure drills (D1-D12)" bash e2e/drills/operator/run.sh
+stage "real node: the operator's failure drills (D1-D14)" bash e2e/drills/operator/run.sh
 # Every command of docs/runbooks.md, against the chart's operator (helm upgrade, its Lease, logs).
 stage "real node: the runbooks' commands" bash e2e/drills/operator/runbooks.sh
 # The local-process operator below campaigns for the same Lease and watches every namespace: the
@@ -33,5 +53,6 @@ stage "operator on the bed, chart's RBAC (operator.sh up)" bash e2e/testbed/oper
 # 30 s observer cache on the controllers; about 3.5 min).
 stage "Rust integration tests against the bed" env KOO_JVM_ACK_TEST=1 cargo test --workspace --release --test '*' -- --test-threads=1
 stage "Kafka observer failure suite (S1-S10)" bash e2e/drills/kafka/run.sh
+[[ -z "$kv_pid" ]] || stage "kafka-versions (run beside the stages above)" kafka_versions_result
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"

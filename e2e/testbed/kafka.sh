@@ -4,8 +4,9 @@
 # the bed's real node, exactly as a user applies it. Broker 4 (kafka-broker-3) is the observer.
 #
 #   kafka.sh up                   host tools in .testbed/bin, local PVs, seed the observer lists
-#                                 (only if absent), apply the manifests, wait for 7 pods Ready and
-#                                 4 brokers registered
+#                                 (only if absent), the secured listeners' certificates and
+#                                 Secrets (kafka/pki.sh), apply examples/kafka-secured/, wait for
+#                                 7 pods Ready and 4 brokers registered, the SCRAM user
 #   kafka.sh observerset          create or replace the ObserverSet kafka with the spec of
 #                                 examples/kafka/observerset/ for this namespace (needs the
 #                                 operator: e2e/testbed/operator-chart.sh up)
@@ -46,6 +47,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
 source "$here/kafka/lib.sh"
 source "$here/kafka/wrappers.sh"
+source "$here/kafka/pki.sh"
 log_tag="kafka.sh" log_time="%T"
 ns="${KOO_KAFKA_NAMESPACE:-kafka}"
 if [[ "$ns" == kafka ]]; then state="$tb/kafka"; else state="$tb/kafka.$ns"; fi
@@ -165,15 +167,15 @@ wrappers() {
   generate_wrappers
 }
 
-# examples/kafka/ as a user applies it; with KOO_KAFKA_HEAP_MIB set, every Kafka JVM gets that
-# heap and its container a memory limit of heap + 256 MiB (the bench at 50,000 partitions needs
-# more than the example's 256 MiB).
+# examples/kafka-secured/ as a user applies it (`kubectl apply -k`: the example cluster of
+# examples/kafka/ with the SASL_SSL and mutual-TLS listeners); with KOO_KAFKA_HEAP_MIB set, every
+# Kafka JVM gets that heap and its container a memory limit of heap + 256 MiB (the bench at
+# 50,000 partitions needs more than the example's 256 MiB).
 manifests() {
-  local f
-  for f in "$root"/examples/kafka/*.yaml; do cat "$f"; echo "---"; done |
+  kubectl kustomize "$root/examples/kafka-secured" |
     if [[ -n "${KOO_KAFKA_HEAP_MIB:-}" ]]; then
       sed -e "s/-Xmx256m/-Xmx${KOO_KAFKA_HEAP_MIB}m/" \
-        -e "s/limits: {memory: 512Mi}/limits: {memory: $((KOO_KAFKA_HEAP_MIB + 256))Mi}/"
+        -e "/^ *limits:$/,/memory:/ s/memory: 512Mi/memory: $((KOO_KAFKA_HEAP_MIB + 256))Mi/"
     else
       cat
     fi
@@ -192,6 +194,7 @@ up() {
       kubectl -n "$ns" create -f "$root/examples/kafka/seed/observer-configmaps.yaml" >/dev/null 2>&1 || true
     fi
   done
+  listener_pki
   manifests | kubectl -n "$ns" apply -f - >/dev/null
   # A changed pod template rolls the pods: wait for the roll, not for the old pods' readiness.
   for sts in kafka-controller kafka-broker; do
@@ -202,6 +205,7 @@ up() {
   assert_patched "${CONTROLLERS[@]}" "${BROKERS[@]}"
   bootstrap > "$state/bootstrap"
   wait_for 120 "4 brokers registered with the quorum" brokers_registered
+  scram_user
   controller_bootstrap > "$state/controller-bootstrap"
   log "up in $((SECONDS - t0))s (observer patch active on all 7 nodes): bootstrap $(cat "$state/bootstrap")"
 }

@@ -12,6 +12,23 @@
 #                                   required for controllers, and brokers need it too (with a
 #                                   static quorum they find the active controller only through it)
 #   KAFKA_ADVERTISED_HOST           default $POD_IP
+#   KAFKA_EXTRA_LISTENERS           brokers: more client listeners, PROTOCOL:PORT,... with PROTOCOL
+#                                   one of SSL, SASL_SSL, SASL_PLAINTEXT (e.g. SASL_SSL:9094,SSL:9095):
+#                                   each listens on 0.0.0.0:PORT under the listener name PROTOCOL
+#                                   and is advertised as KAFKA_EXTRA_ADVERTISED_HOST:PORT
+#   KAFKA_EXTRA_ADVERTISED_HOST     the name TLS clients connect to, default the pod's DNS name
+#                                   from /etc/hosts (<pod>.<service>.<ns>.svc.<domain>, which the
+#                                   kubelet writes for a StatefulSet pod), so one certificate for
+#                                   *.<service>.<ns>.svc.<domain> serves every broker
+#   KAFKA_TLS_DIR                   a directory with tls.key (PKCS#8 PEM, unencrypted), tls.crt
+#                                   and ca.crt (a kubernetes.io/tls Secret, as cert-manager writes
+#                                   it): the key store (key + certificate, a PEM file written to
+#                                   the config dir) and the trust store of the TLS listeners.
+#                                   Read at start-up: a renewed certificate needs a pod restart
+#   KAFKA_EXTRA_CONFIG_DIR          every *.properties file in it is appended to server.properties
+#                                   (in name order, after KAFKA_CFG_*): for settings whose names
+#                                   KAFKA_CFG_ cannot spell, such as
+#                                   listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config
 #   KAFKA_CFG_<NAME>                extra server.properties line <name>=<value> (lowercase,
 #                                   '_' -> '.'), appended last so it overrides the defaults
 #   KAFKA_DATA_DIR                  default /var/lib/kafka/data (log.dirs; a volume)
@@ -37,7 +54,8 @@
 #                                   starts, read by the probe kafka-patch-probe
 #
 # Listeners: controller CONTROLLER://0.0.0.0:9093 (advertised CONTROLLER://$host:9093), broker
-# PLAINTEXT://0.0.0.0:9092 (advertised PLAINTEXT://$host:9092). Storage is formatted only when
+# PLAINTEXT://0.0.0.0:9092 (advertised PLAINTEXT://$host:9092, also the inter-broker listener)
+# plus KAFKA_EXTRA_LISTENERS. Storage is formatted only when
 # $KAFKA_DATA_DIR/meta.properties is absent; then the JVM is exec'd (it gets the signals).
 set -euo pipefail
 
@@ -137,6 +155,33 @@ voters="${KAFKA_CONTROLLER_QUORUM_VOTERS:-}"
 host="${KAFKA_ADVERTISED_HOST:-${POD_IP:-}}"
 [[ -n "$host" ]] || die "KAFKA_ADVERTISED_HOST or POD_IP is required (the address other nodes reach)"
 
+# KAFKA_EXTRA_LISTENERS: "listener name:port" pairs, the name being its security protocol.
+extra_listeners="" extra_advertised="" extra_map=""
+if [[ -n "${KAFKA_EXTRA_LISTENERS:-}" ]]; then
+  [[ "$role" == broker ]] || die "KAFKA_EXTRA_LISTENERS is for brokers only (controllers listen on CONTROLLER alone)"
+  tls_host="${KAFKA_EXTRA_ADVERTISED_HOST:-}"
+  if [[ -z "$tls_host" ]]; then
+    # The kubelet's /etc/hosts line for this pod: "<ip> <pod>.<service>.<ns>.svc.<domain> <pod>".
+    tls_host="$(awk -v h="${HOSTNAME:-$(hostname)}" '$1 !~ /^#/ { for (i = 2; i <= NF; i++) if ($i == h && $2 ~ /\./) { print $2; exit } }' /etc/hosts)"
+    [[ -n "$tls_host" ]] ||
+      die "KAFKA_EXTRA_LISTENERS needs the pod's DNS name, and /etc/hosts has none for ${HOSTNAME:-$(hostname)} (a StatefulSet pod with spec.serviceName has one): set KAFKA_EXTRA_ADVERTISED_HOST"
+  fi
+  IFS=',' read -r -a pairs <<<"$KAFKA_EXTRA_LISTENERS"
+  for pair in "${pairs[@]}"; do
+    name="${pair%%:*}" port="${pair#*:}"
+    case "$name" in
+      SSL | SASL_SSL | SASL_PLAINTEXT) ;;
+      *) die "KAFKA_EXTRA_LISTENERS: '$pair' must be PROTOCOL:PORT with PROTOCOL SSL, SASL_SSL or SASL_PLAINTEXT" ;;
+    esac
+    [[ "$port" =~ ^[0-9]+$ && "$port" != 9092 && "$port" != 9093 ]] ||
+      die "KAFKA_EXTRA_LISTENERS: '$pair' needs a port number other than 9092 and 9093"
+    [[ ",$extra_map," != *",$name:"* ]] || die "KAFKA_EXTRA_LISTENERS names $name twice"
+    extra_listeners+=",$name://0.0.0.0:$port"
+    extra_advertised+=",$name://$tls_host:$port"
+    extra_map+=",$name:$name"
+  done
+fi
+
 # A writable config dir, so the root filesystem can be read-only.
 config_dir=""
 for d in "${KAFKA_CONFIG_DIR:-/var/lib/kafka/config}" /tmp/kafka-config; do
@@ -156,11 +201,17 @@ config="$config_dir/server.properties"
     echo "listeners=CONTROLLER://0.0.0.0:9093"
     echo "advertised.listeners=CONTROLLER://$host:9093"
   else
-    echo "listeners=PLAINTEXT://0.0.0.0:9092"
-    echo "advertised.listeners=PLAINTEXT://$host:9092"
+    echo "listeners=PLAINTEXT://0.0.0.0:9092$extra_listeners"
+    echo "advertised.listeners=PLAINTEXT://$host:9092$extra_advertised"
     echo "inter.broker.listener.name=PLAINTEXT"
   fi
-  echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+  echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT$extra_map"
+  if [[ -n "${KAFKA_TLS_DIR:-}" ]]; then
+    echo "ssl.keystore.type=PEM"
+    echo "ssl.keystore.location=$config_dir/keystore.pem"
+    echo "ssl.truststore.type=PEM"
+    echo "ssl.truststore.location=$KAFKA_TLS_DIR/ca.crt"
+  fi
   echo "controller.listener.names=CONTROLLER"
   echo "controller.quorum.bootstrap.servers=$bootstrap"
   [[ -z "$voters" ]] || echo "controller.quorum.voters=$voters"
@@ -171,9 +222,27 @@ config="$config_dir/server.properties"
     key="${name#KAFKA_CFG_}"; key="${key,,}"; key="${key//_/.}"
     echo "$key=$value"
   done < <(env | LC_ALL=C sort)
+  if [[ -n "${KAFKA_EXTRA_CONFIG_DIR:-}" ]]; then
+    [[ -d "$KAFKA_EXTRA_CONFIG_DIR" ]] || die "KAFKA_EXTRA_CONFIG_DIR $KAFKA_EXTRA_CONFIG_DIR is not a directory"
+    for f in "$KAFKA_EXTRA_CONFIG_DIR"/*.properties; do
+      [[ -f "$f" ]] || continue
+      echo "# From $f"
+      cat "$f"
+      echo
+    done
+  fi
 } > "$config.tmp"
 mv -f "$config.tmp" "$config"
-say "$role node.id=$node_id advertised $host; config $config; data $DATA_DIR; observer ids $KAFKA_OBSERVER_IDS_FILE"
+if [[ -n "${KAFKA_TLS_DIR:-}" ]]; then
+  for f in tls.key tls.crt ca.crt; do
+    [[ -s "$KAFKA_TLS_DIR/$f" ]] || die "KAFKA_TLS_DIR $KAFKA_TLS_DIR has no $f (a kubernetes.io/tls Secret with ca.crt)"
+  done
+  grep -q -- '-----BEGIN PRIVATE KEY-----' "$KAFKA_TLS_DIR/tls.key" ||
+    die "$KAFKA_TLS_DIR/tls.key is not an unencrypted PKCS#8 key (-----BEGIN PRIVATE KEY-----), which Kafka's PEM key store needs: convert it with openssl pkcs8 -topk8 -nocrypt"
+  # Kafka's PEM key store is one file, key first; readable by this user only.
+  (umask 077 && cat "$KAFKA_TLS_DIR/tls.key" "$KAFKA_TLS_DIR/tls.crt" > "$config_dir/keystore.pem")
+fi
+say "$role node.id=$node_id advertised $host${extra_advertised:+ (and ${extra_advertised#,})}; config $config; data $DATA_DIR; observer ids $KAFKA_OBSERVER_IDS_FILE"
 
 # shellcheck disable=SC2086 # word splitting of the JVM options is intended
 if [[ ! -f "$DATA_DIR/meta.properties" ]]; then

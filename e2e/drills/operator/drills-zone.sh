@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# D1: one zone lost and back. Sourced by run.sh.
+# D1: one zone lost and back (also the core of D13 and D14, over secured listeners). Sourced by run.sh.
 #
 # A topic with three partitions spread over the three zones of primaries, the observer 4 on
 # each (1:2:4, 2:3:4, 3:1:4), min ISR 2; an acks=all idempotent producer writing 20 records a
@@ -14,9 +14,12 @@
 #   5. every acknowledged record is read back exactly once
 # Prints the promotion timeline (DRILL lines, seconds from the kill and from the restart).
 
-scenario_d1() {
-  local topic t0 t_kill t_under t_ctrl t_brk t_isr4 t_res0 t_res2 t_restart t_back t_dctrl t_dbrk t_out
-  topic="$(new_drill_topic d1 1:2:4,2:3:4,3:1:4)"
+scenario_d1() { zone_lost_and_back D1; }
+
+# zone_lost_and_back LABEL: the drill above; its DRILL lines and topic carry LABEL.
+zone_lost_and_back() {
+  local label="$1" topic t0 t_kill t_under t_ctrl t_brk t_isr4 t_res0 t_res2 t_restart t_back t_dctrl t_dbrk t_out
+  topic="$(new_drill_topic "${label,,}" 1:2:4,2:3:4,3:1:4)"
   start_isr_sampler "$topic"
   start_cm_sampler
   start_stream "$topic" 20
@@ -40,7 +43,7 @@ scenario_d1() {
   t_res0="$(wait_ack 0 "$t_under" 120 "writes resumed")"
   t_res2="$(wait_ack 2 "$t_under" 120 "writes resumed")"
   node_scheduled 1 && fail "node 1 came back during the outage (someone uncordoned the node): timings invalid"
-  echo "DRILL D1 kill_to_under_min_isr_s=$(secs "$t_kill" "$t_under") kill_to_controllers_cm_s=$(secs "$t_kill" "$t_ctrl") kill_to_brokers_cm_s=$(secs "$t_kill" "$t_brk") kill_to_4_in_every_isr_s=$(secs "$t_kill" "$t_isr4") kill_to_writes_resumed_s=$(secs "$t_kill" "$((t_res0 > t_res2 ? t_res0 : t_res2))")"
+  echo "DRILL $label kill_to_under_min_isr_s=$(secs "$t_kill" "$t_under") kill_to_controllers_cm_s=$(secs "$t_kill" "$t_ctrl") kill_to_brokers_cm_s=$(secs "$t_kill" "$t_brk") kill_to_4_in_every_isr_s=$(secs "$t_kill" "$t_isr4") kill_to_writes_resumed_s=$(secs "$t_kill" "$((t_res0 > t_res2 ? t_res0 : t_res2))")"
 
   log "== zone 1 back"
   t_restart="$(now_ms)"
@@ -53,9 +56,9 @@ scenario_d1() {
   never_sample "$SCENARIO_DIR/isr.log" "$t_dctrl" "$(now_ms)" 'leads(4)' "4 leads a partition after its demotion began"
   wait_obs 30 "status.autoPromotions empty after the demotion" '[[ -z "$(auto_promoted)" ]]'
   wait_ack 1 "$(now_ms)" 30 "writes after the demotion" >/dev/null
-  echo "DRILL D1 restart_to_isr_back_s=$(secs "$t_restart" "$t_back") restart_to_controllers_cm_s=$(secs "$t_restart" "$t_dctrl") restart_to_brokers_cm_s=$(secs "$t_restart" "$t_dbrk") restart_to_4_out_of_every_isr_s=$(secs "$t_restart" "$t_out")"
+  echo "DRILL $label restart_to_isr_back_s=$(secs "$t_restart" "$t_back") restart_to_controllers_cm_s=$(secs "$t_restart" "$t_dctrl") restart_to_brokers_cm_s=$(secs "$t_restart" "$t_dbrk") restart_to_4_out_of_every_isr_s=$(secs "$t_restart" "$t_out")"
   touch "$SCENARIO_DIR/isr.stop"
-  echo "DRILL D1 $(stop_stream_and_verify "$topic")"
+  echo "DRILL $label $(stop_stream_and_verify "$topic")"
 }
 
 # Both ConfigMaps list the observer 4.

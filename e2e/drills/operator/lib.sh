@@ -1,5 +1,5 @@
 # shellcheck shell=bash source-path=SCRIPTDIR
-# Shared pieces of the operator drills D1-D12 (e2e/drills/operator/run.sh), on top of the Kafka
+# Shared pieces of the operator drills D1-D14 (e2e/drills/operator/run.sh), on top of the Kafka
 # suite's library (the drill client, node control, run_scenarios, restore_default). Sourced.
 #
 # The drills act on the bed's example cluster (namespace kafka, brokers 1-4, broker 4 the

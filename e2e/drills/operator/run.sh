@@ -26,8 +26,10 @@ source "$here/drills-takeover.sh"
 source "$here/drills-policy.sh"
 # shellcheck source=drills-unreachable.sh
 source "$here/drills-unreachable.sh"
+# shellcheck source=drills-secured.sh
+source "$here/drills-secured.sh"
 
-ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12)
+ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do
