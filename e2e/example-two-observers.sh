@@ -56,8 +56,10 @@ log "applied in $ns; waiting for 3 controllers and 5 brokers"
 ready_pods() { kubectl -n "$ns" get pods -l app.kubernetes.io/name=kafka -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true; }
 eight_ready() { [[ "$(ready_pods)" -eq 8 ]]; }
 wait_until 300 "8 Kafka pods Ready in $ns" eight_ready
+# grep to the end, not -q: an early exit makes kubectl die of SIGPIPE, and pipefail fails the check.
+patched() { kubectl -n "$ns" logs "$pod" -c kafka 2>/dev/null | grep 'observer patch active' >/dev/null; }
 for pod in kafka-controller-{0..2} kafka-broker-{0..4}; do
-  kubectl -n "$ns" logs "$pod" -c kafka | grep -q 'observer patch active' || fail "$pod: no 'observer patch active' in its log"
+  wait_until 60 "$pod: 'observer patch active' in its log" patched
 done
 obs_phase() { kubectl -n "$ns" get obs kafka -o jsonpath='{.status.phase}'; }
 obs_ready() { [[ "$(obs_phase)" == Ready ]]; }
