@@ -38,12 +38,8 @@ result() {
 }
 trap result EXIT
 reason=""
-fail() { reason="$*"; log "FAIL: $*"; exit 1; }
-wait_until() { # TIMEOUT_S WHAT COMMAND...: until COMMAND (a function of this script) succeeds
-  local timeout="$1" what="$2" deadline=$((SECONDS + $1))
-  shift 2
-  until "$@"; do ((SECONDS < deadline)) || fail "$what: not within ${timeout}s"; sleep 1; done
-}
+# lib.sh's die (and so its wait_for) also keeps the reason for the closing line.
+die() { reason="$*"; log "FAIL: $*"; exit 1; }
 
 # ---- apply, as examples/kafka-two-observers/README.md says --------------------------------------
 kubectl create namespace "$ns" >/dev/null
@@ -55,43 +51,43 @@ log "applied in $ns; waiting for 3 controllers and 5 brokers"
 
 ready_pods() { kubectl -n "$ns" get pods -l app.kubernetes.io/name=kafka -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true; }
 eight_ready() { [[ "$(ready_pods)" -eq 8 ]]; }
-wait_until 300 "8 Kafka pods Ready in $ns" eight_ready
+wait_for 300 "8 Kafka pods Ready in $ns" eight_ready
 # grep to the end, not -q: an early exit makes kubectl die of SIGPIPE, and pipefail fails the check.
 patched() { kubectl -n "$ns" logs "$pod" -c kafka 2>/dev/null | grep 'observer patch active' >/dev/null; }
 for pod in kafka-controller-{0..2} kafka-broker-{0..4}; do
-  wait_until 60 "$pod: 'observer patch active' in its log" patched
+  wait_for 60 "$pod: 'observer patch active' in its log" patched
 done
 obs_phase() { kubectl -n "$ns" get obs kafka -o jsonpath='{.status.phase}'; }
 obs_ready() { [[ "$(obs_phase)" == Ready ]]; }
-wait_until 120 "ObserverSet $ns/kafka Ready" obs_ready
+wait_for 120 "ObserverSet $ns/kafka Ready" obs_ready
 list() { kubectl -n "$ns" get configmap "kafka-observers-$1" -o jsonpath='{.data.observer\.ids}' | grep -v '^[[:space:]]*#' | grep -Eo '[0-9]+' | paste -sd, -; }
 [[ "$(list controller)" == 4,5 && "$(list broker)" == 4,5 ]] ||
-  fail "observer lists: controllers '$(list controller)', brokers '$(list broker)', expected 4,5"
+  die "observer lists: controllers '$(list controller)', brokers '$(list broker)', expected 4,5"
 log "8 pods Ready with the patch active, ObserverSet Ready, both lists 4,5"
 
 # ---- a topic of two primaries and both observers ------------------------------------------------
 bootstrap="$(kubectl -n "$ns" get svc kafka-bootstrap -o jsonpath='{.spec.clusterIP}'):9092"
 topic="two-observers-$(date +%s)"
 "$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --create --topic "$topic" \
-  --replica-assignment 1:2:4:5 --config min.insync.replicas=2 >/dev/null || fail "cannot create topic $topic"
+  --replica-assignment 1:2:4:5 --config min.insync.replicas=2 >/dev/null || die "cannot create topic $topic"
 isr() { "$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --describe --topic "$topic" 2>/dev/null |
   sed -n 's/.*Isr: \([0-9,]*\).*/\1/p' | head -1; }
 isr_is() { [[ "$(isr)" == "$1" ]]; }
-wait_until 60 "ISR 1,2 on $topic" isr_is 1,2
+wait_for 60 "ISR 1,2 on $topic" isr_is 1,2
 log "$topic: replicas 1,2,4,5, ISR $(isr)"
 
 # ---- promote 4, not 5 ---------------------------------------------------------------------------
 kubectl -n "$ns" patch obs kafka --type merge -p '{"spec":{"promotion":{"promoted":[4]}}}' >/dev/null
 t=$SECONDS
 isr_has_4() { [[ ",$(isr)," == *",4,"* ]]; }
-wait_until 60 "4 in the ISR after its promotion" isr_has_4
+wait_for 60 "4 in the ISR after its promotion" isr_has_4
 log "promoted 4: ISR $(isr) after $((SECONDS - t)) s; lists: controllers $(list controller), brokers $(list broker)"
-[[ "$(list controller)" == 5 && "$(list broker)" == 5 ]] || fail "after promoting 4 the lists should be 5: $(list controller) / $(list broker)"
+[[ "$(list controller)" == 5 && "$(list broker)" == 5 ]] || die "after promoting 4 the lists should be 5: $(list controller) / $(list broker)"
 sleep 5
-[[ ",$(isr)," != *",5,"* ]] || fail "5 joined the ISR although it is still an observer: $(isr)"
+[[ ",$(isr)," != *",5,"* ]] || die "5 joined the ISR although it is still an observer: $(isr)"
 
 # ---- demote 4 again -----------------------------------------------------------------------------
 kubectl -n "$ns" patch obs kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
 t=$SECONDS
-wait_until 90 "4 out of the ISR after its demotion" isr_is 1,2
+wait_for 90 "4 out of the ISR after its demotion" isr_is 1,2
 log "demoted 4: ISR $(isr) after $((SECONDS - t)) s; lists $(list controller) / $(list broker)"
