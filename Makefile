@@ -31,8 +31,10 @@ check: fmt clippy crds-check
 fmt:
 	$(CARGO) fmt --all -- --check
 
+# --release: the same profile as `build` and `unit`, so build scripts (librdkafka's C build
+# included) and proc-macros are compiled once for all three, not once more in the dev profile.
 clippy:
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 # --release: the bed tests build in release too, so a cold run compiles the dependencies once.
 # The examples (the benchmarks) are not built here: clippy checks them, `make bench` builds them.

@@ -3,8 +3,9 @@
 //! Apply order: the status first (the planner's intent: a new revision or step is recorded
 //! before anything is written), then the ConfigMaps with server-side apply, then the pod
 //! nudges. A step with nothing to wait for is planned again at once on what the API then holds
-//! (`rollout::applied`), so one reconcile may carry out several decisions in that order; Events
-//! and metrics come once, after the last. A crash anywhere in between is resumed by the next
+//! (`rollout::applied`), so one reconcile may carry out several decisions in that order; their
+//! ConfigMaps are written one after the other and the status once more after the last. Events
+//! and metrics come once, at the end. A crash anywhere in between is resumed by the next
 //! reconcile from the persisted status; the planner is idempotent on it.
 
 use std::sync::Arc;
@@ -195,20 +196,30 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         owner: &owner,
         now,
     };
+    // What the API holds of the status. The intent goes there before the first ConfigMap
+    // write; a step taken further in this reconcile is persisted once, after its list is
+    // written (`persist` below). A crash in between resumes from the intent, which the planner
+    // takes on from what the lists then hold (`rollout::simulation` crashes there too). That
+    // saves one status round trip per chained step on the path to the brokers' list.
     let mut persisted = previous.clone();
     let mut happenings = Vec::new();
+    let mut carried = writer.persist(&next, &persisted).await;
+    if carried.is_ok() {
+        persisted = next.clone();
+    }
     // Each round carries out one decision; a step written with nothing to wait for (Time mode
     // without a settle time, a role without running pods) is taken further in the same
     // reconcile, on what the API now holds. Every round but the last moves the rollout on by a
     // step, so there are at most as many rounds as roles, plus the one that finishes.
-    let mut carried = Ok(());
     for _ in 0..=roles.len() {
-        carried = writer.carry_out(&decision, &next, &persisted).await;
+        if carried.is_err() {
+            break;
+        }
+        carried = writer.carry_out(&decision).await;
         if carried.is_err() {
             break;
         }
         happenings.extend(decision.happenings.iter().cloned());
-        persisted = next.clone();
         if !decision.wrote_step() {
             break;
         }
@@ -218,7 +229,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             break;
         }
         next = outcome::status_after(
-            &persisted,
+            &next,
             fresh.metadata.generation,
             &desired,
             &again,
@@ -227,6 +238,12 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         );
         with_history(&mut next, Vec::new());
         decision = again;
+    }
+    if carried.is_ok() {
+        carried = writer.persist(&next, &persisted).await;
+        if carried.is_ok() {
+            persisted = next.clone();
+        }
     }
     // Events and metrics once the writes are done (they are not on the rollout's path), also
     // for the rounds carried out before a failed one.
@@ -272,18 +289,18 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// One decision, in the apply order of the module documentation: the status (the intent)
-    /// when it changed, the ConfigMaps, then the nudges.
-    async fn carry_out(
-        &self,
-        decision: &RolloutDecision,
-        next: &ObserverSetStatus,
-        persisted: &ObserverSetStatus,
-    ) -> Result<()> {
-        let (namespace, name) = (&self.owner.namespace, &self.owner.name);
+    /// The status when it differs from what the API holds.
+    async fn persist(&self, next: &ObserverSetStatus, persisted: &ObserverSetStatus) -> Result<()> {
         if next != persisted {
-            status::apply(self.api, name, &status_patch(next)).await?;
+            status::apply(self.api, &self.owner.name, &status_patch(next)).await?;
         }
+        Ok(())
+    }
+
+    /// One decision's writes, in the apply order of the module documentation (its status is
+    /// persisted by the caller): the ConfigMaps, then the nudges.
+    async fn carry_out(&self, decision: &RolloutDecision) -> Result<()> {
+        let (namespace, name) = (&self.owner.namespace, &self.owner.name);
         for write in &decision.writes {
             config_map::apply(
                 self.config_maps,

@@ -192,20 +192,23 @@ impl World {
 
     /// One reconcile, as the shell runs it (reconciler/reconcile.rs): a decision carried out,
     /// then, after a step write, decided again on what the cluster now holds, until nothing
-    /// moves. `crash_after`: stop after that many actions counted over the whole reconcile (0:
-    /// before the first status write, 1: after it, 2: after the first ConfigMap write...). The
-    /// next reconcile starts from whatever was persisted, as a restarted operator would.
+    /// moves. The status is persisted before the first ConfigMap write (the intent) and once more
+    /// after the last one; a step taken further in between is not persisted on its own.
+    /// `crash_after`: stop after that many actions counted over the whole reconcile (0: before
+    /// the first status write, 1: after it, 2: after the first ConfigMap write... and the last:
+    /// every list written, the final status not). The next reconcile starts from whatever was
+    /// persisted, as a restarted operator would.
     pub fn reconcile(&mut self, crash_after: Option<usize>) {
         let mut roles = self.observe();
         let acks = self.acks();
         let mut decision = self.decide();
-        let mut actions = 0;
+        if crash_after == Some(0) {
+            return;
+        }
+        let mut actions = 1;
+        self.status = decision.state.clone();
+        let mut finished = false;
         for _ in 0..=roles.len() {
-            if crash_after == Some(actions) {
-                return;
-            }
-            actions += 1;
-            self.status = decision.state.clone();
             self.happenings.extend(decision.happenings.iter().cloned());
             for write in &decision.writes {
                 if crash_after == Some(actions) {
@@ -221,7 +224,8 @@ impl World {
                 }
             }
             if !decision.wrote_step() {
-                return;
+                finished = true;
+                break;
             }
             roles = applied(&roles, &decision, self.now);
             assert_eq!(roles, self.observe(), "applied() is what the cluster holds");
@@ -236,11 +240,19 @@ impl World {
                 now: self.now,
             });
             if again.adds_nothing_to(&decision) {
-                return;
+                finished = true;
+                break;
             }
             decision = again;
         }
-        panic!("a reconcile took more rounds than there are roles: {decision:#?}");
+        assert!(
+            finished,
+            "a reconcile took more rounds than there are roles: {decision:#?}"
+        );
+        if crash_after == Some(actions) {
+            return;
+        }
+        self.status = decision.state.clone();
     }
 
     fn apply_write(&mut self, w: &ListWrite) {

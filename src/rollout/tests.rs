@@ -337,6 +337,42 @@ fn time_mode_without_settle_time_rolls_out_in_one_reconcile_controllers_first() 
 }
 
 #[test]
+fn a_crash_after_the_chained_lists_before_the_final_status_resumes_from_the_intent() {
+    // Time mode without settle time: status (intent), controllers' list, brokers' list, then
+    // the final status. A crash before that last write leaves the intent persisted with both
+    // lists already written; the next reconcile finishes on them without a new revision.
+    let mut w = bed(AckMode::Time);
+    w.settings.settle = std::time::Duration::ZERO;
+    let base = w.writes.len();
+    w.set_desired(set(&[]));
+    w.reconcile(Some(3));
+    let revision = w.status.revision;
+    assert_eq!(
+        w.status.rollout.as_ref().map(|r| r.step),
+        Some(RolloutStep::Controllers),
+        "only the intent is persisted"
+    );
+    assert_eq!(
+        w.writes[base..]
+            .iter()
+            .map(|x| (x.role, x.revision))
+            .collect::<Vec<_>>(),
+        [(Role::Controller, revision), (Role::Broker, revision)]
+    );
+    w.reconcile(None);
+    assert!(w.converged(), "{:#?}", w.status);
+    assert_eq!(
+        w.status.revision, revision,
+        "no new revision for the same set"
+    );
+    assert!(
+        w.writes[base..].iter().all(|x| x.revision == revision),
+        "{:#?}",
+        &w.writes[base..]
+    );
+}
+
+#[test]
 fn agent_mode_stops_after_the_write_until_the_pods_answer() {
     let mut w = bed(AckMode::Agent);
     let base = w.writes.len();
