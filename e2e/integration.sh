@@ -47,9 +47,18 @@ stage "Strimzi example: server-side dry run" bash e2e/strimzi-check.sh server "$
 stage "real node: the operator's failure drills (D1-D14)" bash e2e/drills/operator/run.sh
 # Every command of docs/runbooks.md, against the chart's operator (helm upgrade, its Lease, logs).
 stage "real node: the runbooks' commands" bash e2e/drills/operator/runbooks.sh
-# examples/kafka-two-observers/ (RF4, observers 4 and 5) as a cluster of its own in namespace
-# kafka-two, with the chart's operator: applied, a promotion of 4 and back, removed again.
-stage "real node: examples/kafka-two-observers/" bash e2e/example-two-observers.sh
+# examples/kafka-two-observers/ (RF4, observers 4 and 5) and examples/kafka-combined/ (KRaft
+# combined mode), each a cluster of its own in its own namespace (kafka-two, kafka-combined), with
+# the chart's operator: applied, a promotion of 4 and back, removed again. Side by side: they share
+# nothing but the node and the operator.
+examples() {
+  local pids=() p rc=0
+  bash e2e/example-two-observers.sh & pids+=($!)
+  bash e2e/example-combined.sh & pids+=($!)
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return "$rc"
+}
+stage "real node: examples/kafka-two-observers/ and kafka-combined/" examples
 # The local-process operator below campaigns for the same Lease and watches every namespace: the
 # chart's operator pods make way; the chart's ServiceAccount and RBAC stay, and the local operator
 # runs with that ServiceAccount's token, so every test runs against exactly the chart's permissions.

@@ -12,7 +12,7 @@
 #   node_name, node_ip  the bed's node koo-node and its address ($KOO_NODE_IP, 10.214.0.1)
 #   log, die            "<tag>: message" on stderr; die then exits 1
 #   kubectl             the bed's kubectl with its admin kubeconfig
-#   wait_for            poll a command until it succeeds or time runs out
+#   wait_for            poll a command until it succeeds or time runs out; wait_crd NAME
 #   live_pid, pid_of, alive, stop_pid, start_detached    the processes the bed starts, by pid file
 #   CONTROLLERS, BROKERS, OBSERVER, node_pod, role_nodes, check_id    the Kafka node table
 
@@ -85,6 +85,12 @@ wait_for() {
     sleep 1
   done
 }
+
+# wait_crd NAME: the CRD NAME Established, polled. Not `kubectl wait --for=condition=Established`:
+# right after a create the CRD has no status.conditions yet, and kubectl wait then fails
+# (".status.conditions accessor error: <nil> ...") instead of waiting.
+crd_established() { [[ "$(kubectl get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]]; }
+wait_crd() { wait_for 60 "CRD $1 Established" crd_established "$1"; }
 
 # ---- processes the bed starts, by pid file ------------------------------------------------------
 # live_pid PIDFILE [EXE]: prints the pid in PIDFILE if that process is alive and, with EXE, runs

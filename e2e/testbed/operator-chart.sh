@@ -108,7 +108,7 @@ up() {
   # them, so the bed applies it itself, like operator.sh, and helm skips it.
   kubectl apply --server-side --force-conflicts --field-manager=koo-testbed \
     -f "$chart/crds/observerset.yaml" >/dev/null
-  kubectl wait --for=condition=Established --timeout=60s crd/observersets.kafkaobserver.io >/dev/null
+  wait_crd observersets.kafkaobserver.io
 
   log "helm upgrade --install $release (image $image_repository:$image_tag, pullPolicy $pull_policy, $replicas replicas) into $ns"
   helm_install "$replicas" || fail "helm upgrade --install failed after $(secs_since "$t0") s"

@@ -41,7 +41,7 @@ install_crd() {
   [[ -f "$tb/kubeconfig" ]] || die "no test bed at $tb: run 'make testbed-up'"
   # The binary's own CRD, so the bed always runs the schema the operator was built with.
   "$bin" crd | kubectl apply --server-side --force-conflicts --field-manager=koo-testbed -f - >/dev/null
-  kubectl wait --for=condition=Established --timeout=60s crd/observersets.kafkaobserver.io >/dev/null
+  wait_crd observersets.kafkaobserver.io
   kubectl get namespace "$lease_ns" >/dev/null 2>&1 || kubectl create namespace "$lease_ns" >/dev/null
   log "CRD observersets.kafkaobserver.io Established"
 }

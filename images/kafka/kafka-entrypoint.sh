@@ -1,15 +1,21 @@
 #!/bin/bash
-# Entrypoint of kafka-observer/kafka: one KRaft node (controller or broker) of a patched Apache
-# Kafka, configured from the environment. Contract (see images/README.md):
+# Entrypoint of kafka-observer/kafka: one KRaft node (controller, broker or both) of a patched
+# Apache Kafka, configured from the environment. Contract (see images/README.md):
 #
-#   KAFKA_ROLE                      controller | broker (required)
+#   KAFKA_ROLE                      controller | broker | combined | auto (required). combined is
+#                                   KRaft combined mode, process.roles=broker,controller: one JVM,
+#                                   so one observer.ids file for both parts; its node id must be
+#                                   one of the voters. auto: combined when the node id is one of
+#                                   KAFKA_CONTROLLER_QUORUM_VOTERS, broker otherwise (one
+#                                   StatefulSet whose first pods are the voters and whose others,
+#                                   e.g. observers, are brokers only)
 #   KAFKA_NODE_ID                   explicit node.id; else pod ordinal + KAFKA_NODE_ID_OFFSET, the
 #   KAFKA_NODE_ID_OFFSET            ordinal being the numeric suffix of $POD_NAME (or $HOSTNAME)
 #                                   after the last '-' (kafka-broker-3 -> 3)
 #   KAFKA_CLUSTER_ID                cluster id used to format storage (required)
 #   KAFKA_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS   host:port,... (required)
 #   KAFKA_CONTROLLER_QUORUM_VOTERS  static voters id@host:port,... (controller.quorum.voters):
-#                                   required for controllers, and brokers need it too (with a
+#                                   required for controllers and combined nodes, and brokers need it too (with a
 #                                   static quorum they find the active controller only through it)
 #   KAFKA_ADVERTISED_HOST           default $POD_IP
 #   KAFKA_EXTRA_LISTENERS           brokers: more client listeners, PROTOCOL:PORT,... with PROTOCOL
@@ -55,7 +61,7 @@
 #
 # Listeners: controller CONTROLLER://0.0.0.0:9093 (advertised CONTROLLER://$host:9093), broker
 # PLAINTEXT://0.0.0.0:9092 (advertised PLAINTEXT://$host:9092, also the inter-broker listener)
-# plus KAFKA_EXTRA_LISTENERS. Storage is formatted only when
+# plus KAFKA_EXTRA_LISTENERS; a combined node has both. Storage is formatted only when
 # $KAFKA_DATA_DIR/meta.properties is absent; then the JVM is exec'd (it gets the signals).
 set -euo pipefail
 
@@ -124,8 +130,8 @@ fi
 
 role="${KAFKA_ROLE:-}"
 case "$role" in
-  controller | broker) ;;
-  *) die "KAFKA_ROLE must be 'controller' or 'broker' (got '${role}')" ;;
+  controller | broker | combined | auto) ;;
+  *) die "KAFKA_ROLE must be 'controller', 'broker', 'combined' or 'auto' (got '${role}')" ;;
 esac
 
 if [[ -n "${KAFKA_NODE_ID:-}" ]]; then
@@ -146,11 +152,24 @@ cluster_id="${KAFKA_CLUSTER_ID:-}"
 bootstrap="${KAFKA_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS:-}"
 [[ -n "$bootstrap" ]] || die "KAFKA_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS is required (host:port,...)"
 voters="${KAFKA_CONTROLLER_QUORUM_VOTERS:-}"
-[[ "$role" == broker || -n "$voters" ]] ||
-  die "KAFKA_CONTROLLER_QUORUM_VOTERS is required for controllers (static voters id@host:port,...)"
+if [[ "$role" == auto ]]; then
+  [[ -n "$voters" ]] ||
+    die "KAFKA_ROLE=auto needs KAFKA_CONTROLLER_QUORUM_VOTERS (voters run combined, every other node as a broker only)"
+  if [[ ",$voters" == *",$node_id@"* ]]; then role=combined; else role=broker; fi
+  say "KAFKA_ROLE=auto: node $node_id is $role ($([[ $role == combined ]] && echo "one of the voters" || echo "not a voter"))"
+fi
+# process.roles, and whether this node runs each part.
+roles="$role" runs_controller="" runs_broker=""
+[[ "$role" != combined ]] || roles="broker,controller"
+[[ "$role" == broker ]] || runs_controller=1
+[[ "$role" == controller ]] || runs_broker=1
+[[ -z "$runs_controller" || -n "$voters" ]] ||
+  die "KAFKA_CONTROLLER_QUORUM_VOTERS is required for controllers and combined nodes (static voters id@host:port,...)"
+[[ "$role" != combined || ",$voters" == *",$node_id@"* ]] ||
+  die "KAFKA_ROLE=combined: node id $node_id is not one of KAFKA_CONTROLLER_QUORUM_VOTERS ($voters); a combined node is a voter (KAFKA_ROLE=auto makes non-voters brokers)"
 # Controllers run a static quorum (controller.quorum.voters): the metadata log then carries no
 # controller endpoints, so a broker finds the active controller only through the voters list.
-[[ "$role" == controller || -n "$voters" ]] ||
+[[ -n "$runs_controller" || -n "$voters" ]] ||
   say "warning: broker without KAFKA_CONTROLLER_QUORUM_VOTERS: with a static controller quorum it never registers ('Unable to register the broker')"
 host="${KAFKA_ADVERTISED_HOST:-${POD_IP:-}}"
 [[ -n "$host" ]] || die "KAFKA_ADVERTISED_HOST or POD_IP is required (the address other nodes reach)"
@@ -158,7 +177,7 @@ host="${KAFKA_ADVERTISED_HOST:-${POD_IP:-}}"
 # KAFKA_EXTRA_LISTENERS: "listener name:port" pairs, the name being its security protocol.
 extra_listeners="" extra_advertised="" extra_map=""
 if [[ -n "${KAFKA_EXTRA_LISTENERS:-}" ]]; then
-  [[ "$role" == broker ]] || die "KAFKA_EXTRA_LISTENERS is for brokers only (controllers listen on CONTROLLER alone)"
+  [[ -n "$runs_broker" ]] || die "KAFKA_EXTRA_LISTENERS is for brokers and combined nodes only (controllers listen on CONTROLLER alone)"
   tls_host="${KAFKA_EXTRA_ADVERTISED_HOST:-}"
   if [[ -z "$tls_host" ]]; then
     # The kubelet's /etc/hosts line for this pod: "<ip> <pod>.<service>.<ns>.svc.<domain> <pod>".
@@ -195,16 +214,20 @@ mkdir -p "$DATA_DIR" 2>/dev/null || true
 config="$config_dir/server.properties"
 {
   echo "# Rendered by kafka-entrypoint.sh at $(date -u +%FT%TZ) for $role $node_id."
-  echo "process.roles=$role"
+  echo "process.roles=$roles"
   echo "node.id=$node_id"
-  if [[ "$role" == controller ]]; then
-    echo "listeners=CONTROLLER://0.0.0.0:9093"
-    echo "advertised.listeners=CONTROLLER://$host:9093"
-  else
-    echo "listeners=PLAINTEXT://0.0.0.0:9092$extra_listeners"
-    echo "advertised.listeners=PLAINTEXT://$host:9092$extra_advertised"
-    echo "inter.broker.listener.name=PLAINTEXT"
-  fi
+  case "$role" in
+    controller)
+      echo "listeners=CONTROLLER://0.0.0.0:9093"
+      echo "advertised.listeners=CONTROLLER://$host:9093" ;;
+    broker)
+      echo "listeners=PLAINTEXT://0.0.0.0:9092$extra_listeners"
+      echo "advertised.listeners=PLAINTEXT://$host:9092$extra_advertised" ;;
+    combined)
+      echo "listeners=PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093$extra_listeners"
+      echo "advertised.listeners=PLAINTEXT://$host:9092,CONTROLLER://$host:9093$extra_advertised" ;;
+  esac
+  [[ -z "$runs_broker" ]] || echo "inter.broker.listener.name=PLAINTEXT"
   echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT$extra_map"
   if [[ -n "${KAFKA_TLS_DIR:-}" ]]; then
     echo "ssl.keystore.type=PEM"

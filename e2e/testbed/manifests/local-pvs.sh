@@ -15,7 +15,8 @@
 # print only), KOO_DATA_UID / KOO_DATA_GID (1000: the Kafka image's
 # user), KOO_PV_CAPACITY (10Gi; a local PV's capacity is a label for matching, never enforced;
 # it must be >= the claims' request, 1Gi in examples/kafka/), KOO_BROKER_COUNT (4: the brokers'
-# StatefulSet's replicas; 5 for examples/kafka-two-observers/).
+# StatefulSet's replicas; 5 for examples/kafka-two-observers/), KOO_CONTROLLER_COUNT (3: the
+# controllers' replicas; 0 for examples/kafka-combined/, which has no controller pods).
 #
 # Decisions:
 # - reclaimPolicy Retain: `kubernetes.io/no-provisioner` has no deleter, so Delete would leave a
@@ -47,6 +48,7 @@ NAMESPACE="$1" NODE_NAME="$2" BASE_DIR="$3"
 DATA_UID="${KOO_DATA_UID:-1000}" DATA_GID="${KOO_DATA_GID:-1000}"
 CAPACITY="${KOO_PV_CAPACITY:-10Gi}"
 BROKER_COUNT="${KOO_BROKER_COUNT:-4}"
+CONTROLLER_COUNT="${KOO_CONTROLLER_COUNT:-3}"
 CLASS=koo-local
 
 dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
@@ -55,11 +57,12 @@ dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
 [[ "$BASE_DIR" == /* ]] || die "BASE_DIR must be an absolute path (a local PV's path is absolute): '$BASE_DIR'"
 [[ "$DATA_UID" =~ ^[0-9]+$ && "$DATA_GID" =~ ^[0-9]+$ ]] || die "KOO_DATA_UID/KOO_DATA_GID must be numeric"
 [[ "$BROKER_COUNT" =~ ^[1-9][0-9]?$ ]] || die "KOO_BROKER_COUNT must be a number of brokers, 1-99: '$BROKER_COUNT'"
+[[ "$CONTROLLER_COUNT" =~ ^[0-9]$ ]] || die "KOO_CONTROLLER_COUNT must be a number of controllers, 0-9: '$CONTROLLER_COUNT'"
 
 # claim name -> PV name. PVs are cluster-scoped: the namespace is part of the name, so clusters
 # in two namespaces (e.g. kafka and kafka-test) never share a volume.
 claims=()
-for i in 0 1 2; do claims+=("data-kafka-controller-$i"); done
+for ((i = 0; i < CONTROLLER_COUNT; i++)); do claims+=("data-kafka-controller-$i"); done
 for ((i = 0; i < BROKER_COUNT; i++)); do claims+=("data-kafka-broker-$i"); done
 pv_name() { echo "koo-local-$NAMESPACE-${1#data-}"; }
 
