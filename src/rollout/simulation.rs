@@ -190,25 +190,35 @@ impl World {
         })
     }
 
+    /// One reconcile with the intent persisted before the first round's ConfigMap writes; see
+    /// [`World::reconcile_ordered`].
+    pub fn reconcile(&mut self, crash_after: Option<usize>) {
+        self.reconcile_ordered(crash_after, false);
+    }
+
     /// One reconcile, as the shell runs it (reconciler/reconcile.rs): a decision carried out,
     /// then, after a step write, decided again on what the cluster now holds, until nothing
-    /// moves. The status is persisted before the first ConfigMap write (the intent) and once more
-    /// after the last one; a step taken further in between is not persisted on its own.
-    /// `crash_after`: stop after that many actions counted over the whole reconcile (0: before
-    /// the first status write, 1: after it, 2: after the first ConfigMap write... and the last:
-    /// every list written, the final status not). The next reconcile starts from whatever was
-    /// persisted, as a restarted operator would.
-    pub fn reconcile(&mut self, crash_after: Option<usize>) {
+    /// moves. The first round's status (the intent) is written side by side with its ConfigMap
+    /// writes, so either may land first: `intent_last` puts it after them. The status is
+    /// persisted once more after the last list; a step taken further in between is not
+    /// persisted on its own. `crash_after`: stop after that many actions counted over the whole
+    /// reconcile (0: before anything, 1: after the first write, status or ConfigMap, ... and the
+    /// last: every list written, the final status not). The next reconcile starts from whatever
+    /// was persisted, as a restarted operator would.
+    pub fn reconcile_ordered(&mut self, crash_after: Option<usize>, intent_last: bool) {
         let mut roles = self.observe();
         let acks = self.acks();
         let mut decision = self.decide();
-        if crash_after == Some(0) {
-            return;
+        let mut actions = 0;
+        if !intent_last {
+            if crash_after == Some(actions) {
+                return;
+            }
+            actions += 1;
+            self.status = decision.state.clone();
         }
-        let mut actions = 1;
-        self.status = decision.state.clone();
         let mut finished = false;
-        for _ in 0..=roles.len() {
+        for round in 0..=roles.len() {
             self.happenings.extend(decision.happenings.iter().cloned());
             for write in &decision.writes {
                 if crash_after == Some(actions) {
@@ -216,6 +226,13 @@ impl World {
                 }
                 actions += 1;
                 self.apply_write(write);
+            }
+            if round == 0 && intent_last {
+                if crash_after == Some(actions) {
+                    return;
+                }
+                actions += 1;
+                self.status = decision.state.clone();
             }
             for nudge in &decision.nudges {
                 if let Some(pod) = self.pods.iter_mut().find(|p| p.name == nudge.pod) {

@@ -336,6 +336,24 @@ fn time_mode_without_settle_time_rolls_out_in_one_reconcile_controllers_first() 
     );
 }
 
+/// Why the shell writes the intent before the first list and not side by side with it: found by
+/// the property test when the model let the list land first. The list of revision n lands,
+/// the operator stops before the status records its write, and the next reconcile measures
+/// the settle time from the older record: the brokers get n before the 3 s have passed.
+#[test]
+#[should_panic(expected = "after the controllers, settle time is 3s")]
+fn a_list_that_lands_before_its_intent_would_cut_the_settle_time_short() {
+    let mut w = World::new(2, 3, AckMode::Time, None);
+    w.reconcile(None);
+    w.set_desired(set(&[]));
+    w.reconcile(Some(1)); // the intent persisted, its list not written
+    w.set_running(0, true);
+    w.tick(1);
+    w.reconcile_ordered(Some(1), true); // the list written, the status not
+    w.reconcile(None);
+    w.quiesce(40);
+}
+
 #[test]
 fn a_crash_after_the_chained_lists_before_the_final_status_resumes_from_the_intent() {
     // Time mode without settle time: status (intent), controllers' list, brokers' list, then
