@@ -203,10 +203,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     // saves one status round trip per chained step on the path to the brokers' list.
     let mut persisted = previous.clone();
     let mut happenings = Vec::new();
-    let mut carried = writer.persist(&next, &persisted).await;
-    if carried.is_ok() {
-        persisted = next.clone();
-    }
+    let mut carried = writer.persist(&next, &mut persisted).await;
     // Each round carries out one decision; a step written with nothing to wait for (Time mode
     // without a settle time, a role without running pods) is taken further in the same
     // reconcile, on what the API now holds. Every round but the last moves the rollout on by a
@@ -240,10 +237,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         decision = again;
     }
     if carried.is_ok() {
-        carried = writer.persist(&next, &persisted).await;
-        if carried.is_ok() {
-            persisted = next.clone();
-        }
+        carried = writer.persist(&next, &mut persisted).await;
     }
     // Events and metrics once the writes are done (they are not on the rollout's path), also
     // for the rounds carried out before a failed one.
@@ -289,10 +283,15 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// The status when it differs from what the API holds.
-    async fn persist(&self, next: &ObserverSetStatus, persisted: &ObserverSetStatus) -> Result<()> {
+    /// The status when it differs from what the API holds (`persisted`, updated on success).
+    async fn persist(
+        &self,
+        next: &ObserverSetStatus,
+        persisted: &mut ObserverSetStatus,
+    ) -> Result<()> {
         if next != persisted {
             status::apply(self.api, &self.owner.name, &status_patch(next)).await?;
+            *persisted = next.clone();
         }
         Ok(())
     }

@@ -209,29 +209,31 @@ impl World {
         let mut roles = self.observe();
         let acks = self.acks();
         let mut decision = self.decide();
+        // Counts an action; true when the operator stops before it.
         let mut actions = 0;
+        let mut stops = || {
+            actions += 1;
+            crash_after == Some(actions - 1)
+        };
         if !intent_last {
-            if crash_after == Some(actions) {
+            if stops() {
                 return;
             }
-            actions += 1;
             self.status = decision.state.clone();
         }
         let mut finished = false;
         for round in 0..=roles.len() {
             self.happenings.extend(decision.happenings.iter().cloned());
             for write in &decision.writes {
-                if crash_after == Some(actions) {
+                if stops() {
                     return;
                 }
-                actions += 1;
                 self.apply_write(write);
             }
             if round == 0 && intent_last {
-                if crash_after == Some(actions) {
+                if stops() {
                     return;
                 }
-                actions += 1;
                 self.status = decision.state.clone();
             }
             for nudge in &decision.nudges {
@@ -266,7 +268,7 @@ impl World {
             finished,
             "a reconcile took more rounds than there are roles: {decision:#?}"
         );
-        if crash_after == Some(actions) {
+        if stops() {
             return;
         }
         self.status = decision.state.clone();
