@@ -38,7 +38,9 @@ clippy:
 
 # --release: the bed tests build in release too, so a cold run compiles the dependencies once.
 # The examples (the benchmarks) are not built here: clippy checks them, `make bench` builds them.
+# First, in about a second: images/recipes/'s build-time class path check against stand-in layouts.
 unit:
+	bash images/recipes/observer-patch-check-test.sh
 	KOO_TESTBED=off $(CARGO) test --workspace --release --lib --bins --tests
 	$(CARGO) test --workspace --release --doc
 
