@@ -14,6 +14,7 @@
 pub mod engine_state;
 pub mod kafka_health;
 pub mod partitions;
+mod schedule;
 mod status;
 mod task;
 
@@ -137,10 +138,13 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publ
                 let k = key(&obs);
                 listed.insert(k.clone());
                 if !automated(&obs) {
-                    if running.contains_key(&k) && obs.meta().deletion_timestamp.is_none() {
+                    // The task is aborted before the clear is sent: aborted after it, a scan
+                    // could still write the condition back.
+                    let was_running = running.contains_key(&k);
+                    stop(&mut running, &k);
+                    if was_running && obs.meta().deletion_timestamp.is_none() {
                         clear_kafka_health(client.clone(), &k);
                     }
-                    stop(&mut running, &k);
                 } else if let Some(r) = running.get(&k) {
                     r.spec.send_replace(Arc::new(obs));
                 } else if let Some(c) = starting_in_conflict(&client, &obs).await {

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -17,6 +19,7 @@ use tokio::sync::watch;
 use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
 use super::kafka_health;
 use super::partitions;
+use super::schedule;
 use super::status;
 use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
@@ -54,10 +57,6 @@ pub mod reason {
 }
 
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How often the task glances at the metadata between scans, unless a glance takes more than a
-/// tenth of that (then ten times its duration: glances never take more than a tenth of the time).
-const GLANCE_PERIOD: Duration = Duration::from_millis(100);
 
 /// Each partition's result of a per-partition Kafka request.
 type PartitionResults = Vec<(TopicPartition, Result<(), String>)>;
@@ -148,46 +147,54 @@ impl SetTask {
                 }
                 Err(e) => {
                     self.report_error(&obs, &e).await;
-                    Duration::from_secs(5)
+                    schedule::AFTER_ERROR
                 }
             };
             self.wait_for_next_scan(started + interval).await;
         }
     }
 
-    /// Sleeps until `until`, glancing at the metadata every [`GLANCE_PERIOD`] on the way: when a
-    /// partition newly triggers the policy, the wait ends and the next scan starts at once
-    /// instead of up to a scan interval later. Only the full scans count as confirmations.
+    /// Sleeps until `until`, glancing at the metadata on the way (`schedule::wait_for_scan`):
+    /// when a partition newly triggers the policy, the next scan starts at once.
     async fn wait_for_next_scan(&mut self, until: Instant) {
-        loop {
-            let wake = Instant::now() + GLANCE_PERIOD.max(self.glance_cost * 10);
-            let glancing = self
-                .glance_config
-                .as_ref()
-                .is_some_and(|c| c.policy != PromotionPolicy::Manual);
-            if !glancing || wake >= until {
-                tokio::time::sleep_until(until.into()).await;
-                return;
-            }
-            tokio::time::sleep_until(wake.into()).await;
-            let Some((_, watcher)) = &self.watcher else {
-                continue;
-            };
-            let started = Instant::now();
-            let glance = watcher.glance().await;
-            self.glance_cost = started.elapsed();
-            let (Ok(snapshot), Some(config), Some(history)) =
-                (glance, &self.glance_config, &self.history)
+        let glancing = self
+            .glance_config
+            .as_ref()
+            .is_some_and(|c| c.policy != PromotionPolicy::Manual);
+        let SetTask {
+            watcher,
+            glance_config,
+            history,
+            seen_triggers,
+            glance_cost,
+            labels,
+            ..
+        } = self;
+        let (watcher, glance_config, history, seen_triggers, labels) = (
+            &*watcher,
+            &*glance_config,
+            &*history,
+            &*seen_triggers,
+            &*labels,
+        );
+        schedule::wait_for_scan(until, glancing, glance_cost, || async move {
+            let (Some((_, watcher)), Some(config), Some(history)) =
+                (watcher.as_ref(), glance_config.as_ref(), history.as_ref())
             else {
-                // A failed glance changes nothing: the next scan reports what is wrong.
-                continue;
+                return false;
+            };
+            // A failed glance changes nothing: the next scan reports what is wrong.
+            let Ok(snapshot) = watcher.glance().await else {
+                return false;
             };
             let now = promotion::triggered(&snapshot, config, history);
-            if let Some(new) = now.difference(&self.seen_triggers).next() {
-                tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, partition = %new, "a glance at the metadata shows a new trigger: scanning now");
-                return;
+            let new = now.difference(seen_triggers).next();
+            if let Some(new) = new {
+                tracing::debug!(namespace = %labels.namespace, observerset = %labels.observerset, partition = %new, "a glance at the metadata shows a new trigger: scanning now");
             }
-        }
+            new.is_some()
+        })
+        .await;
     }
 
     /// One scan and decision; returns when to scan next (sooner while a candidate awaits its

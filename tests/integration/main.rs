@@ -9,6 +9,7 @@
 
 mod support;
 
+mod automation_glue;
 mod engine_state_failover;
 mod observer_only_partitions;
 mod operator_configmaps;
@@ -19,6 +20,7 @@ mod operator_rollout;
 mod operator_validation;
 mod policy_automation;
 mod policy_cli;
+mod reconcile_glue;
 mod secure_automation;
 mod secure_kafka;
 mod status_history;
