@@ -8,6 +8,9 @@
 //! takes a promotion through both steps (intent, controllers' list, brokers' list, final status)
 //! and the refusal lands between the controllers' list and the final status.
 //!
+//! A reconcile given an outdated copy of the set (as a lagging cache would) must not act on it:
+//! the status write names the copy's resourceVersion and the apiserver refuses it.
+//!
 //! Owns its state: a fresh namespace and the policy (cluster-scoped, named after the process),
 //! both deleted at the end. The bed's shared operator watches every namespace and would
 //! reconcile this set too, so it is paused for the test ([`support::Bed::pause_operator`]).
@@ -33,8 +36,8 @@ use support::*;
 const SET: &str = "glue";
 const T: Duration = Duration::from_secs(30);
 
-/// One reconcile of the set as the API holds it now (the controller passes its cached copy;
-/// the reconciler reads the set fresh itself, so the API's copy is as good).
+/// One reconcile of the set as the API holds it now (the controller passes its cached copy,
+/// normally the latest).
 async fn reconcile_now(
     api: &Api<ObserverSet>,
     ctx: &Arc<Context>,
@@ -282,6 +285,36 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
         controllers.resource_version(),
         "the controllers' list was written again on the resumed rollout"
     );
+
+    // Copies the controller's cache could still hold: one from before the promotion (its plan
+    // would demote 5 again) and the half-way one (its plan would finish a rollout that is
+    // done). The reconciler plans on the copy it is given, but its first write names the
+    // copy's resourceVersion, which the apiserver refuses; it then plans on a fresh read, which
+    // has nothing to do. Nothing is written either way.
+    for (copy, what) in [(&ready, "before the promotion"), (&halfway, "half-way")] {
+        reconcile(Arc::new(copy.clone()), ctx.clone())
+            .await
+            .unwrap_or_else(|e| panic!("a reconcile on the copy from {what}: {e}"));
+        let now = api.get(SET).await.unwrap();
+        assert_eq!(
+            now.resource_version(),
+            done.resource_version(),
+            "a reconcile on the copy from {what} wrote the status: {}",
+            status(&now)
+        );
+        for (cm, before) in [
+            (&controllers_cm, &controllers_after),
+            (&brokers_cm, &brokers),
+        ] {
+            let after = get_cm(&cms, cm).await.unwrap();
+            assert_eq!(
+                after.resource_version(),
+                before.resource_version(),
+                "a reconcile on the copy from {what} wrote {cm}: {:?}",
+                listed_ids(&after)
+            );
+        }
+    }
 
     bed.drop_namespace(&ns).await;
 }
