@@ -10,8 +10,9 @@
 #        e2e/build/node-tools.sh paths    prints sourceable cni_bin_dir=, crictl=, coredns= lines
 #          (builds nothing; the paths may not exist yet)
 #
-# None of the three modules has replace directives, so `go install module/pkg@version` builds each
-# with exactly its own go.mod and go.sum (no wrapper module as k8s.sh needs for Kubernetes).
+# The CNI plugins and crictl have no replace directives, so `go install module/pkg@version` builds
+# each with exactly its own go.mod and go.sum (no wrapper module as k8s.sh needs for Kubernetes);
+# CoreDNS is built from a main package of our own that imports only the plugins the bed uses.
 # The version variables below can be overridden from the environment (they will move to versions.env).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
@@ -20,6 +21,10 @@ log_tag="node-tools.sh" log_time="%T"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.10.0}"   # github.com/containernetworking/plugins
 CRICTL_VERSION="${CRICTL_VERSION:-v1.34.0}"             # sigs.k8s.io/cri-tools, matches K8S_VERSION's minor
 COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"           # github.com/coredns/coredns (go 1.26.0 in its go.mod)
+# The plugins (package names under github.com/coredns/coredns/plugin/) the bed's Corefile uses
+# (e2e/testbed/manifests/coredns.yaml; `prometheus` is package metrics). Upstream's default set
+# adds the cloud DNS plugins and their SDKs, which took most of a cold build (190 s).
+COREDNS_PLUGINS="${COREDNS_PLUGINS:-errors health ready kubernetes metrics cache reload loadbalance template}"
 # The plugins a containerd bridge network needs (bridge, host-local, loopback, portmap) plus the
 # usual companions of a default conflist. dhcp is a daemon and not built.
 CNI_PLUGINS="${CNI_PLUGINS:-bridge host-local loopback portmap bandwidth firewall tuning ptp static host-device}"
@@ -28,7 +33,7 @@ export CGO_ENABLED=0 GOTOOLCHAIN=local
 tools_root="$KOO_CACHE/node-tools"
 cni_root="$tools_root/cni-$CNI_PLUGINS_VERSION"
 crictl_root="$tools_root/crictl-$CRICTL_VERSION"
-coredns_root="$tools_root/coredns-$COREDNS_VERSION"
+coredns_root="$tools_root/coredns-$COREDNS_VERSION-$(echo "$COREDNS_PLUGINS" | sha256sum | cut -c1-8)"
 
 # Prints the go.sum-style hash of a module zip: the honest "commit" of a proxy-built binary,
 # since the proxy does not tell us the git commit of a tag (as in k8s.sh).
@@ -91,11 +96,32 @@ build_coredns() {
   if [[ -f "$stamp" ]]; then log "coredns $COREDNS_VERSION: cached in $coredns_root"; echo "$coredns_root/coredns"; return; fi
   local t0=$SECONDS sum c=github.com/coredns/coredns/coremain
   sum="$(module_sum github.com/coredns/coredns "$COREDNS_VERSION")"
-  log "coredns $COREDNS_VERSION: go install (upstream's committed default plugin set, core/plugin/zplugin.go)"
-  # CoreDNS' Makefile sets GitCommit; gitTag makes -version print the release, not "(untracked dev build)".
-  install_to "$coredns_root" "-s -w -X '$c.GitCommit=$sum' -X '$c.gitTag=$COREDNS_VERSION'" \
-    github.com/coredns/coredns@"$COREDNS_VERSION"
+  log "coredns $COREDNS_VERSION: go build with the plugins $COREDNS_PLUGINS"
+  # A main package of our own, as upstream's coredns.go but importing only those plugins (the
+  # directive order stays upstream's, core/dnsserver/zdirectives.go); its module requires
+  # coredns at the tag, so every dependency resolves to the version upstream's go.mod names.
+  local mod="$coredns_root.src" p
+  rm -rf "$mod"; mkdir -p "$mod" "$coredns_root"
+  {
+    echo 'package main'
+    echo 'import ('
+    echo '	"github.com/coredns/coredns/coremain"'
+    for p in $COREDNS_PLUGINS; do echo "	_ \"github.com/coredns/coredns/plugin/$p\""; done
+    echo ')'
+    echo 'func main() { coremain.Run() }'
+  } > "$mod/main.go"
+  (cd "$mod" && go mod init koo-testbed/coredns >/dev/null 2>&1 &&
+    go mod edit -require=github.com/coredns/coredns@"$COREDNS_VERSION" && go mod tidy &&
+    # CoreDNS' Makefile sets GitCommit; gitTag makes -version print the release, not "(untracked dev build)".
+    go build -trimpath -ldflags "-s -w -X '$c.GitCommit=$sum' -X '$c.gitTag=$COREDNS_VERSION'" \
+      -o "$coredns_root/coredns" .)
   "$coredns_root/coredns" -version >&2
+  local listed
+  listed="$("$coredns_root/coredns" -plugins)"
+  for p in $COREDNS_PLUGINS; do
+    [[ "$p" == metrics ]] && p=prometheus
+    grep -qx "$p" <<< "$listed" || { log "coredns: plugin $p missing from the build:"$'\n'"$listed"; exit 1; }
+  done
   touch "$stamp"
   log "coredns $COREDNS_VERSION: built in $((SECONDS - t0))s"
   echo "$coredns_root/coredns"
