@@ -121,23 +121,44 @@ async fn deny_writes(bed: &Bed, policy: &str, ns: &str, name: &str) {
     .await;
 }
 
-/// The policy and its binding, deleted when dropped: to lift the refusal, and when an assertion
-/// fails half-way.
+/// The policy and its binding: [`PolicyGuard::lift`] deletes them; dropped without that (an
+/// assertion failed half-way) it deletes them from a thread of its own.
 struct PolicyGuard {
     client: kube::Client,
     name: String,
+    lifted: bool,
+}
+
+async fn delete_policy(client: kube::Client, name: &str) {
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client);
+    let _ = bindings.delete(name, &DeleteParams::default()).await;
+    let _ = policies.delete(name, &DeleteParams::default()).await;
+}
+
+impl PolicyGuard {
+    async fn lift(mut self) {
+        delete_policy(self.client.clone(), &self.name).await;
+        self.lifted = true;
+    }
 }
 
 impl Drop for PolicyGuard {
     fn drop(&mut self) {
-        let (client, name) = (self.client.clone(), self.name.clone());
-        // Drop cannot await; a blocking thread with its own runtime does the two deletes.
+        if self.lifted {
+            return;
+        }
+        // Drop cannot await, and the test's client cannot be used from another runtime while
+        // this one blocks here (its connection task runs on it): a client and runtime of its own.
+        let name = self.name.clone();
         let _ = std::thread::spawn(move || {
             tokio::runtime::Runtime::new().unwrap().block_on(async {
-                let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-                let policies: Api<ValidatingAdmissionPolicy> = Api::all(client);
-                let _ = bindings.delete(&name, &DeleteParams::default()).await;
-                let _ = policies.delete(&name, &DeleteParams::default()).await;
+                let Some(bed) = koo_testbed::TestBed::require() else {
+                    return;
+                };
+                if let Ok(client) = bed.client().await {
+                    delete_policy(client, &name).await;
+                }
             })
         })
         .join();
@@ -153,8 +174,8 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
     let ns = bed.namespace("glue").await;
     let api = bed.observer_sets(&ns);
     let cms = bed.config_maps(&ns);
-    let controllers_cm = format!("{SET}-observers-controllers");
-    let brokers_cm = format!("{SET}-observers-brokers");
+    let controllers_cm = format!("{SET}-observers-controller");
+    let brokers_cm = format!("{SET}-observers-broker");
     let ctx = Arc::new(Context::new(
         bed.client.clone(),
         Metrics::new(),
@@ -208,6 +229,7 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
     let guard = PolicyGuard {
         client: bed.client.clone(),
         name: policy.clone(),
+        lifted: false,
     };
     deny_writes(&bed, &policy, &ns, &brokers_cm).await;
     api.patch(
@@ -263,7 +285,7 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
 
     // The refusal lifted: the next reconcile takes the rollout on from the intent: the brokers'
     // list, the final status; the controllers' list is not written again.
-    drop(guard);
+    guard.lift().await;
     wait_for(T, "the admission policy to be gone", || async {
         match reconcile_now(&api, &ctx).await {
             Ok(()) => Some(()),
