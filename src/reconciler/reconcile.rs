@@ -1,10 +1,5 @@
 //! One reconcile of one ObserverSet: dereference -> validate -> plan -> apply.
 //!
-//! The plan is made on the controller's cached object and carried out only if its first write,
-//! the status, finds the object still at the cached resourceVersion (a precondition). When the
-//! cache is behind, or the plan has no status write to guard its other writes, it is made again
-//! on a fresh read. Either way nothing is written on a status the API no longer holds.
-//!
 //! Apply order: the status first (the planner's intent: a new revision or step is recorded
 //! before anything is written), then the ConfigMaps with server-side apply, then the pod
 //! nudges. A step with nothing to wait for is planned again at once on what the API then holds
@@ -28,12 +23,11 @@ use super::observe::{self, ObservedRole};
 use super::outcome;
 use super::status_patch::status_patch;
 use super::Context;
-use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase, ValidatedObserverSet};
+use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase};
 use crate::history::{self, SpecChange};
 use crate::k8s::config_map;
 use crate::k8s::events::reason;
 use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
-use crate::k8s::status::Guarded;
 use crate::k8s::{nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
 use crate::rollout::config_map::{build, Owner};
@@ -71,56 +65,40 @@ pub async fn reconcile(obj: Arc<ObserverSet>, ctx: Arc<Context>) -> Result<Actio
 async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let name = obj.name_any();
     let namespace = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-    let apis = Apis {
-        sets: Api::namespaced(ctx.client.clone(), &namespace),
-        pods: Api::namespaced(ctx.client.clone(), &namespace),
-        config_maps: Api::namespaced(ctx.client.clone(), &namespace),
+    let api: Api<ObserverSet> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    // Every read of the reconcile at once: a fresh (quorum) read of the ObserverSet, since the
+    // planner must resume from the latest persisted status, never from a cache that may lag
+    // behind our own last write; and, going by the cached object's spec, the conflict check and
+    // the pods and ConfigMaps. Those two are only used if the fresh spec is the same.
+    let early = async {
+        let validated = validate(obj).ok()?;
+        Some(tokio::join!(
+            find_conflict(ctx, obj),
+            observe::roles(&validated, &pods, &config_maps)
+        ))
     };
-    // The conflict check and the pods and ConfigMaps, going by the cached object's spec.
-    let cached = match validate(obj) {
-        Ok(validated) => {
-            let reads = tokio::join!(
-                find_conflict(ctx, obj),
-                observe::roles(&validated, &apis.pods, &apis.config_maps)
-            );
-            Some((validated, reads))
-        }
-        Err(_) => None,
-    };
-    // First on the cached object, which is normally the latest: its plan is carried out only if
-    // the API still holds that version when the intent is written (a resourceVersion
-    // precondition), so a cache that lags behind our own last write or the automation's is
-    // never acted on. What cannot be guarded so (ConfigMap writes or nudges with no status
-    // change, an invalid or conflicting spec) is planned again on a fresh read below.
-    if let (Some((validated, (Ok(None), Ok(observed)))), Some(version)) =
-        (&cached, obj.resource_version())
-    {
-        if let Some(action) = roll_out(obj, Some(&version), validated, observed, ctx, &apis).await?
-        {
-            return Ok(action);
-        }
-    }
-    // A fresh (quorum) read: the planner must resume from the latest persisted status.
-    let Some(fresh) = apis.sets.get_opt(&name).await.map_err(Error::kube(format!(
+    let (fresh, early) = tokio::join!(api.get_opt(&name), early);
+    let Some(fresh) = fresh.map_err(Error::kube(format!(
         "reading ObserverSet {namespace}/{name}"
     )))?
     else {
         return Ok(Action::await_change());
     };
     let previous = fresh.status.clone().unwrap_or_default();
+    let now = Timestamp::now();
+
     let validated = match validate(&fresh) {
         Ok(v) => v,
-        Err(e) => return invalid(&apis.sets, &fresh, &previous, e.to_string(), None, ctx).await,
+        Err(e) => return invalid(&api, &fresh, &previous, e.to_string(), None, ctx).await,
     };
-    // The cached object's reads serve if the fresh spec is the same.
-    let cached = cached
-        .filter(|_| fresh.spec == obj.spec && fresh.metadata.uid == obj.metadata.uid)
-        .map(|(_, reads)| reads);
-    let (conflict, observed) = match cached {
-        Some(reads) => reads,
+    let early = early.filter(|_| fresh.spec == obj.spec && fresh.metadata.uid == obj.metadata.uid);
+    let (conflict, observed) = match early {
+        Some(read) => read,
         None => tokio::join!(
             find_conflict(ctx, &fresh),
-            observe::roles(&validated, &apis.pods, &apis.config_maps)
+            observe::roles(&validated, &pods, &config_maps)
         ),
     };
     // An older ObserverSet selecting the same pods keeps them: write nothing but our phase.
@@ -128,13 +106,13 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         "listing the ObserverSets and pods of namespace {namespace} (conflict check)"
     )))?;
     if let Some(conflict) = conflict {
-        return conflicted(&apis.sets, &fresh, &previous, &conflict, ctx).await;
+        return conflicted(&api, &fresh, &previous, &conflict, ctx).await;
     }
     let observed = match observed {
         Ok(observed) => observed,
         Err(e @ (Error::Dereference(_) | Error::Selector { .. })) => {
             return invalid(
-                &apis.sets,
+                &api,
                 &fresh,
                 &previous,
                 e.to_string(),
@@ -145,34 +123,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         }
         Err(e) => return Err(e),
     };
-    let action = roll_out(&fresh, None, &validated, &observed, ctx, &apis).await?;
-    Ok(action.expect("a plan without a precondition is never stale"))
-}
 
-/// The APIs of the ObserverSet's namespace.
-struct Apis {
-    sets: Api<ObserverSet>,
-    pods: Api<Pod>,
-    config_maps: Api<ConfigMap>,
-}
-
-/// Plans on `source` and carries the plan out (the apply order of the module documentation).
-/// With `precondition` (the resourceVersion `source` was read at), `None` when the API no
-/// longer holds that version or the plan cannot be guarded by it: then nothing was written.
-async fn roll_out(
-    source: &ObserverSet,
-    precondition: Option<&str>,
-    validated: &ValidatedObserverSet,
-    observed: &[ObservedRole],
-    ctx: &Context,
-    apis: &Apis,
-) -> Result<Option<Action>> {
-    let name = source.name_any();
-    let namespace = source
-        .namespace()
-        .ok_or(Error::MissingMetadata("namespace"))?;
-    let previous = source.status.clone().unwrap_or_default();
-    let now = Timestamp::now();
     let desired = effective_set(
         &validated.observers,
         &validated.promotion.promoted,
@@ -180,7 +131,8 @@ async fn roll_out(
     );
     let state = outcome::state_of(&previous);
     let gathered =
-        observe::acknowledgements(validated, observed, rollout::awaited(&state), &ctx.agents).await;
+        observe::acknowledgements(&validated, &observed, rollout::awaited(&state), &ctx.agents)
+            .await;
     let acks = gathered.as_ref().map(|g| g.acks.clone());
     let basis = gathered.as_ref().map(|g| &g.basis);
     let mut roles: Vec<RoleObservation> = observed.iter().map(ObservedRole::to_plan).collect();
@@ -204,7 +156,7 @@ async fn roll_out(
     let mut decision = plan_on(&state, &roles);
     let mut next = outcome::status_after(
         &previous,
-        source.metadata.generation,
+        fresh.metadata.generation,
         &desired,
         &decision,
         basis,
@@ -220,11 +172,7 @@ async fn roll_out(
                 after: &desired,
                 promoted: &validated.promotion.promoted,
                 auto_promoted: &auto_promoted,
-                managed: source
-                    .metadata
-                    .managed_fields
-                    .as_deref()
-                    .unwrap_or_default(),
+                managed: fresh.metadata.managed_fields.as_deref().unwrap_or_default(),
             },
             &previous.history,
             Timestamp::now(),
@@ -237,14 +185,14 @@ async fn roll_out(
     let owner = Owner {
         namespace: namespace.clone(),
         name: name.clone(),
-        reference: source
+        reference: fresh
             .controller_owner_ref(&())
             .ok_or(Error::MissingMetadata("uid"))?,
     };
     let writer = Writer {
-        api: &apis.sets,
-        config_maps: &apis.config_maps,
-        pods: &apis.pods,
+        api: &api,
+        config_maps: &config_maps,
+        pods: &pods,
         owner: &owner,
         now,
     };
@@ -255,20 +203,7 @@ async fn roll_out(
     // saves one status round trip per chained step on the path to the brokers' list.
     let mut persisted = previous.clone();
     let mut happenings = Vec::new();
-    let mut carried = match precondition {
-        None => writer.persist(&next, &mut persisted).await,
-        Some(version) if next != persisted => {
-            match writer.persist_at(&next, &mut persisted, version).await {
-                Ok(Guarded::Written) => Ok(()),
-                Ok(Guarded::Stale) => return Ok(None),
-                Err(e) => Err(e),
-            }
-        }
-        // Nothing to write at all: done on the cached object (a later change wakes us again).
-        Some(_) if decision.writes.is_empty() && decision.nudges.is_empty() => Ok(()),
-        // Lists or nudges without a status change: no write to guard them by.
-        Some(_) => return Ok(None),
-    };
+    let mut carried = writer.persist(&next, &mut persisted).await;
     // Each round carries out one decision; a step written with nothing to wait for (Time mode
     // without a settle time, a role without running pods) is taken further in the same
     // reconcile, on what the API now holds. Every round but the last moves the rollout on by a
@@ -292,7 +227,7 @@ async fn roll_out(
         }
         next = outcome::status_after(
             &next,
-            source.metadata.generation,
+            fresh.metadata.generation,
             &desired,
             &again,
             basis,
@@ -308,7 +243,7 @@ async fn roll_out(
     // for the rounds carried out before a failed one.
     report(
         ctx,
-        source,
+        &fresh,
         &namespace,
         &name,
         &happenings,
@@ -317,9 +252,9 @@ async fn roll_out(
     )
     .await;
     carried?;
-    Ok(Some(Action::requeue(
+    Ok(Action::requeue(
         decision.requeue_after(now).unwrap_or(ctx.resync),
-    )))
+    ))
 }
 
 /// The older ObserverSet that selects some of `subject`'s pods, if any: from the controller's
@@ -359,22 +294,6 @@ impl Writer<'_> {
             *persisted = next.clone();
         }
         Ok(())
-    }
-
-    /// [`Writer::persist`] guarded by `version`: written only if the API still holds the
-    /// ObserverSet at that resourceVersion.
-    async fn persist_at(
-        &self,
-        next: &ObserverSetStatus,
-        persisted: &mut ObserverSetStatus,
-        version: &str,
-    ) -> Result<Guarded> {
-        let written =
-            status::apply_at(self.api, &self.owner.name, &status_patch(next), version).await?;
-        if written == Guarded::Written {
-            *persisted = next.clone();
-        }
-        Ok(written)
     }
 
     /// One decision's writes, in the apply order of the module documentation (its status is

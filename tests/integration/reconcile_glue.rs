@@ -9,7 +9,7 @@
 //! and the refusal lands between the controllers' list and the final status.
 //!
 //! A reconcile given an outdated copy of the set (as a lagging cache would) must not act on it:
-//! the status write names the copy's resourceVersion and the apiserver refuses it.
+//! it plans on a fresh read of the set.
 //!
 //! Owns its state: a fresh namespace and the policy (cluster-scoped, named after the process),
 //! both deleted at the end. The bed's shared operator watches every namespace and would
@@ -36,8 +36,8 @@ use support::*;
 const SET: &str = "glue";
 const T: Duration = Duration::from_secs(30);
 
-/// One reconcile of the set as the API holds it now (the controller passes its cached copy,
-/// normally the latest).
+/// One reconcile of the set as the API holds it now (the controller passes its cached copy;
+/// the reconciler reads the set fresh itself).
 async fn reconcile_now(
     api: &Api<ObserverSet>,
     ctx: &Arc<Context>,
@@ -308,11 +308,10 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
         "the controllers' list was written again on the resumed rollout"
     );
 
-    // Copies the controller's cache could still hold: one from before the promotion (its plan
-    // would demote 5 again) and the half-way one (its plan would finish a rollout that is
-    // done). The reconciler plans on the copy it is given, but its first write names the
-    // copy's resourceVersion, which the apiserver refuses; it then plans on a fresh read, which
-    // has nothing to do. Nothing is written either way.
+    // Copies the controller's cache could still hold: one from before the promotion (a plan on
+    // it would demote 5 again) and the half-way one (a plan on it would finish a rollout that
+    // is done). The reconciler reads the set fresh and plans on that, which has nothing to do:
+    // nothing is written either way.
     for (copy, what) in [(&ready, "before the promotion"), (&halfway, "half-way")] {
         reconcile(Arc::new(copy.clone()), ctx.clone())
             .await
