@@ -14,8 +14,6 @@ use crate::support;
 
 use std::time::Duration;
 
-use kafka_observer_operator::automation;
-use kafka_observer_operator::k8s::events::Events;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{json, Value};
@@ -59,13 +57,7 @@ async fn tasks_follow_the_policy_and_a_stopped_one_leaves_no_stale_condition() {
     create_observer_set(&api, body).await;
 
     let metrics = Metrics::new();
-    let supervisor = tokio::spawn({
-        let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.clone());
-        async move {
-            let events = Events::new(client.clone(), None);
-            automation::run_namespaced(client, metrics, events, &ns).await
-        }
-    });
+    let supervisor = support::spawn_automation(&bed, &ns, &metrics);
 
     // Started: its first scan marks Kafka unreachable and decides (with nothing to act on).
     let down = wait_for(T, "KafkaReachable False from the started task", || async {

@@ -15,8 +15,6 @@ use crate::support;
 use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
-use kafka_observer_operator::automation;
-use kafka_observer_operator::k8s::events::Events;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{Api, ListParams};
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -81,13 +79,7 @@ async fn an_observer_only_partition_is_reported_and_promotes_nothing() {
     });
     support::create_observer_set(&api, body).await;
     let metrics = Metrics::new();
-    let task = tokio::spawn({
-        let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.clone());
-        async move {
-            let events = Events::new(client.clone(), None);
-            automation::run_namespaced(client, metrics, events, &ns).await
-        }
-    });
+    let task = support::spawn_automation(&bed, &ns, &metrics);
 
     let events: Api<Event> = Api::namespaced(bed.client.clone(), &ns);
     let note = support::wait_for(

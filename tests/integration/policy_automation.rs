@@ -13,8 +13,6 @@ use crate::support;
 use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
-use kafka_observer_operator::automation;
-use kafka_observer_operator::k8s::events::Events;
 use kafka_observer_operator::metrics::Metrics;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -110,13 +108,7 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     support::create_observer_set(&api, body).await;
 
     let metrics = Metrics::new();
-    let task = tokio::spawn({
-        let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.clone());
-        async move {
-            let events = Events::new(client.clone(), None);
-            automation::run_namespaced(client, metrics, events, &ns).await
-        }
-    });
+    let task = support::spawn_automation(&bed, &ns, &metrics);
 
     // Healthy: a plan with nothing to do.
     wait_status(&api, Duration::from_secs(60), "a first (empty) plan", |s| {

@@ -21,7 +21,10 @@ use kube::{Api, Client};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use kafka_observer_operator::automation;
 use kafka_observer_operator::crd::ObserverSet;
+use kafka_observer_operator::k8s::events::Events;
+use kafka_observer_operator::metrics::Metrics;
 use koo_testbed::{KafkaNode, Role, TestBed};
 
 /// The example ObserverSet of the example cluster, which the bed runs.
@@ -63,6 +66,16 @@ impl Drop for OperatorPaused {
             Err(e) => eprintln!("operator.sh up after the pause: {e}"),
         }
     }
+}
+
+/// This build's promotion automation in-process, for namespace `ns` only, reporting to
+/// `metrics`; for tests that pause the bed's operator and must be the only automation.
+pub fn spawn_automation(bed: &Bed, ns: &str, metrics: &Metrics) -> tokio::task::JoinHandle<()> {
+    let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.to_owned());
+    tokio::spawn(async move {
+        let events = Events::new(client.clone(), None);
+        automation::run_namespaced(client, metrics, events, &ns).await
+    })
 }
 
 pub fn repo_root() -> PathBuf {
