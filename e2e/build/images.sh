@@ -251,6 +251,9 @@ build_base() {
 bud_cached() {
   local name="$1" ref="$2" ctx="$3" step="$4" key="$5" archive t0=$SECONDS
   shift 5
+  # The archive holds the image under its ref, so the ref is part of the key: an archive of an
+  # earlier tag would import under that tag, not the one the manifests name.
+  key="$(printf '%s %s' "$key" "$ref" | sha256sum | cut -c1-16)"
   archive="$IMG_DIR/$name-$key.tar"
   if [[ -f "$archive" ]]; then
     log "$step: cached $archive"
@@ -349,9 +352,14 @@ build_coredns() {
   local bin ver ctx
   bin="$(coredns_bin)" ||
     die "coredns: no coredns binary yet: build it with 'bash e2e/build/node-tools.sh coredns' (its path: 'bash e2e/build/node-tools.sh paths')"
-  # The directory is coredns-<version> (e.g. coredns-v1.15.0): the tag is that version as is.
-  ver="$(basename "$(dirname "$bin")")"; ver="${ver#coredns-}"
-  [[ -n "$ver" && "$ver" != coredns ]] || die "coredns: cannot tell the version from $bin"
+  # The directory is coredns-<version>-<plugin list hash> (e.g. coredns-v1.15.0-c2293c8c): the
+  # tag is the version alone, as e2e/testbed/manifests/coredns.yaml names it. (With the hash in
+  # the tag a machine without an older image had none the manifest names: a cold bed's CoreDNS
+  # never started, ErrImageNeverPull.)
+  ver="$(basename "$(dirname "$bin")")"; ver="${ver#coredns-}"; ver="${ver%-*}"
+  [[ "$ver" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "coredns: cannot tell the version from $bin (got '$ver')"
+  grep -q "image: kafka-observer/coredns:$ver\$" "$root/e2e/testbed/manifests/coredns.yaml" ||
+    die "coredns: e2e/testbed/manifests/coredns.yaml does not name kafka-observer/coredns:$ver"
   ctx="$(new_ctx)"
   cp -l "$bin" "$ctx/coredns" 2>/dev/null || cp "$bin" "$ctx/coredns"
   cat > "$ctx/Dockerfile" <<'EOF'

@@ -330,6 +330,8 @@ run_scenarios() {
     else
       reason="$(head -n1 "$SCENARIO_DIR/reason" 2>/dev/null)"
       echo "$s FAIL ${reason:-exit $rc, see $SCENARIO_DIR/log} (${took}s)"
+      # The log's end goes to CI's record too: the bed (and this file) is gone after the run.
+      tail -n 25 "$SCENARIO_DIR/log" | sed "s/^/    $s| /"
       failed=$((failed + 1))
     fi
   done
@@ -350,8 +352,15 @@ create_topic() { # create_topic <topic> <assignment>: the observer first, min.in
   dc create "$1" "$2" >&2 || fail "cannot create topic $1"
 }
 await() { # await <topic> <timeout ms> <cond...>: prints "<epoch ms> <state>"
-  local t="$1" ms="$2"; shift 2
-  dc await "$t" "$ms" "$@" || fail "$t: not [$*] within ${ms} ms"
+  local t="$1" ms="$2" err last; shift 2
+  err="$SCENARIO_DIR/await.err"
+  if ! dc await "$t" "$ms" "$@" 2> "$err"; then
+    cat "$err" >&2
+    # The reason carries the last state seen, so CI's one line says what the partition was doing.
+    last="$(sed -n 's/.*; last: //p' "$err" | tail -n1)"
+    fail "$t: not [$*] within ${ms} ms (last: ${last:-no answer})"
+  fi
+  cat "$err" >&2
 }
 produce() { # produce <topic> <count> <acks> <prefix>: all must be acknowledged
   local out
