@@ -352,15 +352,14 @@ create_topic() { # create_topic <topic> <assignment>: the observer first, min.in
   dc create "$1" "$2" >&2 || fail "cannot create topic $1"
 }
 await() { # await <topic> <timeout ms> <cond...>: prints "<epoch ms> <state>"
-  local t="$1" ms="$2" err last; shift 2
+  local t="$1" ms="$2" err rc=0 last; shift 2
   err="$SCENARIO_DIR/await.err"
-  if ! dc await "$t" "$ms" "$@" 2> "$err"; then
-    cat "$err" >&2
-    # The reason carries the last state seen, so CI's one line says what the partition was doing.
-    last="$(sed -n 's/.*; last: //p' "$err" | tail -n1)"
-    fail "$t: not [$*] within ${ms} ms (last: ${last:-no answer})"
-  fi
+  dc await "$t" "$ms" "$@" 2> "$err" || rc=$?
   cat "$err" >&2
+  ((rc == 0)) && return 0
+  # The reason carries the last state seen, so CI's one line says what the partition was doing.
+  last="$(sed -n 's/.*; last: //p' "$err" | tail -n1)"
+  fail "$t: not [$*] within ${ms} ms (last: ${last:-no answer})"
 }
 produce() { # produce <topic> <count> <acks> <prefix>: all must be acknowledged
   local out
