@@ -2,7 +2,8 @@
 # Operator benchmark against the real bed (make bench-operator):
 #   - operator RSS (VmRSS from /proc/<pid>/status) idle, i.e. with only the ObserverSets the bed
 #     already holds (their number is printed);
-#   - reconcile latency with 200 ObserverSets: spec change -> both ConfigMaps written, p50/p99
+#   - reconcile latency with 200 ObserverSets: spec change -> both ConfigMaps written, p50/p99,
+#     for one change on an idle operator and for changes sent back to back
 #     (examples/bench_operator.rs), plus first-write time for all 200 and a 200-change burst;
 #   - operator RSS at 200 ObserverSets (peak during the run and settled afterwards).
 # What is measured honestly: the bench's ObserverSets select pods that do not exist and use Time
