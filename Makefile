@@ -7,7 +7,7 @@ CARGO ?= cargo
 
 .PHONY: all build check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
         kafka-jars kafka-patched kafka-versions patch-unit secure-kafka-test drills-kafka drills bench bench-watch bench-kafka bench-promotion bench-operator bench-policy bench-node bench-status crds crds-check fmt clippy \
-        node-packages node-tools images image alerts-check promtool
+        node-packages node-tools images image alerts-check promtool builds-beside builds-beside-wait
 
 all: build
 
@@ -22,11 +22,18 @@ demo: build kafka-patched
 	bash e2e/demo.sh
 
 ## All the tests: static checks, unit and property tests, then everything against the real bed.
+# The bed's Go builds run beside the cargo stages (e2e/build/beside.sh), waited for before the bed.
 test: export KOO_BUILD_TESTS = 1
-test: check unit patch-unit alerts-check testbed-up
+test: builds-beside check unit patch-unit alerts-check builds-beside-wait testbed-up
 	KOO_KAFKA_VERSIONS_BESIDE=1 bash e2e/integration.sh
 
 check: fmt clippy crds-check
+
+builds-beside:
+	bash e2e/build/beside.sh start
+
+builds-beside-wait:
+	bash e2e/build/beside.sh wait
 
 fmt:
 	$(CARGO) fmt --all -- --check

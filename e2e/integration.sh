@@ -3,7 +3,7 @@
 # (namespace kafka): the Helm chart checked by a real apiserver; the operator installed by its
 # chart, the operator's failure drills and the runbooks' commands; then the operator as a local process
 # with exactly the chart's permissions for the Rust integration tests (they kill and restart
-# it), and the Kafka failure suite S1-S10. Expects the bed up (make test brings it up first). Prints each stage's duration.
+# it), with the Kafka failure suite S1-S10 on a second cluster beside them. Expects the bed up (make test brings it up first). Prints each stage's duration.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export KOO_TESTBED="$tb"
@@ -68,8 +68,29 @@ stage "operator on the bed, chart's RBAC (operator.sh up)" bash e2e/testbed/oper
 # --test-threads=1: the tests share the bed's Kafka pods and its ObserverSet kafka/kafka.
 # KOO_JVM_ACK_TEST=1: tests/integration/operator_jvm_ack.rs runs too (its own second cluster, kafka-j, with a
 # 30 s observer cache on the controllers; about 3.5 min).
-stage "Rust integration tests against the bed" env KOO_JVM_ACK_TEST=1 cargo test --workspace --release --test '*' -- --test-threads=1
-stage "Kafka observer failure suite (S1-S10)" bash e2e/drills/kafka/run.sh
+# The Kafka failure suite needs no operator and kills only its own cluster's pods, so it runs on a
+# second cluster (namespace kafka-s, purged afterwards) beside the Rust tests, which use the bed's
+# kafka (and kafka-j): they share the node and the apiserver, nothing else. Each side's duration
+# is printed with the stages; the stage fails if either does.
+kafka_suite_beside() {
+  local t=$SECONDS rc=0
+  KOO_KAFKA_NAMESPACE=kafka-s bash e2e/testbed/kafka.sh up || rc=$?
+  [[ $rc != 0 ]] || KOO_KAFKA_NAMESPACE=kafka-s bash e2e/drills/kafka/run.sh || rc=$?
+  KOO_KAFKA_NAMESPACE=kafka-s bash e2e/testbed/kafka.sh purge || true
+  echo "== Kafka observer failure suite (S1-S10) on kafka-s: status $rc in $((SECONDS - t))s"
+  return "$rc"
+}
+rust_tests_and_kafka_suite() {
+  local suite rc=0 t=$SECONDS
+  kafka_suite_beside > "$KOO_TESTBED/kafka-suite.log" 2>&1 &
+  suite=$!
+  env KOO_JVM_ACK_TEST=1 cargo test --workspace --release --test '*' -- --test-threads=1 || rc=1
+  echo "== Rust integration tests: status $rc in $((SECONDS - t))s; the Kafka failure suite beside them:"
+  wait "$suite" || rc=1
+  cat "$KOO_TESTBED/kafka-suite.log"
+  return "$rc"
+}
+stage "Rust integration tests, and S1-S10 beside them" rust_tests_and_kafka_suite
 [[ -z "$kv_pid" ]] || stage "kafka-versions (run beside the stages above)" kafka_versions_result
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"

@@ -145,6 +145,11 @@ build_helm() {
 }
 
 parts=("$@"); [[ ${#parts[@]} -gt 0 ]] || parts=(k8s etcd helm)
+# One build at a time (make test builds these beside the cargo stages, e2e/build/beside.sh, while
+# alerts-check may ask for helm): a second caller waits, then finds the stamps.
+mkdir -p "$KOO_CACHE/k8s"
+exec 9>"$KOO_CACHE/k8s/.lock"
+flock 9
 start=$SECONDS
 for p in "${parts[@]}"; do
   case "$p" in
