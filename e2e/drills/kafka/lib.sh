@@ -170,14 +170,29 @@ cri_strip() { sed -E 's/^(\[[0-9]+\] )?[^ ]+ (stdout|stderr) [FP] /\1/'; }
 # Short timeouts: right after the active controller dies, the survivors still name it for ~2 s and
 # a tool with default timeouts would keep retrying the dead node for up to a minute. The
 # controllers' pod IPs are read at call time: a replaced controller pod has a new one.
+# active_controller: the quorum leader's id, or nothing when the tool gives no answer (a dead
+# leader, a timeout); never fails, so a caller polling it is not ended by set -e. The tool's
+# errors go to the scenario's quorum-tool.err.
 active_controller() {
-  local cb
-  cb="$(bash "$KAFKA_SH" controller-bootstrap 2>/dev/null)"
+  local cb status
+  cb="$(bash "$KAFKA_SH" controller-bootstrap 2>/dev/null)" || return 0
   [[ -n "$cb" ]] || return 0
   printf 'request.timeout.ms=2000\ndefault.api.timeout.ms=4000\n' > "$drill_work/quorum-tool.properties"
-  "$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$cb" \
-    --command-config "$drill_work/quorum-tool.properties" describe --status 2>/dev/null |
-    sed -n 's/^LeaderId: *\([0-9]*\).*/\1/p'
+  status="$("$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$cb" \
+    --command-config "$drill_work/quorum-tool.properties" describe --status \
+    2>>"${SCENARIO_DIR:-$drill_work}/quorum-tool.err")" || return 0
+  sed -n 's/^LeaderId: *\([0-9]*\).*/\1/p' <<<"$status"
+}
+# current_active_controller: active_controller asked again until it answers (30 s): with the
+# node's CPU busy (make test runs S1-S10 beside the Rust tests, which start a cluster of their
+# own) one call's 2 s / 4 s timeouts can run out while the quorum is healthy. Nothing if none.
+current_active_controller() {
+  local id deadline=$((SECONDS + 30))
+  while id="$(active_controller)"; [[ -z "$id" ]]; do
+    ((SECONDS < deadline)) || return 0
+    sleep 1
+  done
+  echo "$id"
 }
 
 # ---- observer lists -----------------------------------------------------------------------------

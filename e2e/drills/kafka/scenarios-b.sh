@@ -122,8 +122,8 @@ scenario_s7() {
   local t ctl nodes
   declare -gA MARK DATA
   t="$(drill_topic s7)"
-  ctl="$(active_controller)"
-  [[ -n "$ctl" ]] || fail "no active controller"
+  ctl="$(current_active_controller)"
+  [[ -n "$ctl" ]] || fail "no active controller within 30 s (the quorum tool's errors: $SCENARIO_DIR/quorum-tool.err)"
   nodes=(1 "$ctl")
   log "S7: breaking the files of broker 1 (leader) and controller $ctl (active)"
   # Each recovery is looked for after the break's mark: if the kubelet repaired the file before
@@ -150,8 +150,8 @@ S8_SESSION_WAIT_S=7 # broker.session.timeout.ms of examples/kafka/ plus 1 s
 scenario_s8() {
   local t t2 old new t0 deadline
   t="$(drill_topic s8)"
-  old="$(active_controller)"
-  [[ -n "$old" ]] || fail "no active controller"
+  old="$(current_active_controller)"
+  [[ -n "$old" ]] || fail "no active controller within 30 s (the quorum tool's errors: $SCENARIO_DIR/quorum-tool.err)"
   t0="$(now_ms)"
   node_stop "$old"
   deadline=$(($(date +%s) + 60))
