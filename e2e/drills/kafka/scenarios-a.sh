@@ -14,9 +14,12 @@ drill_topic() {
   echo "$t"
 }
 
-never_in_watch() { # never_in_watch <regex> <what>: fails if any watch sample matches
+# never_in_watch <regex> <what>: fails if any watch sample matches, and when the watch wrote no
+# sample at all ("never" would then be unproven).
+never_in_watch() {
   local hit
-  hit="$(grep -E -m1 -- "$1" "$WATCH_OUT" || true)"
+  [[ -s "$WATCH_OUT" ]] || fail "$2: cannot be checked, the watch wrote no sample ($WATCH_OUT)"
+  hit="$(grep -E -m1 -- "$1" "$WATCH_OUT")" || (($? == 1)) || fail "$2: cannot be checked, grep failed on $WATCH_OUT"
   [[ -z "$hit" ]] || fail "$2: $hit"
 }
 

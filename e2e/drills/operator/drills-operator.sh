@@ -152,10 +152,13 @@ scenario_d5() {
 }
 
 # assert_each_list_changed_once SINCE_MS: in cm.log from SINCE, each role's list changed at most
-# once (no step repeated or undone on the way).
+# once (no step repeated or undone on the way); fails too when no readable sample is there.
 assert_each_list_changed_once() {
-  local flips
-  flips="$(awk -v a="$1" "$AWK_CM"'$1 >= a && $2 !~ /[?]/ { c = lists($2, 4); b = lists($3, 4); if (seen && (c != pc || b != pb)) n++; pc = c; pb = b; seen = 1 } END { print n + 0 }' "$SCENARIO_DIR/cm.log")"
+  local counts flips samples
+  counts="$(awk -v a="$1" "$AWK_CM"'$1 >= a && $0 !~ /[?]/ { s++; c = lists($2, 4); b = lists($3, 4); if (seen && (c != pc || b != pb)) n++; pc = c; pb = b; seen = 1 } END { print n + 0, s + 0 }' "$SCENARIO_DIR/cm.log")" ||
+    fail "cannot read $SCENARIO_DIR/cm.log"
+  read -r flips samples <<<"$counts"
+  ((samples > 0)) || fail "the ConfigMaps' changes cannot be counted: no readable cm.log sample since $1"
   ((flips <= 2)) || fail "the ConfigMaps changed $flips times during the rollout, expected once each"
 }
 

@@ -53,5 +53,5 @@ scenario_d12() {
 
   dc config "$topic" min.insync.replicas 1 >&2 || fail "cannot lower min.insync.replicas"
   wait_ack 0 "$t_elected" 60 "writes through 4" >/dev/null
-  echo "DRILL D12 $(stop_stream_and_verify "$topic")"
+  drill_accounting D12 "$topic"
 }

@@ -58,7 +58,7 @@ zone_lost_and_back() {
   wait_ack 1 "$(now_ms)" 30 "writes after the demotion" >/dev/null
   echo "DRILL $label restart_to_isr_back_s=$(secs "$t_restart" "$t_back") restart_to_controllers_cm_s=$(secs "$t_restart" "$t_dctrl") restart_to_brokers_cm_s=$(secs "$t_restart" "$t_dbrk") restart_to_4_out_of_every_isr_s=$(secs "$t_restart" "$t_out")"
   touch "$SCENARIO_DIR/isr.stop"
-  echo "DRILL $label $(stop_stream_and_verify "$topic")"
+  drill_accounting "$label" "$topic"
 }
 
 # Both ConfigMaps list the observer 4.

@@ -11,7 +11,8 @@
 here_lib="$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=../kafka/lib.sh
 source "$here_lib/../kafka/lib.sh"
-drill_work="$tb/drills/operator"
+# DRILL_WORK: another work directory (accounting-selftest.sh uses a temporary one).
+drill_work="${DRILL_WORK:-$tb/drills/operator}"
 mkdir -p "$drill_work"
 OBS="kafka"
 OPERATOR_NS="kafka-observer-system"
@@ -149,11 +150,20 @@ wait_sample() {
     sleep 0.2
   done
 }
-# never_sample FILE FROM_MS TO_MS CONDITION WHAT: fails if a sample in [FROM, TO] satisfies it.
+# never_sample FILE FROM_MS TO_MS CONDITION WHAT: fails if a sample in [FROM, TO] satisfies it,
+# and fails as well when that window holds no readable sample at all (no file, a sampler that
+# died or never started, a window before the first sample, only "?" answers): "never seen" is
+# then unproven, not true. A readable sample has no "?" (a failed describe or ConfigMap read).
 never_sample() {
-  local t
-  t="$(awk -v a="$2" -v b="$3" "$AWK_ISR $AWK_CM"' $1 >= a && $1 <= b && ('"$4"') { print $0; exit }' "$1")"
-  [[ -z "$t" ]] || fail "$5 (sample: $t)"
+  local counts n bad hit
+  [[ -f "$1" ]] || fail "$5: cannot be checked, no sample file $1"
+  counts="$(awk -v a="$2" -v b="$3" "$AWK_ISR $AWK_CM"'
+    $1 >= a && $1 <= b && $0 !~ /[?]/ { n++; if (!found && ('"$4"')) { found = 1; hit = $0 } }
+    $1 >= a && $1 <= b && $0 ~ /[?]/ { bad++ }
+    END { print n + 0, bad + 0, hit }' "$1")" || fail "$5: cannot be checked, awk failed on $1"
+  read -r n bad hit <<<"$counts"
+  ((n > 0)) || fail "$5: cannot be checked, no readable sample in the window of $(secs "$2" "$3") s ($bad unreadable) in $(basename "$1")"
+  [[ -z "$hit" ]] || fail "$5 (sample: $hit)"
 }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1000 }'; }
 
@@ -166,14 +176,57 @@ start_stream() {
   echo "$!" > "$SCENARIO_DIR/stream.pid"
   on_restore "touch '$SCENARIO_DIR/stream.stop'"
 }
-# stop_stream_and_verify TOPIC: every acknowledged record read back once: prints the accounting.
+# stop_stream_and_verify TOPIC: stops the stream, reads TOPIC back to its end (every partition,
+# read_committed, "<partition> <offset> <key>" per record into consumed.log) and accounts for
+# every acknowledged record (account_stream); fails the drill when the producer did not end
+# cleanly, the topic cannot be read back, or a record was lost or duplicated. On success sets
+# STREAM_ACCOUNTING ("acked=N read=M lost=0 duplicated=0") for the drill's DRILL line.
+# Call it as a command of the drill itself, never inside $(...): it waits for the producer it
+# stops, which only the shell that started it can, and its fail must end the drill's own shell.
+STREAM_ACCOUNTING=""
 stop_stream_and_verify() {
+  local pid rc=0 producer v
+  STREAM_ACCOUNTING=""
   touch "$SCENARIO_DIR/stream.stop"
-  wait "$(cat "$SCENARIO_DIR/stream.pid")" 2>/dev/null || true
-  local v
-  v="$(dc verify "$1" "$SCENARIO_DIR/acked.log")" || fail "acknowledged records lost or duplicated: $v (producer: $(cat "$SCENARIO_DIR/stream.out"))"
-  log "producer: $(cat "$SCENARIO_DIR/stream.out"); consumer: $v"
-  echo "$v"
+  pid="$(cat "$SCENARIO_DIR/stream.pid" 2>/dev/null)" || fail "message accounting: no producer was started (no stream.pid)"
+  wait "$pid" 2>/dev/null || rc=$?
+  producer="$(cat "$SCENARIO_DIR/stream.out" 2>/dev/null)" || true
+  ((rc == 0)) || fail "message accounting: the producer exited with status $rc (producer: ${producer:-no summary}; see stream.err)"
+  dc read-all "$1" "$SCENARIO_DIR/consumed.log" >&2 || fail "message accounting: $1 cannot be read back to its end (producer: $producer)"
+  v="$(account_stream "$SCENARIO_DIR/acked.log" "$SCENARIO_DIR/consumed.log")" ||
+    fail "message accounting: $v (producer: $producer)"
+  log "producer: $producer; consumer: $v"
+  STREAM_ACCOUNTING="$v"
+}
+# drill_accounting LABEL TOPIC: the last step of D1, D12, D13 and D14: stop_stream_and_verify
+# (a lost or duplicated record fails the drill), then "DRILL <LABEL> acked=N read=M lost=0
+# duplicated=0". A command of the drill, never inside $(...), like stop_stream_and_verify.
+drill_accounting() {
+  stop_stream_and_verify "$2"
+  echo "DRILL $1 $STREAM_ACCOUNTING"
+}
+# account_stream ACKED_LOG CONSUMED_LOG: the pure counting of stop_stream_and_verify, no Kafka
+# needed. ACKED_LOG: "<partition> <offset> <key> <ms>" per acknowledged record (start_stream);
+# CONSUMED_LOG: "<partition> <offset> <key>" per record read back. Prints
+# "acked=N read=M lost=L duplicated=D" (lost: a key acknowledged and never read; duplicated: a
+# key read more than once), with first_lost=/first_duplicated= when not 0. Non-zero when L or D
+# is not 0, when nothing was acknowledged (an accounting of nothing proves nothing) or a log is
+# missing.
+account_stream() {
+  [[ -f "$1" ]] || { echo "no acknowledgement log $1"; return 1; }
+  [[ -f "$2" ]] || { echo "no consumed log $2"; return 1; }
+  awk -v acked_log="$1" '
+    FILENAME == acked_log { if (NF >= 3 && !($3 in acked)) { acked[$3] = ++na; order[na] = $3 }; next }
+    NF >= 3 { nr++; if (++seen[$3] == 2) { nd++; if (fd == "") fd = $3 } }
+    END {
+      for (i = 1; i <= na; i++) if (!(order[i] in seen)) { nl++; if (fl == "") fl = order[i] }
+      printf "acked=%d read=%d lost=%d duplicated=%d", na, nr, nl, nd
+      if (fl != "") printf " first_lost=%s", fl
+      if (fd != "") printf " first_duplicated=%s", fd
+      if (na == 0) printf " (nothing acknowledged)"
+      print ""
+      exit (na == 0 || nl > 0 || nd > 0) ? 1 : 0
+    }' "$1" "$2"
 }
 # first_ack PARTITION AFTER_MS: the first acknowledgement on PARTITION at or after AFTER_MS.
 first_ack() { [[ ! -f "$SCENARIO_DIR/acked.log" ]] || awk -v p="$1" -v after="$2" '$1 == p && $4 >= after { print $4; exit }' "$SCENARIO_DIR/acked.log"; }

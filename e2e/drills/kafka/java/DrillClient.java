@@ -20,7 +20,7 @@
  *   DrillClient <bootstrap> config <topic> <key> <value>        set one topic config
  *   DrillClient <bootstrap> observer-free <nodeId> <timeoutMs>   no partition led by / in ISR with it
  *   DrillClient <bootstrap> brokers <count> <timeoutMs>          until that many brokers are registered
- *   DrillClient <bootstrap> stream|watch-all|verify ...   the operator drills' message accounting (DrillStream.java)
+ *   DrillClient <bootstrap> stream|watch-all|read-all ...   the operator drills' message accounting (DrillStream.java)
  */
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -84,7 +84,7 @@ public final class DrillClient {
             case "brokers": rc = DrillWatch.brokers(Integer.parseInt(a[0]), Long.parseLong(a[1])); break;
             case "stream": rc = DrillStream.stream(bootstrap, a[0], a[1], a[2], Integer.parseInt(a[3])); break;
             case "watch-all": rc = DrillStream.watchAll(a[0], a[1], Long.parseLong(a[2]), a[3]); break;
-            case "verify": rc = DrillStream.verify(bootstrap, a[0], a[1]); break;
+            case "read-all": rc = DrillStream.readAll(bootstrap, a[0], a[1]); break;
             default: die("unknown command " + args[1]); return;
         }
         System.out.flush();

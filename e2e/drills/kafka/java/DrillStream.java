@@ -1,7 +1,8 @@
 /*
  * The operator drills' message accounting (e2e/drills/operator): a steady acks=all idempotent
- * producer that records every acknowledged record, and a reader that checks every acknowledged
- * record against what a consumer reads afterwards: none lost, none duplicated.
+ * producer that records every acknowledged record, and a reader that writes down every record a
+ * consumer reads afterwards; e2e/drills/operator/lib.sh (account_stream) compares the two: none
+ * lost, none duplicated.
  *
  *   stream <topic> <ackedFile> <stopFile> <perSecond>
  *       one record every 1/perSecond s, partitions in turn, keys k<seq>; one line per
@@ -11,10 +12,10 @@
  *       one line per sample: "<epochMs> <leader0> ,<isr0>, <leader1> ,<isr1>, ..." for every
  *       partition in order (leader -1: none; "? ?" for a partition when the describe fails), so
  *       an awk condition tests membership with index($3, ",4,")
- *   verify <topic> <ackedFile>
- *       reads every partition from the beginning to its end (read_committed), prints
- *       "acked=N read=M lost=L duplicated=D" (lost: acknowledged but never read; duplicated: a key
- *       read more than once); exit 1 when L or D is not 0
+ *   read-all <topic> <consumedFile>
+ *       reads every partition from the beginning to its end (read_committed), one line per record
+ *       "<partition> <offset> <key>" into consumedFile, prints "read=M"; exit 1 when the end is
+ *       not reached within 120 s (nothing is counted here: the accounting is the caller's)
  */
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -31,12 +32,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
-import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 
@@ -121,9 +119,7 @@ final class DrillStream {
         return 0;
     }
 
-    static int verify(String bootstrap, String topic, String ackedFile) throws Exception {
-        Set<String> ackedKeys = Files.readAllLines(Path.of(ackedFile)).stream()
-            .map(l -> l.split(" ")).filter(f -> f.length >= 3).map(f -> f[2]).collect(Collectors.toSet());
+    static int readAll(String bootstrap, String topic, String consumedFile) throws Exception {
         Properties p = DrillClient.withFastConnectionSetup(new Properties());
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
@@ -131,9 +127,9 @@ final class DrillStream {
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
-        Map<String, Integer> seen = new HashMap<>();
         int read = 0;
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
+             BufferedWriter out = Files.newBufferedWriter(Path.of(consumedFile), StandardCharsets.UTF_8)) {
             List<TopicPartition> tps = consumer.partitionsFor(topic).stream()
                 .map((PartitionInfo i) -> new TopicPartition(topic, i.partition())).collect(Collectors.toList());
             consumer.assign(tps);
@@ -142,20 +138,16 @@ final class DrillStream {
             long deadline = System.currentTimeMillis() + 120_000;
             while (tps.stream().anyMatch(tp -> consumer.position(tp) < end.get(tp))) {
                 if (System.currentTimeMillis() > deadline) {
-                    System.err.println("verify: not at the end of " + topic + " after 120 s");
+                    System.err.println("read-all: not at the end of " + topic + " after 120 s (" + read + " records read)");
                     return 1;
                 }
                 for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
-                    seen.merge(r.key(), 1, Integer::sum);
+                    out.write(r.partition() + " " + r.offset() + " " + r.key() + "\n");
                     read++;
                 }
             }
         }
-        Set<String> lost = new HashSet<>(ackedKeys);
-        lost.removeAll(seen.keySet());
-        long duplicated = seen.values().stream().filter(n -> n > 1).count();
-        System.out.println("acked=" + ackedKeys.size() + " read=" + read + " lost=" + lost.size() + " duplicated=" + duplicated
-            + (lost.isEmpty() ? "" : " first_lost=" + lost.iterator().next()));
-        return lost.isEmpty() && duplicated == 0 ? 0 : 1;
+        System.out.println("read=" + read);
+        return 0;
     }
 }
