@@ -63,6 +63,12 @@ segments_md5() { # segments_md5 <node> <topic>: "<file> <md5>" of every log segm
   [[ -d "$d" ]] || return 0
   (cd "$d" && md5sum -- *.log 2>/dev/null | awk '{print $2, $1}')
 }
+# same_segments <topic>: the leader 1 and the observer hold the same segments of partition 0, and
+# some (two empty answers, a volume not found or not yet written, are not "the same").
+same_segments() {
+  local a b
+  a="$(segments_md5 1 "$1")" && b="$(segments_md5 "$OBSERVER" "$1")" && [[ -n "$a" && "$a" == "$b" ]]
+}
 
 # S3: kill the observer: no write impact; after its restart its segments equal the leader's (md5).
 scenario_s3() {
@@ -78,7 +84,7 @@ scenario_s3() {
   never_in_watch ' isr=[0-9,]*4' "the observer was in the ISR"
   never_in_watch ' isr=([0-9]|[0-9],[0-9]) ' "the ISR shrank while the observer was dead"
   deadline=$(($(date +%s) + 60))
-  until [[ -n "$(segments_md5 1 "$t")" && "$(segments_md5 1 "$t")" == "$(segments_md5 "$OBSERVER" "$t")" ]]; do
+  until same_segments "$t"; do
     (($(date +%s) < deadline)) ||
       fail "segments differ 60 s after the restart: leader [$(segments_md5 1 "$t" | tr '\n' ' ')] observer [$(segments_md5 "$OBSERVER" "$t" | tr '\n' ' ')]"
     sleep 1
@@ -93,7 +99,7 @@ scenario_s4() {
   t="$(drill_topic s4)"
   produce "$t" 1000 all pre >/dev/null
   deadline=$(($(date +%s) + 30))
-  until [[ "$(segments_md5 1 "$t")" == "$(segments_md5 "$OBSERVER" "$t")" ]]; do
+  until same_segments "$t"; do
     (($(date +%s) < deadline)) || fail "the observer did not catch up before the kill"
     sleep 0.5
   done

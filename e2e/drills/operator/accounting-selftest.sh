@@ -3,8 +3,9 @@
 # The operator drills' checks that must be able to fail, tested without the test bed (no Kafka, no
 # cluster): the message accounting that ends D1, D12, D13 and D14 (account_stream,
 # stop_stream_and_verify, drill_accounting, run through run_scenarios as a drill is, with `dc`
-# replaced by a stand-in fed fabricated logs) and the "nothing in the window matched" checks
-# (never_sample, assert_each_list_changed_once, the Kafka suite's never_in_watch) on empty windows.
+# replaced by a stand-in fed fabricated logs), the "nothing in the window matched" checks
+# (never_sample, assert_each_list_changed_once, the Kafka suite's never_in_watch) on empty
+# windows, and the "nothing changed" checks on reads that fail (kubectl replaced by a stand-in).
 #
 #   e2e/drills/operator/accounting-selftest.sh      prints "N passed, M failed"; non-zero if M > 0
 set -uo pipefail
@@ -23,7 +24,7 @@ passed=0 failed=0
 pass() { passed=$((passed + 1)); echo "ok   $*"; }
 flunk() { failed=$((failed + 1)); echo "FAIL $*"; }
 # check NAME EXPECTED_STATUS(0|nonzero) OUTPUT_PATTERN STATUS OUTPUT: one assertion on a status
-# and an output (a bash pattern, * for any).
+# and an output (a bash pattern: * for any text, \\[ for a literal [).
 check() {
   local name="$1" want="$2" pattern="$3" rc="$4" out="$5" ok=1
   if [[ "$want" == 0 ]]; then ((rc == 0)) || ok=0; else ((rc != 0)) || ok=0; fi
@@ -147,6 +148,40 @@ check "never_in_watch: a sample matching: fails" nonzero "1 was leader: 1000 lea
 : > "$work/watch-empty.txt"
 in_scenario watch_in "$work/watch-empty.txt" ' leader=4 ' "the observer was leader"
 check "never_in_watch: no sample: fails" nonzero "the observer was leader: cannot be checked, the watch wrote no sample *" "$rc" "$out"
+
+# ---- reads that fail are not "nothing changed" ----------------------------------------------------
+# kubectl stand-in: FAKE_KUBECTL=fail: exits 1 (an apiserver away); else prints FAKE_KUBECTL.
+kubectl() { [[ "$FAKE_KUBECTL" != fail ]] || return 1; echo "$FAKE_KUBECTL"; }
+FAKE_KUBECTL=fail
+in_scenario expect_no_auto_promotion "something was promoted"
+check "expect_no_auto_promotion: the ObserverSet unreadable: fails" nonzero "something was promoted: cannot be checked, *" "$rc" "$out"
+FAKE_KUBECTL=""
+in_scenario expect_no_auto_promotion "something was promoted"
+check "expect_no_auto_promotion: none: passes" 0 "" "$rc" "$out"
+FAKE_KUBECTL="4"
+in_scenario expect_no_auto_promotion "something was promoted"
+check "expect_no_auto_promotion: 4 promoted: fails" nonzero "something was promoted: autoPromotions \\[4\\]" "$rc" "$out"
+FAKE_KUBECTL=fail
+in_scenario no_auto_promotion
+check "no_auto_promotion (wait_obs, restore): the ObserverSet unreadable: false" nonzero "" "$rc" "$out"
+in_scenario cm_lacks broker 4
+check "cm_lacks: the ConfigMap unreadable: false" nonzero "" "$rc" "$out"
+FAKE_KUBECTL="4"
+in_scenario expect_lists_unchanged "controllers=[4] brokers=[4]" "a list changed"
+check "expect_lists_unchanged: both still 4: passes" 0 "" "$rc" "$out"
+FAKE_KUBECTL=""
+in_scenario expect_lists_unchanged "controllers=[4] brokers=[4]" "a list changed"
+check "expect_lists_unchanged: emptied: fails" nonzero "a list changed: controllers=\\[4\\] brokers=\\[4\\] before, controllers=\\[\\] brokers=\\[\\] now" "$rc" "$out"
+FAKE_KUBECTL=fail
+in_scenario expect_lists_unchanged "controllers=[4] brokers=[4]" "a list changed"
+check "expect_lists_unchanged: unreadable: fails" nonzero "a list changed: cannot be checked, *" "$rc" "$out"
+segments_md5() { [[ "$1" == 1 ]] && echo "${FAKE_SEG_LEADER:-}" || echo "${FAKE_SEG_OBSERVER:-}"; }
+FAKE_SEG_LEADER="" FAKE_SEG_OBSERVER=""
+in_scenario same_segments t
+check "same_segments (S3, S4): no segments on either side: false" nonzero "" "$rc" "$out"
+FAKE_SEG_LEADER="0.log abc" FAKE_SEG_OBSERVER="0.log abc"
+in_scenario same_segments t
+check "same_segments: the same segments: true" 0 "" "$rc" "$out"
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

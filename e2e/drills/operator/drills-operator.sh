@@ -66,7 +66,7 @@ scenario_d9() {
   n_before="$(metric "$leader" kafka_observer_reconciles_total)"
   [[ "$n_before" =~ ^[0-9]+$ ]] || fail "cannot read kafka_observer_reconciles_total from the leader $leader ($n_before)"
   obs_patch '{"spec":{"promotion":{"promoted":[4]}}}'
-  wait_obs 60 "the brokers' ConfigMap without 4" '[[ ",$(cm_ids broker)," != *",4,"* ]]'
+  wait_obs 60 "the brokers' ConfigMap without 4" cm_lacks broker 4
   obs_patch '{"spec":{"promotion":{"promoted":[]}}}'
   wait_obs 60 "the brokers' ConfigMap lists 4 again" '[[ ",$(cm_ids broker)," == *",4,"* ]]'
   n_after="$(metric "$leader" kafka_observer_reconciles_total)"

@@ -71,7 +71,7 @@ scenario_d7() {
   node_stop 1
   wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_min() == 1' 60 "the partition under min ISR" >/dev/null
   sleep 20
-  [[ -z "$(auto_promoted)" ]] || fail "4 was promoted while it lagged: autoPromotions [$(auto_promoted)]"
+  expect_no_auto_promotion "4 was promoted while it lagged"
   local why
   why="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=PromotionHeldBack" \
     -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -m1 "$topic.*lag\|lag.*$topic" || true)"
@@ -116,7 +116,7 @@ scenario_d11() {
   node_stop 1
   wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_min() == 1' 60 "$topic under min ISR" >/dev/null
   sleep 20
-  [[ -z "$(auto_promoted)" ]] || fail "LeaderIsObserver promoted on an under-min-ISR partition: [$(auto_promoted)]"
+  expect_no_auto_promotion "LeaderIsObserver promoted on an under-min-ISR partition"
   t="$(now_ms)"
   node_stop 2
   wait_obs 90 "LeaderIsObserver: 4 promoted once the partition is offline" '[[ " $(auto_promoted) " == *" 4 "* ]]'
@@ -164,7 +164,7 @@ d11_reorder() {
   wait_sample "$SCENARIO_DIR/isr.log" "$t" 'leads(4)' 30 "4 leading $topic (its preferred leader)" >/dev/null
   t_back="$(now_ms)"
   KAFKA_START_WAIT=0 node_up 1
-  wait_obs 180 "4 demoted after zone 1 came back" '[[ -z "$(auto_promoted)" ]]'
+  wait_obs 180 "4 demoted after zone 1 came back" no_auto_promotion
   t_demoted="$(now_ms)"
   replicas="$("$tb/bin/kafka-topics" --bootstrap-server "$b" --describe --topic "$topic" |
     awk '/Partition: 0/ { for (i = 1; i <= NF; i++) if ($i == "Replicas:") print $(i + 1) }')"

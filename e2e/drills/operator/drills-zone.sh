@@ -54,7 +54,7 @@ zone_lost_and_back() {
   ((t_dctrl <= t_dbrk)) || fail "demotion: the brokers' ConfigMap changed before the controllers' one"
   t_out="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_dbrk" 'isr_none(4)' 120 "4 out of every ISR")"
   never_sample "$SCENARIO_DIR/isr.log" "$t_dctrl" "$(now_ms)" 'leads(4)' "4 leads a partition after its demotion began"
-  wait_obs 30 "status.autoPromotions empty after the demotion" '[[ -z "$(auto_promoted)" ]]'
+  wait_obs 30 "status.autoPromotions empty after the demotion" no_auto_promotion
   wait_ack 1 "$(now_ms)" 30 "writes after the demotion" >/dev/null
   echo "DRILL $label restart_to_isr_back_s=$(secs "$t_restart" "$t_back") restart_to_controllers_cm_s=$(secs "$t_restart" "$t_dctrl") restart_to_brokers_cm_s=$(secs "$t_restart" "$t_dbrk") restart_to_4_out_of_every_isr_s=$(secs "$t_restart" "$t_out")"
   touch "$SCENARIO_DIR/isr.stop"

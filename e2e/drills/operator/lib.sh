@@ -21,6 +21,15 @@ OPERATOR_LABEL="app.kubernetes.io/name=kafka-observer-operator"
 # ---- the ObserverSet ----------------------------------------------------------------------------
 obs_get() { kubectl -n "$KAFKA_NS" get obs "${2:-$OBS}" -o jsonpath="$1" 2>/dev/null; }
 auto_promoted() { obs_get '{.status.autoPromotions[*].nodeId}'; }
+# no_auto_promotion: the ObserverSet was read and lists no automatic promotion (a failed read is
+# not "none": `[[ -z "$(auto_promoted)" ]]` would take it for one).
+no_auto_promotion() { local a; a="$(auto_promoted)" && [[ -z "$a" ]]; }
+# expect_no_auto_promotion WHAT: fails with WHAT unless the ObserverSet is read and lists none.
+expect_no_auto_promotion() {
+  local a
+  a="$(auto_promoted)" || fail "$1: cannot be checked, the ObserverSet $KAFKA_NS/$OBS cannot be read"
+  [[ -z "$a" ]] || fail "$1: autoPromotions [$a]"
+}
 obs_patch() { kubectl -n "$KAFKA_NS" patch obs "$OBS" --type merge -p "$1" >/dev/null || fail "cannot patch ObserverSet $KAFKA_NS/$OBS with $1"; }
 # wait_obs TIMEOUT_S WHAT CONDITION...: until the shell condition holds (checked every 0.5 s).
 wait_obs() {
@@ -33,6 +42,17 @@ wait_obs() {
 }
 # The ids a role's ConfigMap lists, comma-separated ("" if none, "?" if it cannot be read).
 cm_ids() { configmap_ids "$1" 2>/dev/null || echo "?"; }
+# cm_snapshot: "controllers=[<ids>] brokers=[<ids>]"; non-zero when a ConfigMap cannot be read.
+cm_snapshot() { local c b; c="$(configmap_ids controller)" && b="$(configmap_ids broker)" && echo "controllers=[$c] brokers=[$b]"; }
+# expect_lists_unchanged SNAPSHOT WHAT: fails with WHAT unless both ConfigMaps are read and hold
+# what cm_snapshot saw (a failed read is not "unchanged").
+expect_lists_unchanged() {
+  local now
+  now="$(cm_snapshot)" || fail "$2: cannot be checked, a ConfigMap cannot be read"
+  [[ "$now" == "$1" ]] || fail "$2: $1 before, $now now"
+}
+# cm_lacks ROLE ID: the role's ConfigMap was read and does not list ID.
+cm_lacks() { local ids; ids="$(configmap_ids "$1")" && [[ ",$ids," != *",$2,"* ]]; }
 
 # on_restore COMMAND: run by restore_scenario after the drill, failed or not (the drill's own
 # ObserverSets, namespaces, paused processes). after_restore COMMAND: the same, but once every
@@ -69,8 +89,9 @@ restore_scenario() {
 # wait_auto_demoted TIMEOUT_S: until the ObserverSet lists no automatic promotion.
 wait_auto_demoted() {
   local deadline=$((SECONDS + $1))
-  while [[ -n "$(auto_promoted)" ]]; do
-    ((SECONDS < deadline)) || { log "restore: automatic promotions left after $1 s: $(auto_promoted)"; return 1; }
+  until no_auto_promotion; do
+    # shellcheck disable=SC2312 # the message only: the status is no_auto_promotion's
+    ((SECONDS < deadline)) || { log "restore: automatic promotions left (or the ObserverSet unreadable) after $1 s: [$(auto_promoted)]"; return 1; }
     sleep 1
   done
 }
