@@ -34,6 +34,7 @@ rule_groups() {
 }
 render() { # name, helm args...: renders the PrometheusRule into $work/name.yaml and its groups into $work/name.rules.yaml
   local name="$1"; shift
+  # shellcheck disable=SC2312 # message text only
   if "$helm" template koo "$chart" --namespace monitoring --set prometheusRule.enabled=true "$@" \
        --show-only templates/prometheusrule.yaml > "$work/$name.yaml" 2> "$work/$name.err"; then
     rule_groups "$work/$name.yaml" > "$work/$name.rules.yaml"
@@ -43,12 +44,14 @@ render() { # name, helm args...: renders the PrometheusRule into $work/name.yaml
 # 1. render and check.
 if render defaults; then
   cp "$work/defaults.rules.yaml" "$work/rules.yaml"
+  # shellcheck disable=SC2312 # message text only
   if out=$("$promtool" check rules "$work/rules.yaml" 2>&1); then ok "promtool check rules (defaults): $(grep -o '[0-9]* rules found' <<<"$out")"
   else bad "promtool check rules (defaults):"$'\n'"$out"; fi
 fi
 if render custom --set 'prometheusRule.selector=job="koo"\,namespace="ops"' --set prometheusRule.heldBackMinutes=30 \
      --set prometheusRule.runbookBaseUrl=https://example.com/runbooks.md --set prometheusRule.additionalAlertLabels.team=kafka; then
   if out=$("$promtool" check rules "$work/custom.rules.yaml" 2>&1); then
+    # shellcheck disable=SC2312 # message text only
     if grep -q 'runbook_url: https://example.com/runbooks.md#' "$work/custom.rules.yaml" && grep -q 'for: 30m' "$work/custom.rules.yaml" \
        && grep -q 'kafka_observer_leader{job="koo",namespace="ops"}' "$work/custom.rules.yaml" && grep -q 'team: kafka' "$work/custom.rules.yaml"; then
       ok "promtool check rules (custom selector, runbook URLs, alert labels, heldBackMinutes=30)"
@@ -63,15 +66,19 @@ if [[ -s "$work/rules.yaml" ]]; then
   if out=$(cd "$work" && "$promtool" test rules alerts.test.yaml 2>&1); then ok "promtool test rules e2e/alerts/alerts.test.yaml"
   else bad "promtool test rules:"$'\n'"$out"; fi
   # Each alert of the chart: a test expecting it to fire, and one expecting silence.
+  alerts="$(sed -n 's/^ *- alert: //p' "$work/rules.yaml")" || bad "cannot read $work/rules.yaml"
+  [[ -n "$alerts" ]] || bad "no alert in the rendered PrometheusRule"
   while read -r alert; do
+    [[ -n "$alert" ]] || continue
     firing=$(awk -v a="$alert" '$1 == "alertname:" && $2 == a { want = 1; next } want && /exp_alerts:/ { if ($2 != "[]") n++; want = 0 } END { print n + 0 }' "$tests")
     silent=$(awk -v a="$alert" '$1 == "alertname:" && $2 == a { want = 1; next } want && /exp_alerts:/ { if ($2 == "[]") n++; want = 0 } END { print n + 0 }' "$tests")
     if ((firing > 0 && silent > 0)); then ok "$alert: $firing firing and $silent silent evaluations"
     else bad "$alert: needs firing and silent cases in e2e/alerts/alerts.test.yaml (has $firing firing, $silent silent)"; fi
-  done < <(sed -n 's/^ *- alert: //p' "$work/rules.yaml")
+  done <<<"$alerts"
 fi
 
 # 3. the dashboard ConfigMap.
+# shellcheck disable=SC2312 # message text only
 if "$helm" template koo "$chart" --set dashboard.enabled=true --set dashboard.namespace=grafana \
      --set dashboard.annotations.grafana_folder=Kafka --show-only templates/dashboard.yaml > "$work/dashboard.yaml" 2> "$work/dashboard.err"; then
   awk 'in_data { sub(/^    /, ""); print } /^  kafka-observer-operator.json: \|-$/ { in_data = 1 }' "$work/dashboard.yaml" > "$work/dashboard.json"
@@ -93,17 +100,20 @@ exprs="$(sed -n 's/^ *"expr": "\(.*\)",\{0,1\}$/\1/p' "$chart/dashboards/kafka-o
     n=$((n + 1)); printf '      - record: dashboard:query:%d\n        expr: |-\n          %s\n' "$n" "$e"
   done <<<"$exprs"
 } > "$work/dashboard-queries.yaml"
+# shellcheck disable=SC2312 # message text only
 if [[ -z "$exprs" ]]; then bad "no \"expr\" found in the dashboard JSON"
 elif out=$("$promtool" check rules "$work/dashboard-queries.yaml" 2>&1); then ok "the dashboard's $(grep -c . <<<"$exprs") queries parse (promtool check rules)"
 else bad "the dashboard's queries do not parse:"$'\n'"$out"; fi
 
 # 4. off by default.
+# shellcheck disable=SC2312 # message text only
 if "$helm" template koo "$chart" > "$work/plain.yaml" 2> "$work/plain.err"; then
   if grep -q '^kind: PrometheusRule\|grafana_dashboard' "$work/plain.yaml"; then bad "the default rendering has a PrometheusRule or dashboard"
   else ok "PrometheusRule and dashboard are off by default"; fi
 else bad "helm template (defaults): $(cat "$work/plain.err")"; fi
 
 # 5. metric names against the operator's registry.
+# shellcheck disable=SC2312 # message text only
 if out=$(cd "$root" && cargo test --quiet --release --test monitoring_assets 2>&1); then ok "tests/monitoring_assets.rs: $(grep -o 'test result: .*passed' <<<"$out" | tail -n1)"
 else bad "tests/monitoring_assets.rs:"$'\n'"$out"; fi
 

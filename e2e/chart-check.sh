@@ -47,8 +47,9 @@ declare -A variants=(
   [no-secrets]="--set rbac.readSecrets=false"
 )
 for v in "${!variants[@]}"; do
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086,SC2312 # variants[$v] is several words on purpose; message text only
   if "$helm" template koo "$chart" --namespace "$ns" --include-crds ${variants[$v]} > "$work/$v.yaml" 2> "$work/$v.err"; then
+    # shellcheck disable=SC2312 # message text only
     ok "helm template ($v): $(grep -c '^kind:' "$work/$v.yaml") objects"
   else bad "helm template ($v): $(cat "$work/$v.err")"; fi
 done
@@ -95,6 +96,7 @@ rbac_rules() { # rendering: prints the rules of its Roles and ClusterRoles, sort
 if [[ -s "$work/defaults.yaml" ]]; then
   expected_rbac=$(LC_ALL=C sort <<<"$expected_rbac")
   if got=$(rbac_rules "$work/defaults.yaml") && [[ "$got" == "$expected_rbac" ]]; then
+    # shellcheck disable=SC2312 # message text only
     ok "RBAC rules == the calls the code makes ($(wc -l <<<"$got") rules)"
   else bad "RBAC rules differ from the expected list (update the chart, this list and docs/rbac.md together):"$'\n'"$(diff <(echo "$expected_rbac") <(echo "$got") || true)"; fi
 fi
@@ -110,6 +112,7 @@ secret_grants() { # rendering: "<kind> <namespace or -> <verbs>" per rule on sec
   ' "$1" | LC_ALL=C sort
 }
 if [[ -s "$work/defaults.yaml" && -s "$work/secret-namespaces.yaml" && -s "$work/no-secrets.yaml" ]]; then
+  # shellcheck disable=SC2312 # secret_grants greps rendered files; a failed one gives a different string, which fails the comparison below
   got="$(secret_grants "$work/defaults.yaml")|$(secret_grants "$work/secret-namespaces.yaml")|$(secret_grants "$work/no-secrets.yaml")"
   want="ClusterRole - [get]|Role default [get]"$'\n'"Role kube-public [get]|"
   if [[ "$got" == "$want" ]]; then
@@ -151,6 +154,7 @@ else
     awk 'BEGIN { RS = "\n---\n"; ORS = "\n---\n" } !/\napiVersion: monitoring\.coreos\.com\// && !/^apiVersion: monitoring\.coreos\.com\//' \
       "$work/$v.yaml" > "$work/$v.apply.yaml"
     if out=$(kubectl apply --dry-run=server --server-side --force-conflicts --field-manager=chart-check -f "$work/$v.apply.yaml" 2>&1); then
+      # shellcheck disable=SC2312 # message text only
       ok "kubectl apply --dry-run=server ($v): $(grep -c 'serverside-applied\|created\|configured' <<<"$out") objects accepted"
     else bad "kubectl apply --dry-run=server ($v):"$'\n'"$out"; fi
   done

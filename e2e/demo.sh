@@ -15,6 +15,7 @@ bash e2e/testbed/kafka.sh observerset
 kubectl -n kafka get obs
 echo "== what the operator wrote (ConfigMap kafka-observers-broker) and what one pod's agent sees"
 kubectl -n kafka get configmap kafka-observers-broker -o jsonpath='{.data.observer\.ids}'
+# shellcheck disable=SC2312 # node_pod only prints a name; kubectl's own status is the assignment's
 ip="$(kubectl -n kafka get pod "$(node_pod "$OBSERVER")" -o jsonpath='{.status.podIP}')"
 curl -s -m 2 "http://$ip:9180/observer-ids" && echo
 echo "== failure drill D1 on the real node: a zone lost, the observer promoted, the zone back, demoted"

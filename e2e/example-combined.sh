@@ -40,11 +40,13 @@ log "4 pods Ready with the patch active; voters $voters, node 4 a broker only"
 
 # ---- one list, one step ---------------------------------------------------------------------------
 wait_for 120 "ObserverSet $ns/kafka Ready" obs_ready
+# shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
 [[ "$(list broker)" == 4 ]] || die "brokers' list '$(list broker)', expected 4"
 ! kubectl -n "$ns" get configmap kafka-observers-controller >/dev/null 2>&1 ||
   die "a controllers' ConfigMap exists, but combined mode has no controllers' step"
-[[ -z "$(kubectl -n "$ns" get obs kafka -o jsonpath='{.status.roles.controller}')" ]] ||
-  die "status.roles has a controller entry in combined mode"
+roles_controller="$(kubectl -n "$ns" get obs kafka -o jsonpath='{.status.roles.controller}')" ||
+  die "cannot read ObserverSet $ns/kafka"
+[[ -z "$roles_controller" ]] || die "status.roles has a controller entry in combined mode"
 log "ObserverSet Ready; one list (brokers: 4), no controllers' ConfigMap or status"
 
 # ---- promote 4 and demote it again ----------------------------------------------------------------
@@ -52,9 +54,12 @@ wait_for 60 "ISR 1,2 on $topic" isr_is 1,2
 promote 4
 t=$SECONDS
 wait_for 60 "4 in the ISR after its promotion" isr_has 4
+# shellcheck disable=SC2312 # message text only
 log "promoted 4: ISR $(isr) after $((SECONDS - t)) s; list '$(list broker)'"
-[[ -z "$(list broker)" ]] || die "after promoting 4 the list should be empty: '$(list broker)'"
+brokers_list="$(list broker)" || die "cannot read the brokers' ConfigMap after promoting 4"
+[[ -z "$brokers_list" ]] || die "after promoting 4 the list should be empty: '$brokers_list'"
 promote ""
 t=$SECONDS
 wait_for 90 "4 out of the ISR after its demotion" isr_is 1,2
+# shellcheck disable=SC2312 # message text only
 log "demoted 4: ISR $(isr) after $((SECONDS - t)) s; list $(list broker)"

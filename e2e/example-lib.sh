@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034
+# shellcheck shell=bash disable=SC2034,SC2154 # a library: its variables are for the example scripts; root, tb, node_name come from e2e/lib.sh, example and ns from the example script (below)
 # What the example checks (e2e/example-*.sh) share: each applies one examples/ overlay in a
 # namespace of its own on the bed, as the overlay's README says, checks it, and removes it
 # afterwards, failed or not (KEEP=1 keeps it). Sourced after e2e/lib.sh, with these set first:
@@ -48,11 +48,18 @@ pods_ready() {
 }
 # patched POD: the pod's JVM logged the patch's start-up proof. grep to the end, not -q: an early
 # exit makes kubectl die of SIGPIPE, and pipefail fails the check.
+# shellcheck disable=SC2312 # kubectl logs failing is 'not patched yet': wait_for polls again
 patched() { kubectl -n "$ns" logs "$1" -c kafka 2>/dev/null | grep 'observer patch active' >/dev/null; }
 wait_patched() { local pod; for pod in "$@"; do wait_for 60 "$pod: 'observer patch active' in its log" patched "$pod"; done; }
+# shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
 obs_ready() { [[ "$(kubectl -n "$ns" get obs kafka -o jsonpath='{.status.phase}')" == Ready ]]; }
-# list ROLE: the ids in ConfigMap kafka-observers-ROLE, comma-separated.
-list() { kubectl -n "$ns" get configmap "kafka-observers-$1" -o jsonpath='{.data.observer\.ids}' | grep -v '^[[:space:]]*#' | grep -Eo '[0-9]+' | paste -sd, -; }
+# list ROLE: the ids in ConfigMap kafka-observers-ROLE, comma-separated; non-zero only when the
+# ConfigMap cannot be read (an empty list is a list: "").
+list() {
+  local raw
+  raw="$(kubectl -n "$ns" get configmap "kafka-observers-$1" -o jsonpath='{.data.observer\.ids}')" || return 1
+  { grep -v '^[[:space:]]*#' <<<"$raw" | grep -Eo '[0-9]+' || true; } | paste -sd, -
+}
 promote() { kubectl -n "$ns" patch obs kafka --type merge -p "{\"spec\":{\"promotion\":{\"promoted\":[$1]}}}" >/dev/null; }
 
 # create_topic ASSIGNMENT: a fresh topic with that replica assignment and min ISR 2, named in
@@ -63,7 +70,10 @@ create_topic() {
   "$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --create --topic "$topic" \
     --replica-assignment "$1" --config min.insync.replicas=2 >/dev/null || die "cannot create topic $topic"
 }
+# shellcheck disable=SC2312 # a topic that cannot be described has no ISR: the callers compare, which fails
 isr() { "$tb/bin/kafka-topics" --bootstrap-server "$bootstrap" --describe --topic "$topic" 2>/dev/null |
   sed -n 's/.*Isr: \([0-9,]*\).*/\1/p' | head -1; }
+# shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
 isr_is() { [[ "$(isr)" == "$1" ]]; }
+# shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
 isr_has() { [[ ",$(isr)," == *",$1,"* ]]; }

@@ -76,6 +76,7 @@ EOF
     grep -o '<argument>[^<]*</argument>' | sed -e 's|<argument>||' -e 's|</argument>||')"
   args="$(sed -n '/^io\.strimzi\.crdgenerator\.CrdGenerator$/,/^--yaml$/p' <<<"$pom" | sed '1d;$d')"
   classes="$(grep -E '^io\.strimzi\.api\.[A-Za-z0-9_.]*\.(Kafka|KafkaNodePool)=' <<<"$pom" | sed 's/=.*//')"
+  # shellcheck disable=SC2312 # wc over a string
   [[ -n "$args" && $(wc -l <<<"$classes") -eq 2 ]] ||
     die "cannot read the CrdGenerator options and the Kafka, KafkaNodePool classes from the api $STRIMZI_VERSION pom"
   rm -rf "$crd_dir.tmp"; mkdir -p "$crd_dir.tmp"
@@ -86,12 +87,14 @@ EOF
       *.Kafka) outputs+=("$c=$crd_dir.tmp/040-Crd-kafka.yaml") ;;
     esac
   done <<<"$classes"
-  # shellcheck disable=SC2086  # $args: one option or value per line, none with spaces
+  # shellcheck disable=SC2312,SC2086  # $args: one option or value per line, none with spaces / SC2312: cat of the class path file written above; java fails on a wrong one
   (IFS=$'\n'; "$java" -cp "$(cat "$work/cp.txt")" io.strimzi.crdgenerator.CrdGenerator $args --yaml "${outputs[@]}") >&2
   {
     echo "Strimzi $STRIMZI_VERSION CRDs for Kafka and KafkaNodePool, written by io.strimzi:crd-generator:$STRIMZI_VERSION"
     echo "from the classes of io.strimzi:api:$STRIMZI_VERSION (Maven Central), with the options of that release's api pom:"
+    # shellcheck disable=SC2312 # message text only
     echo "  $(tr '\n' ' ' <<<"$args")"
+    # shellcheck disable=SC2312 # message text only
     echo "$("$java" -version 2>&1 | head -1); $(date -u +%FT%TZ)"
     (cd "$cache/m2/io/strimzi" && sha256sum "api/$STRIMZI_VERSION/api-$STRIMZI_VERSION.jar" \
       "crd-generator/$STRIMZI_VERSION/crd-generator-$STRIMZI_VERSION.jar")
@@ -379,14 +382,17 @@ server() {
     else
       kc create -f "$crd" >/dev/null
       created+=("$name")
+      # shellcheck disable=SC2312 # message text only
       echo "strimzi-check: crd  $name created from $(sed -e "s|^$KOO_CACHE/|\$KOO_CACHE/|" -e "s|^$root/||" <<<"$crd")"
     fi
     # Not `kubectl wait --for=condition=Established`: right after the create the CRD has no
     # status.conditions yet, and kubectl wait fails on that instead of waiting.
     for _ in $(seq 120); do
+      # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
       [[ "$(kc get crd "$name" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]] && break
       sleep 0.5
     done
+    # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
     [[ "$(kc get crd "$name" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]] ||
       die "crd $name not Established within 60 s"
   done
@@ -443,6 +449,7 @@ EOF
   for f in "$work"/*.yaml; do
     rc=0; out="$(dry_run "$f")" || rc=$?
     if ((rc != 0)); then
+      # shellcheck disable=SC2312 # message text only
       echo "strimzi-check: ok   rejected as expected: ${f##*/}: $(grep -v '^Warning:' <<<"$out" | head -1 | cut -c1-200)"
     else
       echo "strimzi-check: FAIL accepted: ${f##*/}: $out"; fails=$((fails + 1))

@@ -59,11 +59,15 @@ wait_for() { # wait_for <seconds> <command...>
     sleep 1
   done
 }
+# shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
 isr_is() { [[ "$(isr_of "$1")" == "$2" ]]; }
+# shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
 leader_is() { [[ "$(leader_of "$1")" == "$2" ]]; }
 log_has() { grep -q -- "$2" "$dir/$1.log"; }
 loaded() { echo "$dir/$1/loaded/observer.ids"; } # node <id>'s report of what its JVM loaded
+# shellcheck disable=SC2312 # loaded only prints a path; cmp fails on a missing file
 reports() { cmp -s "$(loaded "$1")" "$2"; }      # reports <id> <file>: byte for byte
+# shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
 reports_text() { [[ "$(cat "$(loaded "$1")" 2>/dev/null)" == "$2" ]]; }
 
 render() { # render <id> <role>
@@ -111,6 +115,7 @@ rm -rf "$dir/unit" && mkdir -p "$dir/unit"
 javac --release 17 -nowarn -cp "$jar:$lib/*" -d "$dir/unit" "$here/test/LoadedReportCheck.java"
 if java -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/tools-log4j2.properties" \
   -cp "$dir/unit:$cp_all" io.kafkaobserver.patch.LoadedReportCheck > "$dir/unit.out" 2>&1; then
+  # shellcheck disable=SC2312 # message text only
   say "PASS LoadedReportCheck ($(grep -c '^PASS' "$dir/unit.out") checks)"
 else
   sed 's/^/  /' "$dir/unit.out"; say "FAIL LoadedReportCheck"; failures=$((failures + 1))
@@ -126,6 +131,7 @@ for t in "$here/kafka-$version"/test/*.java; do
     KAFKA_OBSERVER_IDS_FILE="$dir/unit-$name/observer.ids" \
       java -Dlog4j2.configurationFile="$repo/e2e/testbed/kafka/tools-log4j2.properties" \
       -cp "$dir/unit-$name:$cp_all" "$name" > "$dir/$name.out" 2>&1; then
+    # shellcheck disable=SC2312 # message text only
     say "PASS $name ($(grep -c '^PASS' "$dir/$name.out") checks)"
   else
     sed 's/^/  /' "$dir/$name.out"; say "FAIL $name"; failures=$((failures + 1))
@@ -138,6 +144,7 @@ done
 # its own controller and brokers on $net.110, .11-.13, before this cluster starts).
 if [[ "$version" == "$KAFKA_VERSION" ]]; then
   if VANILLA_NET="$net" VANILLA_DIR="$dir/vanilla" bash "$here/vanilla-classpath-test.sh" "$version" > "$dir/vanilla.out" 2>&1; then
+    # shellcheck disable=SC2312 # message text only
     say "PASS vanilla-classpath-test ($(grep -c 'PASS' "$dir/vanilla.out") checks)"
   else
     sed 's/^/  /' "$dir/vanilla.out"; say "FAIL vanilla-classpath-test"; failures=$((failures + 1))
@@ -218,9 +225,11 @@ echo 3 > "$dir/observers-broker.ids"
 check "demoted broker 3 leaves the ISR" wait_for 30 isr_is smoke "1,2"
 
 # Election: with both primaries gone the observer must not lead (Leader: none).
+# shellcheck disable=SC2312 # an unreadable pid file gives kill '', which fails by itself
 kill -9 "$(cat "$dir/1.pid")"; rm -f "$dir/1.pid"
 check "leader moves to primary 2 after kill -9 of 1" wait_for 30 leader_is smoke 2
 bootstrap="$net.2:9092,$net.3:9092"
+# shellcheck disable=SC2312 # an unreadable pid file gives kill '', which fails by itself
 kill -9 "$(cat "$dir/2.pid")"; rm -f "$dir/2.pid"
 bootstrap="$net.3:9092"
 sleep 12
@@ -233,6 +242,7 @@ sleep 2
 check "not even an unclean election elects the observer" leader_is smoke none
 
 # Unreadable and corrupt files: the broker keeps the last value and warns.
+# shellcheck disable=SC2312 # id -u does not fail
 if [[ $(id -u) -ne 0 ]]; then
   chmod 000 "$dir/observers-broker.ids"
   check "an unreadable file keeps the last value with a WARN" wait_for 15 log_has 3 "cannot use .*AccessDenied.*keeping the last value \[3\]"

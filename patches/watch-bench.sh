@@ -43,6 +43,7 @@ offsets.topic.replication.factor=1
 num.network.threads=2
 num.io.threads=2
 PROPS
+# shellcheck disable=SC2312 # StorageTool random-uuid failing gives an empty id, which format refuses
 java -Xmx128m -XX:+UseSerialGC -Dlog4j2.configurationFile="$root/e2e/testbed/kafka/tools-log4j2.properties" \
   -cp "$lib/*" kafka.tools.StorageTool format -t "$(java -cp "$lib/*" kafka.tools.StorageTool random-uuid 2>/dev/null)" \
   -c "$dir/node/server.properties" > /dev/null
@@ -58,5 +59,6 @@ for _ in $(seq 1 120); do
 done
 grep -q "observer patch active" "$dir/node.log" || { echo "watch-bench: no start-up proof in $dir/node.log"; exit 1; }
 sleep 3 # let the node finish starting (it shares the CPU with the measurement)
+# shellcheck disable=SC2312 # message text only
 echo "watch-bench: $(grep -o 'observer patch active.*' "$dir/node.log" | head -n 1 | cut -c1-60)... jar $jar"
 java "$here/test/WatchBench.java" "$dir/observer" observer.ids "$dir/loaded/observer.ids" "$changes" 1000 "$label"

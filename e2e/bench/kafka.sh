@@ -77,14 +77,16 @@ slowed="$SCENARIO_DIR/slowed"
 # roll_observer <patch JSON> <what>: patches the StatefulSet and waits until kafka-broker-3 is
 # replaced, Ready and registered again.
 roll_observer() {
-  local uid deadline
-  uid="$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid}')"
+  local uid deadline state
+  uid="$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid}')" ||
+    { log "cannot read pod $observer_pod ($2)"; return 1; }
   kubectl -n "$KAFKA_NS" patch statefulset kafka-broker --type json -p "$1" >/dev/null ||
     { log "cannot patch statefulset kafka-broker ($2)"; return 1; }
-  deadline=$(($(date +%s) + 240))
-  until [[ "$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == *" True" &&
-    "$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid}')" != "$uid" ]]; do
-    (($(date +%s) < deadline)) || { log "$observer_pod not replaced and Ready 240 s after the StatefulSet change ($2)"; return 1; }
+  deadline=$((SECONDS + 240))
+  # One read of both (a failed read is "not yet", never "replaced": its empty uid would differ).
+  until state="$(kubectl -n "$KAFKA_NS" get pod "$observer_pod" -o jsonpath='{.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" &&
+    [[ "$state" == *" True" && "${state%% *}" != "$uid" ]]; do
+    ((SECONDS < deadline)) || { log "$observer_pod not replaced and Ready 240 s after the StatefulSet change ($2)"; return 1; }
     sleep 1
   done
   dc brokers 4 90000 >&2 || return 1
@@ -96,6 +98,7 @@ slow_observer() {
   n="$(kubectl -n "$KAFKA_NS" get statefulset kafka-broker -o jsonpath="{.spec.template.spec.containers[$ci].env}" | jq length)"
   [[ "$ci" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || fail "cannot read the kafka container of statefulset kafka-broker"
   { echo "$ci $n"; kubectl -n "$KAFKA_NS" get statefulset kafka-broker -o jsonpath='{.spec.updateStrategy}'; echo; } > "$slowed"
+  # shellcheck disable=SC2312 # jq -n builds a constant patch; a broken one is refused by kubectl patch in roll_observer
   roll_observer "$(jq -cn --argjson ci "$ci" --arg wait "$BENCH_SLOW_FETCH_MS" --argjson ord "$((OBSERVER - 1))" '[
     {op: "replace", path: "/spec/updateStrategy", value: {type: "RollingUpdate", rollingUpdate: {partition: $ord}}},
     {op: "add", path: "/spec/template/spec/containers/\($ci)/env/-", value: {name: "KAFKA_CFG_REPLICA_FETCH_MIN_BYTES", value: "1048576"}},
@@ -109,6 +112,7 @@ unslow_observer() {
   local ci n strategy
   [[ -s "$slowed" ]] || return 0
   { read -r ci n; read -r strategy; } < "$slowed"
+  # shellcheck disable=SC2312 # jq -n builds a constant patch; a broken one is refused by kubectl patch in roll_observer
   roll_observer "$(jq -cn --argjson ci "$ci" --argjson n "$n" --argjson s "$strategy" '[
     {op: "test", path: "/spec/template/spec/containers/\($ci)/env/\($n + 1)/name", value: "KAFKA_CFG_REPLICA_FETCH_WAIT_MAX_MS"},
     {op: "remove", path: "/spec/template/spec/containers/\($ci)/env/\($n + 1)"},
@@ -131,11 +135,13 @@ take_manual_policy || fail "the ObserverSet owning the observer lists cannot be 
 
 result() { echo "$*" | tee -a "$out"; }
 : > "$out"
+# shellcheck disable=SC2312 # message text only
 result "Kafka bench $(date -u +%FT%TZ), Kafka $KAFKA_VERSION patched (pods in $KAFKA_NS), observer lists via $via"
 
 # perf <topic> <label>: kafka-producer-perf-test at a fixed rate, acks=all, no batching delay.
 perf() {
   local line p50 p99 avg
+  # shellcheck disable=SC2312 # bootstrap was resolved at the start (resolve_bootstrap); the perf tool fails on an empty one
   line="$("$tb/bin/kafka-producer-perf-test" --topic "$1" --num-records "$BENCH_RECORDS" --record-size 200 \
     --throughput "$BENCH_RATE" --producer-props bootstrap.servers="$(bootstrap)" acks=all linger.ms=0 2>/dev/null |
     grep '50th' | tail -n1)"
@@ -172,20 +178,27 @@ await "$t" 20000 leader=1 isr=1,2 >&2
 produce "$t" 2000 all warm >/dev/null
 promo=() promo_e2e=() demo=() demo_e2e=()
 for i in $(seq "$BENCH_RUNS"); do
-  read -r a b < <(timed_change "$t" isr-has=4 "")
-  [[ -n "${b:-}" ]] || fail "promotion run $i failed (see $SCENARIO_DIR)"
+  r="$(timed_change "$t" isr-has=4 "")" || fail "promotion run $i failed (see $SCENARIO_DIR)"
+  read -r a b <<<"$r"
+  [[ -n "${b:-}" ]] || fail "promotion run $i measured nothing: '$r' (see $SCENARIO_DIR)"
   promo+=("$a") promo_e2e+=("$b")
   produce "$t" 200 all "p$i" >/dev/null
-  read -r a b < <(timed_change "$t" isr-lacks=4 "$DEFAULT_OBSERVERS")
-  [[ -n "${b:-}" ]] || fail "demotion run $i failed (see $SCENARIO_DIR)"
+  r="$(timed_change "$t" isr-lacks=4 "$DEFAULT_OBSERVERS")" || fail "demotion run $i failed (see $SCENARIO_DIR)"
+  read -r a b <<<"$r"
+  [[ -n "${b:-}" ]] || fail "demotion run $i measured nothing: '$r' (see $SCENARIO_DIR)"
   demo+=("$a") demo_e2e+=("$b")
   log "run $i: promotion ${promo[-1]} ms (e2e ${promo_e2e[-1]}), demotion ${demo[-1]} ms (e2e ${demo_e2e[-1]})"
 done
+# shellcheck disable=SC2312 # message text only
 result "promotion, file change -> in ISR (ms):     ${promo[*]}   ($(stats "${promo[@]}"))"
+# shellcheck disable=SC2312 # message text only
 result "promotion, change start -> in ISR (ms):    ${promo_e2e[*]}   ($(stats "${promo_e2e[@]}"))"
+# shellcheck disable=SC2312 # message text only
 result "demotion, file change -> out of ISR (ms):  ${demo[*]}   ($(stats "${demo[@]}"))"
+# shellcheck disable=SC2312 # message text only
 result "demotion, change start -> out of ISR (ms): ${demo_e2e[*]}   ($(stats "${demo_e2e[@]}"))"
 lag_ms="$(broker_env KAFKA_CFG_REPLICA_LAG_TIME_MAX_MS 30000)"
+# shellcheck disable=SC2312 # message text only
 result "  (observer.ids TTL $(broker_env KAFKA_OBSERVER_IDS_TTL_MS 1000) ms on the pods, replica.lag.time.max.ms $lag_ms: the leader's ISR-shrink task runs every $((lag_ms / 2000)) s)"
 
 # ---- 1: acks=all latency, slow replica in the ISR vs observer --------------------------------

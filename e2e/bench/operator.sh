@@ -19,6 +19,7 @@ tb="${KOO_TESTBED:-$tb}"
 sets="${KOO_BENCH_SETS:-200}"
 samples="${KOO_BENCH_SAMPLES:-100}"
 ns="koo-bench"
+# shellcheck disable=SC2312 # no operator pid gives /proc//status: awk fails, and the caller reads that as no sample
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$(live_pid "$tb/pids/operator.pid")/status"; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
 
@@ -32,6 +33,7 @@ fi
 sleep 5
 idle=$(rss_kib)
 existing="$(kubectl get observersets -A --no-headers 2>/dev/null | wc -l)"
+# shellcheck disable=SC2312 # message text only
 echo "BENCH operator RSS idle (ObserverSets on the bed before the bench's: $existing): $(mib "$idle")"
 
 peak_file="$(mktemp)"
@@ -46,6 +48,7 @@ bootstrap="$(cat "$tb/kafka/bootstrap")"
   --bootstrap "$bootstrap" --sets "$sets" --samples "$samples" --keep
 sleep 10
 settled=$(rss_kib)
+# shellcheck disable=SC2312 # message text only
 echo "BENCH operator RSS at $sets ObserverSets: settled $(mib "$settled"), peak during the run $(mib "$(cat "$peak_file")")"
 kubectl delete namespace "$ns" --wait=false >/dev/null
 echo "bench-operator: done (namespace $ns is being deleted)"

@@ -50,6 +50,7 @@ out="$tb/bench/status-50k.txt"
 mkdir -p "$tb/bench"
 
 plugin() { KUBECONFIG="$tb/kubeconfig" "$plugin_bin" -n "$KAFKA_NS" --bootstrap "$KAFKA_BOOTSTRAP" "$@"; }
+# shellcheck disable=SC2312 # kafka_lib only prints a path
 topics() { java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true \
   -Dlog4j2.configurationFile="$root/e2e/testbed/kafka/tools-log4j2.properties" \
   -cp "$(kafka_lib)/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_BOOTSTRAP" "$@"; }
@@ -59,11 +60,11 @@ seen() {
     jq -r '"\(.partitions) \([.brokers[].leading] | add // 0)"'
 }
 wait_seen() { # wait_seen <partitions> <timeout s>
-  local deadline=$(($(date +%s) + $2)) s
+  local deadline=$((SECONDS + $2)) s
   while :; do
     s="$(seen 2>/dev/null || echo "? ?")"
     [[ "$s" == "$1 $1" ]] && return 0
-    (($(date +%s) < deadline)) || { log "metadata shows '$s' (partitions led), not $1 $1, after $2 s"; return 1; }
+    ((SECONDS < deadline)) || { log "metadata shows '$s' (partitions led), not $1 $1, after $2 s"; return 1; }
     sleep 1
   done
 }
@@ -87,9 +88,9 @@ delete_topics() {
   log "deleting the topics $PREFIX* one by one"
   for t in $left; do
     topics --delete --topic "$t" >/dev/null || log "deleting $t failed; retried by the wait below"
-    local deadline=$(($(date +%s) + 300))
+    local deadline=$((SECONDS + 300))
     until ! plugin status -o json --partitions --topic "^$t\$" 2>/dev/null | jq -e '.replicas | length > 0' >/dev/null; do
-      (($(date +%s) < deadline)) || { log "$t still listed 300 s after its deletion"; return 1; }
+      ((SECONDS < deadline)) || { log "$t still listed 300 s after its deletion"; return 1; }
       sleep 2
       topics --delete --topic "$t" >/dev/null 2>&1 || true
     done
@@ -107,6 +108,7 @@ finish() {
 trap finish EXIT
 delete_topics
 
+# shellcheck disable=SC2312 # max_old_gen always prints a line (999 and the node when a JVM is missing)
 read -r mib who <<<"$(max_old_gen)"
 log "heap before: largest old generation (after a full GC) of the 7 JVMs $mib MiB (node $who)"
 created=0 n=0 stopped=""
@@ -120,6 +122,7 @@ while ((created + BENCH_TOPIC_PARTITIONS <= BENCH_PARTITIONS)); do
   created=$((created + BENCH_TOPIC_PARTITIONS)) n=$((n + 1))
   if ((n % 2 == 0)); then
     wait_seen "$created" 600
+    # shellcheck disable=SC2312 # max_old_gen always prints a line (999 and the node when a JVM is missing)
     read -r mib who <<<"$(max_old_gen)"
     log "$created partitions in $n topics led; largest old generation $mib MiB (node $who)"
     if ((mib > BENCH_HEAP_LIMIT_MIB)); then
@@ -148,6 +151,7 @@ time_runs() {
       cpu+=("$(awk '{printf "%d", ($1 + $2) * 1000}' "$tb/bench/status-50k.cpu")")
     else
       failed=$((failed + 1))
+      # shellcheck disable=SC2312 # message text only
       log "$label failed: $(tail -n1 "$tb/bench/status-50k.err")"
     fi
   done
@@ -158,6 +162,7 @@ time_runs() {
       label, total, n, failed, (n ? v[int((n + 1) / 2)] : 0) / 1000, (n ? v[n] : 0) / 1000, cpu / 1000}'
 }
 {
+  # shellcheck disable=SC2312 # message text only
   echo "# $(date -u +%FT%TZ) kubectl observer against the bed's namespace $KAFKA_NS (heap ${heap_mib} MiB per JVM): $total partitions ($created in ${n} bench topics)${stopped:+; $stopped}; load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
   time_runs "status" status
   time_runs "status --under-min-isr" status --under-min-isr

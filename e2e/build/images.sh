@@ -57,6 +57,7 @@ run() {
   local step="$1" log="$LOG_DIR/$1.log"; shift
   mkdir -p "$LOG_DIR"
   {
+    # shellcheck disable=SC2312 # message text only
     echo "### $(date -u +%FT%TZ) $*"
   } >> "$log"
   if [[ "${KOO_IMAGES_VERBOSE:-0}" == 1 ]]; then
@@ -76,6 +77,7 @@ setup() {
   # $TMPDIR (else /var/tmp): keep them in the cache too.
   export TMPDIR="$KOO_CACHE/buildah/tmp"
   command -v buildah >/dev/null || die "buildah is not installed (apt-get install buildah)"
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ "$(id -u)" == 0 ]] || die "run as root (buildah chroot isolation and debootstrap need it)"
   [[ -f "$BUILDAH_REGISTRIES_CONF" ]] || cat > "$BUILDAH_REGISTRIES_CONF" <<'EOF'
 # Written by e2e/build/images.sh: no search registries, so short names never reach a registry.
@@ -119,6 +121,7 @@ push_archive() {
   local ref="$1" archive="$2" step="$3"
   rm -f "$archive.tmp"
   run "$step" bh push --quiet "$ref" "oci-archive:$archive.tmp:$ref"
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ "$(archive_ref "$archive.tmp")" == "$ref" ]] ||
     die "step '$step': $archive.tmp does not carry the reference $ref"
   mv -f "$archive.tmp" "$archive"
@@ -238,6 +241,7 @@ build_base() {
     push_archive "$BASE_REF" "$archive" base-push
     rm -rf --one-file-system "$rootfs"
     prune_old "koo-debian-$DEBIAN_SUITE-slim" "$archive"
+    # shellcheck disable=SC2312 # message text only
     log "base: built $BASE_REF in $(elapsed "$t0") s: $archive ($(du -h "$archive" | cut -f1))"
   fi
   ensure_in_store "$BASE_REF" "$archive"
@@ -264,6 +268,7 @@ bud_cached() {
       --timestamp 0 -t "$ref" "$@" "$ctx"
     push_archive "$ref" "$archive" "$step-push"
     prune_old "$name" "$archive"
+    # shellcheck disable=SC2312 # message text only
     log "$step: built $ref in $(elapsed "$t0") s: $archive ($(du -h "$archive" | cut -f1))"
   fi
   BUILT[$ref]="$archive"
@@ -276,6 +281,7 @@ build_pause() {
   ctx="$(new_ctx)"
   cp "$root/images/pause/Dockerfile" "$root/images/pause/pause.c" "$ctx/"
   # Keyed by the source, the compiler and the flags; the binary is compiled only when needed.
+  # shellcheck disable=SC2312 # gcc --version and declare -f only add to the cache key; gcc missing fails the build itself
   key="$(inputs_hash "$ctx" "$(gcc --version | head -n1)" "$(declare -f compile_pause)")"
   PAUSE_CTX="$ctx" PREPARE=compile_pause bud_cached pause "$PAUSE_REF" "$ctx" pause "$key" \
     --platform linux/amd64
@@ -297,6 +303,7 @@ wait_for_cargo() {
   if ! flock -n "$lock" true 2>/dev/null; then
     log "operator: a cargo build holds $lock; waiting for it (up to 60 min)"
     flock -w 3600 "$lock" true || die "operator: cargo still building after 60 min ($lock)"
+    # shellcheck disable=SC2312 # message text only
     log "operator: cargo build finished after $(elapsed "$t0") s"
   fi
 }
@@ -308,6 +315,7 @@ build_operator() {
   ctx="$(new_ctx)"
   cp "$root/Dockerfile" "$ctx/Dockerfile"
   cp -l "$bin" "$ctx/kafka-observer-operator" 2>/dev/null || cp "$bin" "$ctx/kafka-observer-operator"
+  # shellcheck disable=SC2312 # archive_config_digest of an archive built just before; a wrong key only rebuilds
   bud_cached kafka-observer-operator "$OPERATOR_REF" "$ctx" operator \
     "$(inputs_hash "$ctx" "base=$(archive_config_digest "$BASE_ARCHIVE")" prebuilt)" \
     --target prebuilt --build-arg "RUNTIME_IMAGE=$BASE_REF"
@@ -330,6 +338,7 @@ build_kafka() {
   for f in "$jars"/*.jar; do cp -l "$f" "$ctx/libs/" 2>/dev/null || cp "$f" "$ctx/libs/"; done
   cp "$patch" "$ctx/observer-patch.jar"
   cp "$root/images/kafka/"* "$ctx/"
+  # shellcheck disable=SC2312 # archive_config_digest of an archive built just before; a wrong key only rebuilds
   bud_cached kafka "$KAFKA_REF" "$ctx" kafka \
     "$(inputs_hash "$ctx" "base=$(archive_config_digest "$BASE_ARCHIVE")" "$KAFKA_VERSION")" \
     --build-arg "BASE_IMAGE=$BASE_REF" --build-arg "KAFKA_VERSION=$KAFKA_VERSION"
@@ -370,6 +379,7 @@ USER 65532:65532
 EXPOSE 53 53/udp
 ENTRYPOINT ["/coredns"]
 EOF
+  # shellcheck disable=SC2312 # inputs_hash only hashes files; a wrong key only rebuilds
   bud_cached coredns "docker.io/kafka-observer/coredns:$ver" "$ctx" coredns "$(inputs_hash "$ctx")" \
     --platform linux/amd64
   rm -rf "$ctx"
@@ -410,6 +420,7 @@ cmd_build() {
     done < "$IMG_DIR/current.list"
   fi
   write_list
+  # shellcheck disable=SC2312 # message text only
   log "build $what: done in $(elapsed "$t0") s"
 }
 
@@ -462,6 +473,7 @@ ENV CARGO_HOME=/usr/local/cargo PATH=/usr/local/cargo/bin:/usr/local/rust/bin:/u
     GIT_SSL_CAINFO=/etc/ssl/host-ca-certificates.crt
 RUN mkdir -p /usr/local/cargo/bin && cargo --version && rustc --version
 EOF
+  # shellcheck disable=SC2312 # archive_config_digest of an archive built just before; a wrong key only rebuilds
   bud_cached koo-rust "$RUST_REF" "$ctx" rust-base \
     "$(inputs_hash "$ctx" "base=$(archive_config_digest "$BASE_ARCHIVE")")" \
     --build-arg "BASE_IMAGE=$BASE_REF"
@@ -482,6 +494,7 @@ cmd_operator_full() {
   run operator-full bh bud --isolation chroot --pull=never --layers=false --format oci \
     --build-arg "BUILDER_IMAGE=$RUST_REF" --build-arg "RUNTIME_IMAGE=$BASE_REF" \
     -t docker.io/library/kafka-observer-operator:full -f "$root/Dockerfile" "$root"
+  # shellcheck disable=SC2312 # message text only
   log "operator-full: built docker.io/library/kafka-observer-operator:full in $(elapsed "$t1") s (total $(elapsed "$t0") s; log $LOG_DIR/operator-full.log)"
 }
 

@@ -79,8 +79,10 @@ mkdir -p "$work/src" "$work/classes"
 started=$SECONDS
 
 # Extract exactly the files the patches touch, then apply them.
+# shellcheck disable=SC2312 # find/sort over a directory checked above; no patch at all is caught below
 mapfile -t patches < <(find "$patch_dir" -maxdepth 1 -name '*.patch' | LC_ALL=C sort)
 [[ ${#patches[@]} -gt 0 ]] || { log "no *.patch files in $patch_dir"; exit 1; }
+# shellcheck disable=SC2312 # sed over the patch files just listed
 mapfile -t touched < <(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "${patches[@]}" | LC_ALL=C sort -u)
 for file in "${touched[@]}"; do
   module="${file%%/*}"
@@ -114,13 +116,16 @@ done
 # (Subshells inherit errexit: every command in these lists must succeed or be guarded.)
 version_src=()
 [[ -d "$patch_dir/src" ]] && version_src=("$patch_dir/src")
+# shellcheck disable=SC2312 # find/sort over the source directories checked above; javac fails on an incomplete list
 mapfile -t java_files < <(
   find "$common_src" "${version_src[@]}" -name '*.java' | LC_ALL=C sort
+  # shellcheck disable=SC2312 # printf/grep/sed over an array, grep guarded: nothing here can fail
   printf '%s\n' "${touched[@]}" | { grep '\.java$' || true; } | sed "s|^|$work/src/|"
 )
 log "javac --release 17: ${#java_files[@]} files"
 javac --release 17 -nowarn -encoding UTF-8 -cp "$classpath" -d "$work/classes" "${java_files[@]}" >&2
 
+# shellcheck disable=SC2312 # printf/grep/sed over an array: no command here can fail but grep, guarded
 mapfile -t scala_files < <(printf '%s\n' "${touched[@]}" | { grep '\.scala$' || true; } | sed "s|^|$work/src/|")
 if [[ ${#scala_files[@]} -gt 0 ]]; then
   log "scalac $scala_version: ${#scala_files[@]} files"
@@ -145,6 +150,7 @@ if [[ "$sources_version" != "$version" && ${#upstream[@]} -eq 0 ]]; then
   # Sources of another release: every vanilla class our build replaces must be byte-identical in
   # the two releases' jars, else the patched classes would silently revert upstream changes.
   sources_lib="$KOO_CACHE/kafka/$sources_version/lib"
+  # shellcheck disable=SC2312 # printf/cut/sort over an array
   mapfile -t modules < <(printf '%s\n' "${touched[@]}" | cut -d/ -f1 | LC_ALL=C sort -u)
   checked=0
   for class in ${patched_classes//,/ }; do
@@ -170,6 +176,7 @@ EOF
 
 # --date gives fixed entry timestamps, so the same inputs give the same bytes.
 mkdir -p "$dest.tmp"
+# shellcheck disable=SC2312 # find in the class directory javac just wrote; jar fails on a missing entry
 mapfile -t entries < <(cd "$work/classes" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
 (cd "$work/classes" &&
   jar --create --file "$dest.tmp/observer-patch.jar" --date 2020-01-01T00:00:02Z "${entries[@]}" >&2)

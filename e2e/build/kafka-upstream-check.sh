@@ -53,6 +53,7 @@ if [[ -n "$missing" ]]; then
   log "the reconstructed sources do not produce Kafka $version's classes; differing: $(echo $missing)"
   exit 1
 fi
+# shellcheck disable=SC2312 # tr over a file this script wrote
 mapfile -t classes < <(tr '/' '.' < "$work/ours")
 jar_cp="$(printf '%s\n' "${jars[@]}" | LC_ALL=C sort -u | paste -sd:)"
 

@@ -30,8 +30,10 @@ if [[ $# -gt 0 ]]; then
 else
   # Every version we carry a patch for, plus the releases the issue asks for even without one,
   # so a missing port shows up as a line instead of silently dropping out.
+  # shellcheck disable=SC2312 # find/printf/sort: the list of versions; a version missing from it shows as no line
   mapfile -t versions < <(
     { find "$root/patches" -maxdepth 1 -type d -name 'kafka-*' -printf '%f\n' | sed 's/^kafka-//'
+      # shellcheck disable=SC2312 # printf of constants, then sort: nothing here can fail
       printf '%s\n' 3.9.2 4.0.2 4.4.0; } | sort -u -V
   )
 fi
@@ -78,6 +80,7 @@ one_version() { # one_version <version>: builds and smoke-tests it; its line int
     result "KAFKA $v PASS $checks ($build, smoke $((SECONDS - started)) s, $net.x)"
   else
     reason="$(grep -m1 '^smoke: FAIL' "$logs/smoke.log" | sed 's/^smoke: FAIL //' || true)"
+    # shellcheck disable=SC2312 # message text only
     result "KAFKA $v FAIL smoke: ${reason:-$(tail -n 1 "$logs/smoke.log")} ($build, smoke $((SECONDS - started)) s, log $logs/smoke.log)"
   fi
 }
@@ -85,7 +88,7 @@ one_version() { # one_version <version>: builds and smoke-tests it; its line int
 all_started=$SECONDS
 for v in "${versions[@]}"; do
   rm -f "$out/$v/result"
-  while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+  while running="$(jobs -rp | wc -l)"; ((running >= jobs)); do wait -n || true; done
   one_version "$v" 9>&- &
 done
 wait

@@ -156,6 +156,7 @@ if [[ "$role" == auto ]]; then
   [[ -n "$voters" ]] ||
     die "KAFKA_ROLE=auto needs KAFKA_CONTROLLER_QUORUM_VOTERS (voters run combined, every other node as a broker only)"
   if [[ ",$voters" == *",$node_id@"* ]]; then role=combined; else role=broker; fi
+  # shellcheck disable=SC2312 # message text only
   say "KAFKA_ROLE=auto: node $node_id is $role ($([[ $role == combined ]] && echo "one of the voters" || echo "not a voter"))"
 fi
 # process.roles, and whether this node runs each part.
@@ -181,7 +182,9 @@ if [[ -n "${KAFKA_EXTRA_LISTENERS:-}" ]]; then
   tls_host="${KAFKA_EXTRA_ADVERTISED_HOST:-}"
   if [[ -z "$tls_host" ]]; then
     # The kubelet's /etc/hosts line for this pod: "<ip> <pod>.<service>.<ns>.svc.<domain> <pod>".
+    # shellcheck disable=SC2312 # hostname only when HOSTNAME is unset; no match is checked just below
     tls_host="$(awk -v h="${HOSTNAME:-$(hostname)}" '$1 !~ /^#/ { for (i = 2; i <= NF; i++) if ($i == h && $2 ~ /\./) { print $2; exit } }' /etc/hosts)"
+    # shellcheck disable=SC2312 # message text only
     [[ -n "$tls_host" ]] ||
       die "KAFKA_EXTRA_LISTENERS needs the pod's DNS name, and /etc/hosts has none for ${HOSTNAME:-$(hostname)} (a StatefulSet pod with spec.serviceName has one): set KAFKA_EXTRA_ADVERTISED_HOST"
   fi
@@ -209,10 +212,12 @@ done
 [[ -n "$config_dir" ]] ||
   die "no writable config dir (tried ${KAFKA_CONFIG_DIR:-/var/lib/kafka/config} and /tmp/kafka-config): mount an emptyDir there"
 mkdir -p "$DATA_DIR" 2>/dev/null || true
+# shellcheck disable=SC2312 # message text only
 [[ -d "$DATA_DIR" && -w "$DATA_DIR" ]] || die "data dir $DATA_DIR is missing or not writable by uid $(id -u)"
 
 config="$config_dir/server.properties"
 {
+  # shellcheck disable=SC2312 # date in a comment line of the file: its status does not matter
   echo "# Rendered by kafka-entrypoint.sh at $(date -u +%FT%TZ) for $role $node_id."
   echo "process.roles=$roles"
   echo "node.id=$node_id"
@@ -240,6 +245,7 @@ config="$config_dir/server.properties"
   [[ -z "$voters" ]] || echo "controller.quorum.voters=$voters"
   echo "log.dirs=$DATA_DIR"
   echo "# From KAFKA_CFG_* (later keys win)"
+  # shellcheck disable=SC2312 # env and sort do not fail
   while IFS='=' read -r name value; do
     [[ "$name" == KAFKA_CFG_* ]] || continue
     key="${name#KAFKA_CFG_}"; key="${key,,}"; key="${key//_/.}"

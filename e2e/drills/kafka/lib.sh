@@ -17,6 +17,9 @@
 # projected file on the host directly, because that is the failure they simulate; the kubelet
 # undoes such an edit at its next sync of the pod, and restore_default repairs and nudges.
 
+# The functions below rely on pipefail (a failed kubectl before `| ids_of` must fail the
+# pipeline); every script that sources this file sets it already.
+set -o pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 # Notes: "[<UTC time>] message" on stderr.
 log_tag="" log_time="[%T]"
@@ -52,6 +55,7 @@ nodes_patched() {
   for role in controller broker; do
     seen=""
     for id in $(role_nodes "$role"); do
+      # shellcheck disable=SC2312 # node_log empty (no log yet) gives dirname '.', skipped just below
       dir="$(dirname "$(node_log "$id")")"
       [[ "$dir" != . ]] && grep -qs "observer patch active" "$dir"/*.log* && { seen=$id; break; }
     done
@@ -71,6 +75,7 @@ dc_build() {
   out="$(dc_classes)"
   [[ -f "$out/DrillClient.class" ]] && return 0
   mkdir -p "$out.tmp"
+  # shellcheck disable=SC2312 # kafka_lib only prints a path
   javac --release 17 -nowarn -cp "$(kafka_lib)/*" -d "$out.tmp" "$root"/e2e/drills/kafka/java/*.java >&2
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
@@ -79,6 +84,7 @@ dc() {
   local out b
   out="$(dc_classes)"
   b="$(bootstrap)" || return 1
+  # shellcheck disable=SC2312 # kafka_lib only prints a path
   java -Xmx160m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Djava.net.preferIPv4Stack=true \
     -Dlog4j2.configurationFile="$root/e2e/testbed/kafka/tools-log4j2.properties" \
     -cp "$out:$(kafka_lib)/*" DrillClient "$b" "$@"
@@ -124,11 +130,13 @@ node_running() { bash "$KAFKA_SH" running "$1" 2>/dev/null; }
 # node_scheduled <id>: the node's pod exists and is bound to the node (not a Pending replacement
 # of a stopped node, which has no volume yet and mounts the ConfigMap as it is when it starts).
 node_scheduled() {
+  # shellcheck disable=SC2312 # a pod that cannot be read (deleted, being replaced) is not scheduled: that is the answer
   [[ -n "$(kubectl -n "$KAFKA_NS" get pod "$(node_pod "$1")" -o jsonpath='{.spec.nodeName}' 2>/dev/null)" ]]
 }
 # The node's data directory on the host: its local PersistentVolume (claim data-<pod>).
 node_data() {
   local pv
+  # shellcheck disable=SC2312 # node_pod only prints a name
   pv="$(kubectl -n "$KAFKA_NS" get pvc "data-$(node_pod "$1")" -o jsonpath='{.spec.volumeName}' 2>/dev/null)"
   [[ -n "$pv" ]] && kubectl get pv "$pv" -o jsonpath='{.spec.local.path}' 2>/dev/null
 }
@@ -143,6 +151,7 @@ node_log() { bash "$KAFKA_SH" log "$1" 2>/dev/null; }
 log_mark() {
   local p
   p="$(node_log "$1")"
+  # shellcheck disable=SC2312 # stat of the file tested just before; a vanished file marks offset 0
   if [[ -n "$p" && -f "$p" ]]; then echo "$p $(stat -c '%i %s' "$p")"; else echo "- 0 0"; fi
 }
 # log_since <node> <mark> <extended regex>: the matching lines written after the mark. When the log
@@ -153,6 +162,7 @@ log_since() {
   read -r path ino off <<< "$2"
   cur="$(node_log "$1")"
   {
+    # shellcheck disable=SC2312 # a failed stat compares unequal: the log is read from its rotated file and the current one
     if [[ -n "$cur" && "$cur" == "$path" && "$(stat -c %i "$cur" 2>/dev/null)" == "$ino" ]]; then
       tail -c +"$((off + 1))" "$cur"
     else
@@ -200,6 +210,7 @@ current_active_controller() {
 # atomic-writer layout: ..<timestamp>/observer.ids, ..data -> ..<timestamp>, observer.ids ->
 # ..data/observer.ids). Its pod's uid is in the path: a replaced pod has another one.
 obs_dir() { bash "$KAFKA_SH" observer-dir "$1" 2>/dev/null; }
+# shellcheck disable=SC2312 # obs_dir empty gives /observer.ids, which does not exist: the caller's read fails
 obs_file() { echo "$(obs_dir "$1")/observer.ids"; }
 
 # The ids an observer.ids text stands for, per the file contract (comment lines, separators,
@@ -212,8 +223,10 @@ dir_shows() {
   local f="$1/observer.ids" mode
   mode="$(stat -L -c %a "$f" 2>/dev/null)" || return 1
   (((8#$mode & 8#044) == 8#044)) || return 1
+  # shellcheck disable=SC2312 # ids_of never fails; the file's existence and mode are checked just above
   [[ "$(ids_of < "$f" 2>/dev/null)" == "$(printf '%s' "$2" | ids_of)" ]]
 }
+# shellcheck disable=SC2312 # obs_dir empty gives a directory that does not exist: dir_shows is false
 file_shows() { dir_shows "$(obs_dir "$1")" "$2"; }
 # The ids the role's ConfigMap holds.
 configmap_ids() {
@@ -251,6 +264,7 @@ owning_observerset() {
     -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.labels.kafkaobserver\.io/observerset}' 2>/dev/null |
     awk '$1 == "kafka-observer-operator" && $2 != "" {print $2}')"
   [[ -n "$name" ]] || return 0
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ "$(kubectl -n "$KAFKA_NS" get observerset "$name" -o jsonpath='{.metadata.name}|{.metadata.deletionTimestamp}' 2>/dev/null)" == "$name|" ]] &&
     echo "$name"
   return 0
@@ -267,7 +281,7 @@ wait_role_shows() {
   for id in $(role_nodes "$role"); do
     if node_scheduled "$id"; then dir[$id]="$(obs_dir "$id")"; else log "node $id is stopped: its pod mounts the list when it starts"; fi
   done
-  deadline=$(($(date +%s) + $3))
+  deadline=$((SECONDS + $3))
   while :; do
     still=""
     for id in "${!dir[@]}"; do
@@ -276,7 +290,7 @@ wait_role_shows() {
     done
     ROLE_PENDING="$still"
     [[ -z "$still" ]] && break
-    (($(date +%s) < deadline)) || return 1
+    ((SECONDS < deadline)) || return 1
     sleep 0.05
   done
   for id in "${!dir[@]}"; do
@@ -296,6 +310,7 @@ set_observers() {
   if [[ -n "$owner" ]]; then
     # promoted = the bed's observer unless the wanted list still holds it (both roles at once).
     local promoted="[]"
+    # shellcheck disable=SC2312 # ids_of over a string never fails (it ends in || true)
     [[ ",$(printf '%s' "$content" | ids_of)," == *",$OBSERVER,"* ]] || promoted="[$OBSERVER]"
     kubectl -n "$KAFKA_NS" patch observerset "$owner" --type merge -p "{\"spec\":{\"promotion\":{\"promoted\":$promoted}}}" >/dev/null ||
       fail "kubectl patch observerset $owner failed"
@@ -310,6 +325,7 @@ set_observers() {
     [[ -n "$owner" ]] && why=" (through ObserverSet $KAFKA_NS/$owner$(operator_running || echo '; no operator seems to run'))"
     fail "observer.ids of $role node(s)$ROLE_PENDING did not show the new list within ${timeout}s$why"
   fi
+  # shellcheck disable=SC2312 # message text only
   log "observers($role) = [$(printf '%s' "$content" | ids_of)] on every running $role${owner:+ (through ObserverSet $KAFKA_NS/$owner)}"
 }
 
@@ -362,6 +378,7 @@ fail() {
 }
 # expect <reason> <command...>: fail with the reason if the command fails; its stdout is echoed.
 expect() { local why="$1"; shift; "$@" || fail "$why"; }
+# shellcheck disable=SC2312 # date does not fail
 new_topic() { echo "drill-$1-$(date +%s)"; }
 create_topic() { # create_topic <topic> <assignment>: the observer first, min.insync.replicas=2
   dc create "$1" "$2" >&2 || fail "cannot create topic $1"
@@ -394,6 +411,7 @@ start_watch() { # start_watch <topic> [broker ids whose partition size to sample
 wait_watch_samples() { # wait_watch_samples <n>: until the watch has written n samples (30 s)
   local _
   for _ in $(seq 300); do
+    # shellcheck disable=SC2312 # wc of the file tested just before: a failure is no count, the wait goes on
     [[ -f "$WATCH_OUT" && $(wc -l < "$WATCH_OUT") -ge $1 ]] && return 0
     sleep 0.1
   done
@@ -443,8 +461,10 @@ give_back_policy() {
 start_down_nodes() {
   local id down=()
   for id in "${CONTROLLERS[@]}" "${BROKERS[@]}"; do node_running "$id" || down+=("$id"); done
+  # shellcheck disable=SC2312 # stopped_nodes never fails (cat || true of kafka.sh's record)
   while read -r id; do [[ -n "$id" ]] && down+=("$id"); done < <(stopped_nodes)
   ((${#down[@]} == 0)) && return 0
+  # shellcheck disable=SC2312 # printf/sort over an array
   mapfile -t down < <(printf '%s\n' "${down[@]}" | sort -un)
   log "nodes down: ${down[*]}: starting them"
   node_up "${down[@]}"
@@ -476,9 +496,11 @@ restore_default() {
   # The lists: through set_observers when a ConfigMap (or the owning ObserverSet) does not hold
   # the default; else a nudge, so the kubelet re-projects any file that differs from it.
   local default owner promoted=""
+  # shellcheck disable=SC2312 # ids_of over a string never fails; owning_observerset never fails
   default="$(printf '%s' "$DEFAULT_OBSERVERS" | ids_of)" owner="$(owning_observerset)"
   [[ -n "$owner" ]] && promoted="$(kubectl -n "$KAFKA_NS" get observerset "$owner" -o jsonpath='{.spec.promotion.promoted}')"
   for role in controller broker; do
+    # shellcheck disable=SC2312 # a ConfigMap that cannot be read counts as differing: the default is set again, the safe answer
     if [[ "$(configmap_ids "$role")" != "$default" || ( -n "$promoted" && "$promoted" != "[]" ) ]]; then
       (set_observers "$role" "$DEFAULT_OBSERVERS") || bad=1
     else

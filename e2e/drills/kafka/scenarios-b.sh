@@ -3,6 +3,8 @@
 # drill_topic and never_in_watch).
 
 # Log marks are "<path> <inode> <size>" of a node's container log (lib.sh log_mark).
+set -o pipefail # as run.sh, which sources this file: a pipeline fails when any of it fails
+# shellcheck disable=SC2312 # log_mark never fails (it prints '- 0 0' for a missing log)
 controller_marks() { local id; for id in "${CONTROLLERS[@]}"; do echo "$id $(log_mark "$id")"; done; }
 controllers_log_since() { # controllers_log_since <marks> <regex>
   local id mark
@@ -26,8 +28,10 @@ scenario_s6() {
   local t marks leader_mark rejected
   t="$(drill_topic s6)"
   produce "$t" 500 all pre >/dev/null
+  # shellcheck disable=SC2312 # log_mark never fails (it prints '- 0 0' for a missing log)
   marks="$(controller_marks)" leader_mark="$(log_mark 1)"
   start_watch "$t"
+  # shellcheck disable=SC2312 # owning_observerset never fails (it prints nothing when unsure)
   if [[ -z "$(owning_observerset)" ]]; then
     # Through the broker ConfigMap only: a half-applied promotion.
     set_observers broker ""
@@ -45,6 +49,7 @@ scenario_s6() {
   never_in_watch ' isr=[0-9,]*4' "the ISR took the observer while the controllers still list it"
   rejected="$(controllers_log_since "$marks" "Rejecting AlterPartition request from node 1 for $t-0 .*ineligible replicas \[4 \(observer\)\]" | head -n1)"
   [[ -n "$rejected" ]] || fail "no controller logged the INELIGIBLE_REPLICA rejection of observer 4 for $t-0"
+  # shellcheck disable=SC2312 # message text only
   log "S6: controller: $(cri_strip <<< "$rejected")"
   log "S6: leader: $(log_since 1 "$leader_mark" "INELIGIBLE_REPLICA" | head -n1 | cri_strip || true)"
   log_since 1 "$leader_mark" "$t-0.*INELIGIBLE_REPLICA|INELIGIBLE_REPLICA.*$t" >/dev/null ||
@@ -70,8 +75,10 @@ s7_restore() {
     [[ -L "$dir/observer.ids" ]] || { rm -f "$dir/observer.ids"; ln -s ..data/observer.ids "$dir/observer.ids"; }
   done
 }
+# shellcheck disable=SC2312 # obs_dir empty gives a path that does not exist: chmod fails, and so does the step
 s7_chmod() { chmod 000 "$(obs_dir "$1")/..data/observer.ids"; }
 s7_garbage() { write_projected "$1" $'garbage\nnot-an-id\n'; }
+# shellcheck disable=SC2312 # obs_file of an unknown dir gives a path that does not exist: rm fails, and so does the step
 s7_delete() { rm "$(obs_file "$1")"; }
 # s7_break <break function> <nodes...>: marks each node's log, remembers its ..data target, breaks.
 s7_break() {
@@ -79,6 +86,7 @@ s7_break() {
   shift
   for id in "$@"; do
     dir="$(obs_dir "$id")"
+    # shellcheck disable=SC2312 # log_mark never fails; an unreadable ..data is recorded as '' and compared later
     MARK[$id]="$(log_mark "$id")" DATA[$id]="$(readlink "$dir/..data")"
     "$how" "$id"
   done
@@ -98,12 +106,14 @@ s7_check() {
   shift 5
   for id in "$@"; do
     if ! s7_seen "$id" "$re" 30; then
+      # shellcheck disable=SC2312 # an unreadable ..data counts as re-projected: the file is broken again and the wait retried
       [[ "$how" != : && "$(readlink "$(obs_dir "$id")/..data")" != "${DATA[$id]}" ]] ||
         fail "$what: node $id did not log /$re/"
       log "S7 $what: the kubelet re-projected node $id's volume before the node read the broken file: breaking it again"
       s7_break "$how" "$id"
       s7_seen "$id" "$re" 30 || fail "$what: node $id did not log /$re/ (broken twice)"
     fi
+    # shellcheck disable=SC2312 # message text only
     log "S7 $what: node $id: $(log_since "$id" "${MARK[$id]}" "$re" | tail -n1 | cri_strip)"
     node_running "$id" || fail "$what: node $id died"
   done
@@ -154,11 +164,12 @@ scenario_s8() {
   [[ -n "$old" ]] || fail "no active controller within 30 s (the quorum tool's errors: $SCENARIO_DIR/quorum-tool.err)"
   t0="$(now_ms)"
   node_stop "$old"
-  deadline=$(($(date +%s) + 60))
+  deadline=$((SECONDS + 60))
   while new="$(active_controller)"; [[ -z "$new" || "$new" == "$old" ]]; do
-    (($(date +%s) < deadline)) || fail "no new active controller 60 s after killing $old"
+    ((SECONDS < deadline)) || fail "no new active controller 60 s after killing $old"
     sleep 0.2
   done
+  # shellcheck disable=SC2312 # message text only
   log "S8: active controller $old -> $new seen $(($(now_ms) - t0)) ms after the kill (tool start-ups included); new leader's log: $(grep -h 'Completed transition to Leader' "$(node_log "$new")" | tail -n1 | cri_strip | cut -c1-25)"
   # A broker whose heartbeat channel still waits on the dead controller's address (an unanswered
   # SYN, up to its 10-30 s connection setup timeout) is fenced by the new controller once
@@ -168,6 +179,7 @@ scenario_s8() {
   # controller was seen: each of them has then heartbeated to it.
   sleep "$S8_SESSION_WAIT_S"
   dc brokers 4 60000 >&2 || fail "not every broker unfenced by the new controller $new within 60 s"
+  # shellcheck disable=SC2312 # message text only
   log "S8: 4 brokers unfenced $(($(now_ms) - t0)) ms after the kill"
   t2="$(drill_topic s8b)"
   node_stop 1
@@ -239,6 +251,7 @@ scenario_s10() {
     done
     ((i < 100)) || fail "the leader (1) did not load [$OBSERVER] within 5 s of its file changing"
     touch "$SCENARIO_DIR/go"
+    # shellcheck disable=SC2312 # only the text of the failure being reported
     wait "$producer" || fail "acks=all records with the paused observer demoted on the leader: $(cat "$SCENARIO_DIR/produce.out")"
     out="$(cat "$SCENARIO_DIR/produce.out")"
     acked_at="${out##*acked_at=}" acked_at="${acked_at%% *}"

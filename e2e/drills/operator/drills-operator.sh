@@ -10,15 +10,20 @@
 # brokers' ConfigMap is written only after the controllers', each exactly once, and the
 # successor does not write the controllers' step again (no ObserverListWritten for the
 # controllers from it).
+set -o pipefail # as run.sh, which sources this file: a pipeline fails when any of it fails
 scenario_d3() {
-  local leader follower pid id t t_ctrl t_kill t_takeover t_brk holder
-  read -r leader follower < <(leader_and_follower)
+  local leader follower pid id t t_ctrl t_kill t_takeover t_brk holder lf
+  # Not `read < <(leader_and_follower)`: its fail would end only the process substitution.
+  lf="$(leader_and_follower)" || fail "cannot tell the operator's leader from its follower"
+  read -r leader follower <<<"$lf"
   start_cm_sampler
   t="$(now_ms)"
   t_ctrl="$(promote_until_controllers_written)"
   sleep 1
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ ",$(cm_ids broker)," == *",4,"* ]] || fail "the brokers' ConfigMap changed while the controllers' agents were paused (acknowledgement skipped)"
   pid="$(bash "$KAFKA_SH" container-pid "$OPERATOR_NS" "$leader" operator)" || fail "no operator container in the leader pod $leader"
+  # shellcheck disable=SC2154 # the bed's node name(s): set by e2e/lib.sh, sourced by run.sh before this file
   kubectl cordon "$node_name" >/dev/null || fail "cannot cordon $node_name"
   on_restore "kubectl uncordon '$node_name' >/dev/null"
   t_kill="$(now_ms)"
@@ -42,6 +47,7 @@ scenario_d3() {
     -o jsonpath='{range .items[*]}{.reportingInstance} {.message}{"\n"}{end}' | grep -c "^$follower .*kafka-observers-controller" || true)"
   ((rewrites == 0)) || fail "the successor $follower wrote the controllers' step again ($rewrites ObserverListWritten events)"
   kubectl uncordon "$node_name" >/dev/null
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D3 controllers_written_to_kill_s=$(secs "$t_ctrl" "$t_kill") kill_to_lease_taken_s=$(secs "$t_kill" "$t_takeover") kill_to_brokers_written_s=$(secs "$t_kill" "$t_brk") new_leader=$follower"
 }
 
@@ -52,8 +58,9 @@ scenario_d3() {
 # before and after: a replica that led earlier (after D3's kill or D5's apiserver restart) keeps
 # what it counted then, and must only count nothing more.
 scenario_d9() {
-  local leader follower t_iso n_before n_after
-  read -r leader follower < <(leader_and_follower)
+  local leader follower t_iso n_before n_after lf
+  lf="$(leader_and_follower)" || fail "cannot tell the operator's leader from its follower"
+  read -r leader follower <<<"$lf"
   local counters=(kafka_observer_reconciles_total kafka_observer_events_total
                   kafka_observer_kafka_scan_duration_seconds_count kafka_observer_automation_promotions_total)
   local -A before
@@ -71,8 +78,10 @@ scenario_d9() {
   wait_obs 60 "the brokers' ConfigMap lists 4 again" '[[ ",$(cm_ids broker)," == *",4,"* ]]'
   n_after="$(metric "$leader" kafka_observer_reconciles_total)"
   [[ "$n_after" =~ ^[0-9]+$ ]] || fail "cannot read kafka_observer_reconciles_total from the leader $leader ($n_after)"
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ "$(leader_and_follower)" == "$leader $follower" ]] || fail "the Lease moved during the drill: $(leader_and_follower)"
   ((n_after > n_before)) || fail "the leader's reconciles_total did not grow ($n_before -> $n_after)"
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ "$(metric "$leader" kafka_observer_leader)" == 1 ]] || fail "the leader $leader does not report kafka_observer_leader 1"
   v="$(metric "$follower" kafka_observer_leader)"
   [[ "$v" == 0 ]] || fail "the non-leader $follower reports kafka_observer_leader = $v, expected 0"
@@ -84,6 +93,7 @@ scenario_d9() {
   by="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS" \
     -o jsonpath='{range .items[*]}{.reportingInstance} {.eventTime}{.lastTimestamp} {.series.lastObservedTime}{"\n"}{end}' |
     awk -v since="$t_iso" '$2 >= since || $3 >= since { print $1 }' | sort | uniq -c)"
+  # shellcheck disable=SC2312 # message text only
   log "Events since $t_iso by reporting instance: $(tr '\n' ';' <<<"$by")"
   grep -q " $leader$" <<<"$by" || fail "no Event from the leader $leader since $t_iso"
   ! grep -q " $follower$" <<<"$by" || fail "the non-leader $follower published Events: $by"
@@ -93,6 +103,7 @@ scenario_d9() {
 # "<Lease holder> <the other operator pod>"; fails unless there are exactly two, one holding.
 leader_and_follower() {
   local pods leader other
+  # shellcheck disable=SC2312 # operator_pods failing is no pod: the count check below fails
   mapfile -t pods < <(operator_pods)
   ((${#pods[@]} == 2)) || fail "expected two operator pods, found ${#pods[@]}: ${pods[*]}"
   leader="$(operator_leader)"
@@ -123,7 +134,9 @@ scenario_d5() {
   start_cm_sampler
   t="$(now_ms)"
   t_ctrl="$(promote_until_controllers_written)"
+  # shellcheck disable=SC2154 # tb: set by e2e/lib.sh, sourced by run.sh before this file
   pid="$(cat "$tb/pids/kube-apiserver.pid" 2>/dev/null)" && kill -0 "$pid" 2>/dev/null || fail "kube-apiserver does not run"
+  # shellcheck disable=SC2154 # root: set by e2e/lib.sh, sourced by run.sh before this file
   on_restore "bash '$root/e2e/testbed/control-plane.sh' up >/dev/null"
   t_kill="$(now_ms)"
   kill -KILL "$pid"
@@ -147,7 +160,9 @@ scenario_d5() {
   for role in controller broker; do
     wait_role_shows "$role" "4" 180 || fail "${role}s$ROLE_PENDING do not show the demotion 180 s after it was made"
   done
+  # shellcheck disable=SC2312 # message text only
   log "the demotion reached every node $(secs "$t_files" "$(now_ms)") s after it was made"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D5 apiserver_down_s=$(secs "$t_kill" "$t_back") apiserver_back_to_brokers_written_s=$(secs "$t_back" "$t_brk") apiserver_back_to_every_file_s=$(secs "$t_back" "$t_files") operator_leader=$(operator_leader)"
 }
 
@@ -168,6 +183,7 @@ assert_each_list_changed_once() {
 promote_until_controllers_written() {
   local id pid t
   for id in "${CONTROLLERS[@]}"; do
+    # shellcheck disable=SC2312 # node_pod only prints a name; kafka.sh's status is checked
     pid="$(bash "$KAFKA_SH" container-pid "$KAFKA_NS" "$(node_pod "$id")" observer-agent)" || fail "no observer-agent container for node $id"
     echo "$pid" >> "$SCENARIO_DIR/paused"
     kill -STOP "$pid"

@@ -7,6 +7,7 @@
 # flap. Every automatic action on 4 (status.history, who=automation) comes at least the
 # cooldown (30 s in the example) after the one before, so at most one per cooldown; and there
 # are at least two (the cooldown was what held the others back, not a quiet bed).
+set -o pipefail # as run.sh, which sources this file: a pipeline fails when any of it fails
 scenario_d6() {
   local topic t0 t0_iso i cooldown_s
   cooldown_s="$(obs_get '{.spec.promotion.cooldown}')"
@@ -14,6 +15,7 @@ scenario_d6() {
   cooldown_s="${BASH_REMATCH[1]}"
   topic="$(new_drill_topic d6 1:2:4)"
   start_isr_sampler "$topic"
+  # shellcheck disable=SC2312 # date does not fail
   t0="$(now_ms)" t0_iso="$(date -u +%Y-%m-%dT%H:%M:%S)"
   wait_sample "$SCENARIO_DIR/isr.log" "$t0" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
   obs_patch '{"spec":{"promotion":{"autoDemote":{"enabled":true,"stabilizationWindow":"5s"}}}}'
@@ -40,6 +42,7 @@ scenario_d6() {
   ((n >= 2)) || fail "only $n automatic action(s) on 4 while broker 1 flapped: the drill did not test the cooldown"
   gaps="$(awk '{ cmd = "date -d " $1 " +%s.%N"; cmd | getline s; close(cmd); if (NR > 1) printf "%.1f ", s - prev; prev = s }' <<<"$actions")"
   for i in $gaps; do
+    # shellcheck disable=SC2312 # only the text of the failure being reported
     awk -v g="$i" -v c="$cooldown_s" 'BEGIN { exit !(g >= c) }' || fail "two automatic actions on 4 only ${i}s apart (cooldown ${cooldown_s}s): $(tr '\n' ';' <<<"$actions")"
   done
   echo "DRILL D6 flaps=5 automatic_actions=$n gaps_s=[${gaps% }] cooldown_s=$cooldown_s"
@@ -58,6 +61,7 @@ scenario_d7() {
   start_isr_sampler "$topic"
   for id in 1 2; do
     after_restore "unthrottle $id"
+    # shellcheck disable=SC2154 # tb: set by e2e/lib.sh, sourced by run.sh before this file
     "$tb/bin/kafka-configs" --bootstrap-server "$b" --entity-type brokers --entity-name "$id" --alter \
       --add-config leader.replication.throttled.rate=1024 >/dev/null || fail "cannot throttle broker $id"
   done
@@ -82,6 +86,7 @@ scenario_d7() {
   wait_obs 120 "4 promoted once caught up" '[[ " $(auto_promoted) " == *" 4 "* ]]'
   t_promoted="$(now_ms)"
   t_isr="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_lifted" 'isr_all(4)' 120 "4 in the ISR")"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D7 held_back_s=20 throttle_lifted_to_promoted_s=$(secs "$t_lifted" "$t_promoted") throttle_lifted_to_4_in_isr_s=$(secs "$t_lifted" "$t_isr")"
 }
 
@@ -121,6 +126,7 @@ scenario_d11() {
   node_stop 2
   wait_obs 90 "LeaderIsObserver: 4 promoted once the partition is offline" '[[ " $(auto_promoted) " == *" 4 "* ]]'
   t_prom="$(now_ms)"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D11 leader_is_observer_quiet_under_min_isr_s=20 offline_to_promoted_s=$(secs "$t" "$t_prom")"
   touch "$SCENARIO_DIR/isr.stop"
 
@@ -139,6 +145,7 @@ scenario_d11() {
   t_prom="$(now_ms)"
   local t_isr
   t_isr="$(wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_all(4)' 60 "4 in the ISR")"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D11 under_replicated_kill_to_promoted_s=$(secs "$t" "$t_prom") kill_to_4_in_isr_s=$(secs "$t" "$t_isr")"
 
   touch "$SCENARIO_DIR/isr.stop"
@@ -180,14 +187,17 @@ d11_reorder() {
   # reordering and the leadership move in one scan, the demotion in a later one. A sampler's
   # view of Kafka and the status poll cannot order events a scan apart; the history can.
   local actions
+  # shellcheck disable=SC2312 # date does not fail; obs_get failing is no history, which fails the order check below
   actions="$(obs_get '{range .status.history[?(@.who=="automation")]}{.at} {.action} {.nodeId}{"\n"}{end}' |
     awk -v since="$(date -u -d "@$((t_back / 1000))" +%Y-%m-%dT%H:%M:%S)" '$1 >= since && $3 == 4 { print $1, $2 }' | sort)"
   log "automatic actions on 4 since zone 1 came back:"$'\n'"$actions"
+  # shellcheck disable=SC2312 # only the text of the failure being reported
   awk '$2 == "ReorderReplicas" { r = $1 } $2 == "MoveLeadership" { m = $1 } $2 == "Demote" && d == "" { d = $1 }
     END { exit !(r != "" && m != "" && d != "" && r < d && m < d) }' <<<"$actions" ||
     fail "expected ReorderReplicas and MoveLeadership before the Demote of 4 in status.history, got: $(tr '\n' ';' <<<"$actions")"
   # And 4 never leads again: not after the move, nor once it is an observer again.
   t_out="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_demoted" 'isr_none(4) && !leads(4)' 90 "4 out of the ISR after its demotion")"
   never_sample "$SCENARIO_DIR/isr.log" "$t_reordered" "$t_out" 'leads(4)' "4 led $topic again after leadership moved off it"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D11 reorder back_to_leadership_moved_s=$(secs "$t_back" "$t_reordered") back_to_demoted_s=$(secs "$t_back" "$t_demoted") back_to_4_out_of_isr_s=$(secs "$t_back" "$t_out") replicas_after=$replicas"
 }

@@ -5,9 +5,13 @@
 # listing 4, every node's file too, and 4 joins no ISR for 20 s afterwards. Before that, the
 # brokers' ConfigMap emptied by hand, then edited to another list, is restored by the operator
 # each time (timed).
+set -o pipefail # as run.sh, which sources this file: a pipeline fails when any of it fails
 scenario_d8() {
   local topic t t_fixed edit
-  [[ "$(obs_get '{.spec.deletionPolicy}')" =~ ^(|Retain)$ ]] || fail "the example ObserverSet's deletionPolicy is $(obs_get '{.spec.deletionPolicy}'), expected Retain (the default)"
+  local policy
+  # An empty answer means the default (Retain): a failed read must not pass for it.
+  policy="$(obs_get '{.spec.deletionPolicy}')" || fail "cannot read the example ObserverSet's deletionPolicy"
+  [[ "$policy" =~ ^(|Retain)$ ]] || fail "the example ObserverSet's deletionPolicy is $policy, expected Retain (the default)"
   topic="$(new_drill_topic d8 1:2:4,2:3:4,3:1:4)"
   start_isr_sampler "$topic"
   t="$(now_ms)"
@@ -17,9 +21,12 @@ scenario_d8() {
     t="$(now_ms)"
     kubectl -n "$KAFKA_NS" patch configmap kafka-observers-broker --type merge \
       -p "{\"data\":{\"observer.ids\":\"$edit\"}}" >/dev/null || fail "cannot edit the brokers' ConfigMap"
+    # shellcheck disable=SC2312 # a failed read ('?') is not 4: the wait goes on, checked just below
     for _ in $(seq 150); do [[ "$(cm_ids broker)" == 4 ]] && break; sleep 0.2; done
+    # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
     [[ "$(cm_ids broker)" == 4 ]] || fail "the brokers' ConfigMap edited to '$edit' was not restored within 30 s (lists '$(cm_ids broker)')"
     t_fixed="$(now_ms)"
+    # shellcheck disable=SC2312 # message text only
     echo "DRILL D8 configmap_edited_to='${edit//\\n/ }' restored_after_s=$(secs "$t" "$t_fixed")"
   done
   wait_role_shows broker "4" 30 || fail "brokers$ROLE_PENDING do not show 4 again 30 s after the restore"
@@ -30,11 +37,13 @@ scenario_d8() {
   sleep 20
   local role id
   for role in controller broker; do
+    # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
     [[ "$(cm_ids "$role")" == 4 ]] || fail "the ${role}s' ConfigMap lists '$(cm_ids "$role")' after the deletion, expected 4"
     for id in $(role_nodes "$role"); do
       file_shows "$id" "4" || fail "node $id's observer.ids no longer lists 4 after the deletion"
     done
   done
+  # shellcheck disable=SC2312 # now_ms (date +%s%3N) does not fail
   never_sample "$SCENARIO_DIR/isr.log" "$t" "$(now_ms)" '!isr_none(4)' "4 joined an ISR after the ObserverSet was deleted"
   echo "DRILL D8 deleted_set_lists_kept=yes observer_in_isr_during_20s=no"
 }
@@ -77,6 +86,7 @@ scenario_d10() {
       bad+=("$patch: the message lacks '$want': $out")
     else
       n=$((n + 1))
+      # shellcheck disable=SC2312 # message text only
       log "refused as expected: $patch: $(grep -o "$want.*" <<<"$out" | head -c 160)"
     fi
   done
@@ -87,12 +97,14 @@ scenario_d10() {
   local before
   before="$(cm_snapshot)" || fail "the ConfigMaps cannot be read before the second ObserverSet"
   on_restore "kubectl -n '$KAFKA_NS' delete obs kafka-dup --ignore-not-found --timeout=60s >/dev/null"
+  # shellcheck disable=SC2154 # root: set by e2e/lib.sh, sourced by run.sh before this file
   sed "s/^  name: kafka$/  name: kafka-dup/" "$root/examples/kafka/observerset/observerset.yaml" |
     kubectl -n "$KAFKA_NS" apply -f - >/dev/null || fail "cannot create ObserverSet kafka-dup"
   wait_obs 60 "kafka-dup in phase Conflict" '[[ "$(obs_get "{.status.phase}" kafka-dup)" == Conflict ]]'
   local msg
   msg="$(obs_get '{.status.conditions[?(@.type=="Ready")].message}' kafka-dup)"
   [[ "$msg" == *"kafka"* ]] || fail "kafka-dup's Ready condition does not name the ObserverSet it conflicts with: $msg"
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ "$(obs_get '{.status.phase}')" == Ready ]] || fail "the older ObserverSet kafka left phase Ready: $(obs_get '{.status.phase}')"
   kubectl -n "$KAFKA_NS" get configmap kafka-dup-observers-controller kafka-dup-observers-broker >/dev/null 2>&1 &&
     fail "the conflicting ObserverSet wrote ConfigMaps"

@@ -18,6 +18,7 @@
 # The spec change goes through `kubectl patch` of the ObserverSet; restore_scenario replaces it
 # with the example's (plaintext) spec, and the drills delete the Secrets they made.
 
+set -o pipefail # as run.sh, which sources this file: a pipeline fails when any of it fails
 scenario_d13() {
   local t0 t_false t_true wrong="d13-wrong-password"
   kubectl -n "$KAFKA_NS" create secret generic "$wrong" --from-literal=username=koo-observer \
@@ -40,14 +41,17 @@ scenario_d13() {
   connect_sasl_ssl kafka-user
   wait_obs 60 "KafkaReachable True over SASL_SSL" '[[ "$(reachable)" == True ]]'
   t_true="$(now_ms)"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D13 wrong_password_to_condition_false_s=$(secs "$t0" "$t_false") right_password_to_condition_true_s=$(secs "$t_false" "$t_true")"
   zone_lost_and_back D13
 
   log "== the password rotated: Kafka's credential, then the Secret"
+  # shellcheck disable=SC2154 # kstate: set by ../kafka/lib.sh, sourced by run.sh before this file
   local pki="$kstate/pki" new since
   new="$(openssl rand -hex 16)"
   # Whatever happens below, Kafka and the Secret get the bed's password back.
   on_restore "scram_password \"\$(cat $pki/scram-password)\" && user_secret \"\$(cat $pki/scram-password)\""
+  # shellcheck disable=SC2034 # read by the wait_obs condition below (a string, evaluated there)
   since="$(date -u +%FT%TZ)"
   scram_password "$new" || fail "cannot change the SCRAM password of koo-observer in Kafka"
   user_secret "$new" || fail "cannot update Secret kafka-user"
@@ -57,8 +61,10 @@ scenario_d13() {
   # The watcher made after the change authenticates with the new password only: the old one is
   # gone from Kafka. Two scans later the condition must still be True.
   sleep 3
+  # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ "$(reachable)" == True ]] ||
     fail "KafkaReachable $(reachable) after the rotation: $(obs_get '{.status.conditions[?(@.type=="KafkaReachable")].message}')"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D13 rotation_to_new_settings_s=$(secs "$t0" "$(now_ms)") reachable_after_rotation=True"
 }
 
@@ -82,6 +88,7 @@ scenario_d14() {
   connect_mtls kafka-client
   wait_obs 60 "KafkaReachable True over mutual TLS" '[[ "$(reachable)" == True ]]'
   t_true="$(now_ms)"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D14 expired_certificate_to_condition_false_s=$(secs "$t0" "$t_false") valid_certificate_to_condition_true_s=$(secs "$t_false" "$t_true")"
   zone_lost_and_back D14
 }
@@ -113,6 +120,7 @@ settings_changed_since() {
 
 # scram_password PASSWORD: koo-observer's SCRAM-SHA-512 credential in Kafka (over PLAINTEXT).
 scram_password() {
+  # shellcheck disable=SC2312,SC2154 # bootstrap was resolved by run.sh; kafka-configs fails on an empty one; tb: set by e2e/lib.sh, sourced by run.sh before this file
   "$tb/bin/kafka-configs" --bootstrap-server "$(bootstrap)" --alter --entity-type users \
     --entity-name koo-observer --add-config "SCRAM-SHA-512=[password=$1]" >/dev/null
 }

@@ -13,15 +13,19 @@
 #   4. min.insync.replicas lowered to 1 (as an operator would, so the one replica left can
 #      commit: Kafka 4 freezes the HW below min ISR), then every acknowledged record is read
 #      back from 4 exactly once
+set -o pipefail # as run.sh, which sources this file: a pipeline fails when any of it fails
 scenario_d12() {
-  local topic t t_lost t_promoted t_set t_elected leader
+  local topic t t_lost t_promoted t_set t_elected
   topic="$(new_drill_topic d12 1:2:4)"
   start_isr_sampler "$topic"
   start_stream "$topic" 20
   t="$(now_ms)"
   wait_sample "$SCENARIO_DIR/isr.log" "$t" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
   wait_ack 0 "$t" 60 "records acknowledged before the loss" >/dev/null
-  [[ "$(obs_get '{.spec.promotion.uncleanTakeover}')" =~ ^(|false)$ ]] || fail "the example ObserverSet has uncleanTakeover on"
+  local unclean
+  # An empty answer means the default (false): a failed read must not pass for it.
+  unclean="$(obs_get '{.spec.promotion.uncleanTakeover}')" || fail "cannot read the example ObserverSet's uncleanTakeover"
+  [[ "$unclean" =~ ^(|false)$ ]] || fail "the example ObserverSet has uncleanTakeover on ($unclean)"
   sleep 3 # a few scans see the partition led, so the engine knows a recent high watermark
 
   log "== brokers 1 and 2 lost at once"
@@ -30,6 +34,7 @@ scenario_d12() {
   wait_obs 90 "4 promoted automatically" '[[ " $(auto_promoted) " == *" 4 "* ]]'
   t_promoted="$(now_ms)"
   sleep 20
+  # shellcheck disable=SC2312 # now_ms (date +%s%3N) does not fail
   never_sample "$SCENARIO_DIR/isr.log" "$t_lost" "$(now_ms)" 'leads(4)' "4 was elected although uncleanTakeover is false"
   local why
   why="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS" \
@@ -49,6 +54,7 @@ scenario_d12() {
   events="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=UncleanTakeover" \
     -o jsonpath='{range .items[*]}{.message}{"\n"}{end}')"
   [[ "$events" == *"$topic-0"* ]] || fail "4 leads but no UncleanTakeover Event names $topic-0"
+  # shellcheck disable=SC2312 # message text only
   echo "DRILL D12 lost_to_promoted_s=$(secs "$t_lost" "$t_promoted") takeover_enabled_to_4_leads_s=$(secs "$t_set" "$t_elected") new_operator_leader=$(operator_leader)"
 
   dc config "$topic" min.insync.replicas 1 >&2 || fail "cannot lower min.insync.replicas"

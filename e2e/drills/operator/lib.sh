@@ -8,6 +8,9 @@
 # by `kafka.sh observerset` (policy UnderMinIsr, autoDemote after 30 s) and restore_scenario puts
 # it back, whatever the drill changed.
 
+# The functions below rely on pipefail (a failed kubectl before `| ids_of` must fail the
+# pipeline); every script that sources this file sets it already.
+set -o pipefail
 here_lib="$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=../kafka/lib.sh
 source "$here_lib/../kafka/lib.sh"
@@ -36,6 +39,7 @@ wait_obs() {
   local timeout="$1" what="$2" deadline=$((SECONDS + $1))
   shift 2
   until eval "$*"; do
+    # shellcheck disable=SC2312 # only the text of the failure being reported
     ((SECONDS < deadline)) || fail "$what: not within ${timeout}s (phase $(obs_get '{.status.phase}'), autoPromotions [$(auto_promoted)])"
     sleep 0.5
   done
@@ -124,6 +128,7 @@ start_isr_sampler() {
 # "<ms> controller=<ids> broker=<ids>", "?" when the read fails, so a failed read never looks
 # like "4 is gone".
 start_cm_sampler() {
+  # shellcheck disable=SC2312 # cat of a here-document
   start_bg cm "$(cat <<EOF
 ids() { awk -v cm="kafka-observers-\$1" '\$0 == "==" cm { on = 1; next } /^==/ { on = 0 } on && !/^[[:space:]]*#/' | tr -s ' ,\n\t' ',' | sed 's/^,//; s/,\$//'; }
 while :; do
@@ -183,6 +188,7 @@ never_sample() {
     $1 >= a && $1 <= b && $0 ~ /[?]/ { bad++ }
     END { print n + 0, bad + 0, hit }' "$1")" || fail "$5: cannot be checked, awk failed on $1"
   read -r n bad hit <<<"$counts"
+  # shellcheck disable=SC2312 # only the text of the failure being reported
   ((n > 0)) || fail "$5: cannot be checked, no readable sample in the window of $(secs "$2" "$3") s ($bad unreadable) in $(basename "$1")"
   [[ -z "$hit" ]] || fail "$5 (sample: $hit)"
 }
@@ -265,6 +271,7 @@ wait_ack() { # wait_ack PARTITION AFTER_MS TIMEOUT_S WHAT
 new_drill_topic() {
   local t
   t="$(new_topic "$1")"
+  # shellcheck disable=SC2312 # bootstrap was resolved by run.sh; kafka-topics fails on an empty one
   "$tb/bin/kafka-topics" --bootstrap-server "$(bootstrap)" --create --topic "$t" \
     --replica-assignment "$2" --config min.insync.replicas=2 >/dev/null 2>&1 || fail "cannot create topic $t ($2)"
   echo "$t" >> "$SCENARIO_DIR/topics"
