@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034,SC2154 # a library: its variables are for the example scripts; root, tb, node_name come from e2e/lib.sh, example and ns from the example script (below)
+# shellcheck shell=bash disable=SC2034,SC2154 # a library: its variables are for the example scripts; root, tb, node_names come from e2e/lib.sh, example and ns from the example script (below)
 # What the example checks (e2e/example-*.sh) share: each applies one examples/ overlay in a
 # namespace of its own on the bed, as the overlay's README says, checks it, and removes it
 # afterwards, failed or not (KEEP=1 keeps it). Sourced after e2e/lib.sh, with these set first:
@@ -37,7 +37,7 @@ trap example_result EXIT
 # and KOO_CONTROLLER_COUNT from the caller's environment).
 local_pvs() {
   KUBECTL="$tb/bin/kubectl --kubeconfig $tb/kubeconfig" \
-    bash "$root/e2e/testbed/manifests/local-pvs.sh" "$ns" "$node_name" "$tb/node/local-pvs" >/dev/null
+    bash "$root/e2e/testbed/manifests/local-pvs.sh" "$ns" "$(IFS=,; echo "${node_names[*]}")" "$tb/node/local-pvs" >/dev/null
 }
 
 # pods_ready N: exactly N Kafka pods Ready in the namespace.

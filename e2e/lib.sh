@@ -9,7 +9,10 @@
 #   versions            e2e/versions.env (K8S_VERSION, ..., KOO_CACHE); CARGO_TARGET_DIR exported,
 #                       default $KOO_CACHE/target as in the Makefile
 #   k8s_bin, helm_bin   the cached Kubernetes binaries (e2e/build/k8s.sh) and helm
-#   node_name, node_ip  the bed's node koo-node and its address ($KOO_NODE_IP, 10.214.0.1)
+#   node_ip             the host's address on the bed's bridge koo0 ($KOO_NODE_IP, 10.214.0.1):
+#                       the apiserver binds it, every node reaches it
+#   ZONES, zone_node, zone_ip, zone_cidr, zone_netns, zone_of_id, node_names
+#                       the bed's nodes, one per zone, each in a network namespace of its own
 #   log, die            "<tag>: message" on stderr; die then exits 1
 #   kubectl             the bed's kubectl with its admin kubeconfig
 #   wait_for            poll a command until it succeeds or time runs out; wait_crd NAME
@@ -27,8 +30,32 @@ source "$root/e2e/versions.env"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$KOO_CACHE/target}"
 k8s_bin="$KOO_CACHE/k8s/$K8S_VERSION/bin"
 helm_bin="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"
-node_name="koo-node"
 node_ip="${KOO_NODE_IP:-10.214.0.1}"
+
+# ---- the bed's nodes: one per zone --------------------------------------------------------------
+# Node koo-<zone> runs in network namespace koo-<zone>, linked to the host's bridge koo0 by a veth
+# (host side kv-<zone>), address 10.214.0.<10+i>, pods 10.214.<i>.0/24 (i: the zone's position).
+# Zones a, b, c hold controllers 101/102/103 and brokers 1/2/3; zone d (remote) holds broker 4.
+read -r -a ZONES <<< "${KOO_ZONES:-a b c d}"
+zone_index() {
+  local i
+  for i in "${!ZONES[@]}"; do [[ "${ZONES[i]}" == "$1" ]] && { echo $((i + 1)); return 0; }; done
+  die "unknown zone '$1' (zones: ${ZONES[*]})"
+}
+zone_node() { echo "koo-$1"; }
+zone_netns() { echo "koo-$1"; }
+zone_ip() { echo "10.214.0.$((10 + $(zone_index "$1")))"; }
+zone_cidr() { echo "10.214.$(zone_index "$1").0/24"; }
+node_names=()
+for _z in "${ZONES[@]}"; do node_names+=("koo-$_z"); done
+unset _z
+# zone_of_id ID: the zone of Kafka node ID in the example layout: ordinal i of either role in the
+# i-th zone (controllers 101-103 -> a-c, brokers 1-4 -> a-d).
+zone_of_id() {
+  local ordinal
+  if (($1 >= 101)); then ordinal=$(($1 - 101)); else ordinal=$(($1 - 1)); fi
+  echo "${ZONES[ordinal % ${#ZONES[@]}]}"
+}
 
 # ---- log, die -----------------------------------------------------------------------------------
 # log MESSAGE...: "[<time> ]<tag>: MESSAGE" on fd $log_fd (2). A script may set, after sourcing:
@@ -134,13 +161,17 @@ stop_pid() {
   rm -f "$file"
 }
 
-# start_detached NAME EXE ARGS...: EXE detached in its own session (it outlives the script), output
+# [start_netns=NS] start_detached NAME EXE ARGS...: EXE detached in its own session (it outlives the script), output
 # appended to $tb/logs/NAME.log, pid in $tb/pids/NAME.pid. Returns once the pid runs EXE: until
 # setsid's exec, a liveness check would call the process dead.
 start_detached() {
   local name="$1" exe="$2" pid; shift 2
   echo "==== $(date -u +%FT%TZ) starting $name" >> "$tb/logs/$name.log"
-  setsid "$exe" "$@" >> "$tb/logs/$name.log" 2>&1 < /dev/null &
+  # start_netns=NS: inside network namespace NS only (nsenter --net keeps the host's mount
+  # namespace, which the kubelet and containerd of one node must share with each other).
+  local enter=()
+  [[ -z "${start_netns:-}" ]] || enter=(nsenter "--net=/run/netns/$start_netns" --)
+  setsid "${enter[@]}" "$exe" "$@" >> "$tb/logs/$name.log" 2>&1 < /dev/null &
   pid=$!
   echo "$pid" > "$tb/pids/$name.pid"
   for _ in $(seq 1 50); do

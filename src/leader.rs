@@ -40,11 +40,13 @@ pub struct LeaderArgs {
     /// This replica's identity in the Lease; defaults to $HOSTNAME (the pod name).
     #[arg(long = "leader-identity", env = "POD_NAME")]
     pub identity: Option<String>,
-    /// How long a lease stays valid after its last renewal (whole seconds).
-    #[arg(long, env = "LEASE_DURATION", default_value = "15s", value_parser = crate::crd::parse_duration)]
+    /// How long a lease stays valid after its last renewal (whole seconds). 4 s: a standby
+    /// takes over at most about 5 s after the leader is lost (expiry, then up to 1 s of
+    /// kube-lease-manager's random wait), at the cost of one Lease update every 2 s.
+    #[arg(long, env = "LEASE_DURATION", default_value = "4s", value_parser = crate::crd::parse_duration)]
     pub lease_duration: Duration,
     /// How long before expiry the holder renews; also the clock skew tolerated between nodes.
-    #[arg(long, env = "LEASE_GRACE", default_value = "5s", value_parser = crate::crd::parse_duration)]
+    #[arg(long, env = "LEASE_GRACE", default_value = "2s", value_parser = crate::crd::parse_duration)]
     pub lease_grace: Duration,
 }
 

@@ -19,6 +19,8 @@ pub const AUTOMATION_STATUS: &str = "kafka-observer-operator-automation";
 /// The automation's `KafkaReachable` condition (`automation::kafka_health`): its own manager,
 /// so the engine's status writes and this condition never remove each other.
 pub const KAFKA_HEALTH: &str = "kafka-observer-operator-kafka-health";
+/// The automation's `ObserversAvailable` condition (`automation::observer_health`), likewise.
+pub const OBSERVER_HEALTH: &str = "kafka-observer-operator-observer-health";
 
 /// The server-side-apply body that sets `fields` as an ObserverSet's status (apiVersion and kind
 /// from the CRD type, so a new API version cannot leave one writer behind).
@@ -49,6 +51,8 @@ mod tests {
         assert_ne!(OPERATOR, AUTOMATION_STATUS);
         for m in [OPERATOR, ROLLOUT_STATUS, AUTOMATION_STATUS] {
             assert_ne!(m, KAFKA_HEALTH);
+            assert_ne!(m, OBSERVER_HEALTH);
         }
+        assert_ne!(KAFKA_HEALTH, OBSERVER_HEALTH);
     }
 }

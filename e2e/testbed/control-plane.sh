@@ -91,7 +91,9 @@ up() {
   chmod 700 "$tb/etcd"
   bash "$here/pki.sh" "$pki"
   write_kubeconfig "$tb/kubeconfig" admin
-  for user in kube-controller-manager kube-scheduler kube-proxy kubelet; do
+  local users=(kube-controller-manager kube-scheduler kube-proxy) z
+  for z in "${ZONES[@]}"; do users+=("kubelet-$z"); done
+  for user in "${users[@]}"; do
     write_kubeconfig "$pki/$user.kubeconfig" "$user"
   done
   write_wrappers
@@ -121,6 +123,8 @@ up() {
     --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP
   wait_proc=kube-apiserver wait_for "$start_timeout" "ready (/readyz)" api_ready
 
+  # Nodes: NotReady/Unknown 8 s after their kubelet's last Lease renewal (every 2 s, node.sh),
+  # checked every second. The defaults (40 s, 5 s) would make every zone drill wait 40 s first.
   start kube-controller-manager --kubeconfig="$pki/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig="$pki/kube-controller-manager.kubeconfig" \
     --authorization-kubeconfig="$pki/kube-controller-manager.kubeconfig" \
@@ -128,7 +132,8 @@ up() {
     --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
     --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
     --service-cluster-ip-range=10.96.0.0/16 --cluster-name=koo-testbed --leader-elect=false \
-    --profiling=false
+    --profiling=false \
+    --node-monitor-period=1s --node-monitor-grace-period=8s
   wait_proc=kube-controller-manager wait_for "$start_timeout" healthy kcm_healthy
 
   kubectl get namespace kafka >/dev/null 2>&1 || kubectl create namespace kafka >/dev/null

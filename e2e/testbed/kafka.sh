@@ -12,9 +12,11 @@
 #                                 operator: e2e/testbed/operator-chart.sh up)
 #   kafka.sh kill ID              SIGKILL node ID's JVM in its container: a crash, the kubelet
 #                                 restarts the container
-#   kafka.sh stop ID...           nodes down until `start`: koo-node cordoned, the JVM killed
-#                                 with SIGKILL, the pod force-deleted (its replacement stays
-#                                 Pending). A lost zone; several nodes may be stopped at once.
+#   kafka.sh stop ID...           nodes down until `start`: their pods' bed nodes cordoned, the
+#                                 JVM killed with SIGKILL, the pod force-deleted (its replacement
+#                                 stays Pending). The kind version of a lost zone (for a zone lost
+#                                 as clouds lose one, see node.sh partition / power-off); several
+#                                 nodes may be stopped at once.
 #   kafka.sh start ID...          bring stopped nodes back: uncordon and wait until their pods are
 #                                 Ready (KAFKA_START_WAIT=0: do not wait). Every stopped node must
 #                                 be named: uncordoning lets all of them start.
@@ -38,7 +40,8 @@
 #                                 for the bed's own namespace kafka)
 #   kafka.sh status               pods, bootstrap address, classpath of the host tools
 #
-# The machine reaches the pods directly (pod IPs on koo0) and the Services through kube-proxy.
+# The machine reaches the pods directly (routes to each zone's pod subnet) and the Services
+# through its own kube-proxy.
 # Environment: KOO_KAFKA_NAMESPACE (kafka; state in .testbed/kafka, for another namespace in
 # .testbed/kafka.<namespace>), KOO_KAFKA_TIMEOUT (300 s for `up`), KAFKA_START_TIMEOUT_S (180),
 # KOO_KAFKA_HEAP_MIB (`up` only: every Kafka JVM's heap instead of the example's 256 MiB).
@@ -51,9 +54,24 @@ source "$here/kafka/pki.sh"
 log_tag="kafka.sh" log_time="%T"
 ns="${KOO_KAFKA_NAMESPACE:-kafka}"
 if [[ "$ns" == kafka ]]; then state="$tb/kafka"; else state="$tb/kafka.$ns"; fi
-sock="/run/koo-node/containerd.sock"
+# Set by in_pod_zone: the containerd of the bed node that runs the pod in question.
+sock=""
 timeout="${KOO_KAFKA_TIMEOUT:-300}"
 start_timeout="${KAFKA_START_TIMEOUT_S:-180}"
+
+# pod_zone POD [NAMESPACE]: the zone of the bed node POD runs on.
+pod_zone() {
+  local node
+  node="$(kubectl -n "${2:-$ns}" get pod "$1" -o jsonpath='{.spec.nodeName}' 2>/dev/null)" || return 1
+  [[ "$node" == koo-* ]] || return 1
+  echo "${node#koo-}"
+}
+# in_pod_zone POD [NAMESPACE]: crictl talks to that pod's node's containerd from now on.
+in_pod_zone() {
+  local z
+  z="$(pod_zone "$@")" || return 1
+  sock="/run/koo-node/$z/containerd.sock"
+}
 
 crictl_bin=""
 crictl() {
@@ -69,6 +87,7 @@ pod_of() { check_id "$1"; node_pod "$1"; }
 container_of() {
   local pod state=(--state running)
   pod="$(pod_of "$1")"
+  in_pod_zone "$pod" || return 0
   [[ "${2:-}" == --any ]] && state=(--all)
   crictl ps -q "${state[@]}" --name '^kafka$' --label "io.kubernetes.pod.name=$pod" \
     --label "io.kubernetes.pod.namespace=$ns" | head -n1
@@ -78,6 +97,7 @@ jvm_pid() { pid_of_container "$(container_of "$1")"; }
 
 # container_pid NS POD CONTAINER: the host pid of that running container's main process.
 container_pid() {
+  in_pod_zone "$2" "$1" || return 1
   pid_of_container "$(crictl ps -q --state running --name "^$3\$" --label "io.kubernetes.pod.name=$2" \
     --label "io.kubernetes.pod.namespace=$1" | head -n1)"
 }
@@ -91,15 +111,17 @@ pid_of_container() {
 log_path() {
   local c
   c="$(container_of "$1" --any)"
-  [[ -n "$c" ]] || die "node $1: no kafka container on $node_name"
+  [[ -n "$c" ]] || die "node $1: no kafka container on its bed node"
   crictl inspect -o go-template --template '{{.status.logPath}}' "$c"
 }
 
 observer_dir() {
   local uid
+  local z
   uid="$(kubectl -n "$ns" get pod "$(pod_of "$1")" -o jsonpath='{.metadata.uid}')"
   [[ -n "$uid" ]] || die "node $1: no pod $(pod_of "$1") in $ns"
-  echo "$tb/node/kubelet/pods/$uid/volumes/kubernetes.io~configmap/observer-ids"
+  z="$(pod_zone "$(pod_of "$1")")" || die "node $1: pod $(pod_of "$1") runs on no bed node"
+  echo "$tb/node/$z/kubelet/pods/$uid/volumes/kubernetes.io~configmap/observer-ids"
 }
 
 # assert_patched ID...: every node's current kafka container must have logged the observer
@@ -187,7 +209,7 @@ up() {
   wrappers
   kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
   KUBECTL="$tb/bin/kubectl --kubeconfig $tb/kubeconfig" \
-    bash "$here/manifests/local-pvs.sh" "$ns" "$node_name" "$tb/node/local-pvs" >/dev/null
+    bash "$here/manifests/local-pvs.sh" "$ns" "$(IFS=,; echo "${node_names[*]}")" "$tb/node/local-pvs" >/dev/null
   # The pods do not start without their observer lists: seed them once, never over the operator's.
   for role in controller broker; do
     if ! kubectl -n "$ns" get configmap "kafka-observers-$role" >/dev/null 2>&1; then
@@ -242,10 +264,12 @@ stopped_file() { echo "$state/stopped"; }
 # stop_nodes ID...: all JVMs killed back to back (a zone of several nodes lost at one moment),
 # then their pods deleted.
 stop_nodes() {
-  local id pod pid pods=() killed=()
+  local id pod pid pods=() killed=() nodes=()
   for id in "$@"; do check_id "$id"; done
   mkdir -p "$state"
-  kubectl cordon "$node_name" >/dev/null
+  for id in "$@"; do nodes+=("$(zone_node "$(zone_of_id "$id")")"); done
+  mapfile -t nodes < <(printf '%s\n' "${nodes[@]}" | sort -u)
+  kubectl cordon "${nodes[@]}" >/dev/null
   { cat "$(stopped_file)" 2>/dev/null || true; printf '%s\n' "$@"; } | sort -nu > "$(stopped_file).tmp"
   mv "$(stopped_file).tmp" "$(stopped_file)"
   for id in "$@"; do
@@ -254,17 +278,19 @@ stop_nodes() {
     killed+=("${pid:-(none)}")
   done
   kubectl -n "$ns" delete pod "${pods[@]}" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
-  log "node(s) $* stopped: $node_name cordoned, JVM(s) ${killed[*]} killed, pod(s) ${pods[*]} deleted (replacements stay Pending)"
+  log "node(s) $* stopped: ${nodes[*]} cordoned, JVM(s) ${killed[*]} killed, pod(s) ${pods[*]} deleted (replacements stay Pending)"
 }
 
 start_nodes() {
-  local id left
+  local id left nodes=()
   for id in "$@"; do check_id "$id"; done
   left="$(grep -vxF -f <(printf '%s\n' "$@") "$(stopped_file)" 2>/dev/null || true)"
   [[ -z "$left" ]] || die "nodes $(paste -sd, <<<"$left") are stopped too: uncordoning would start them as well; start them together"
   rm -f "$(stopped_file)"
-  kubectl uncordon "$node_name" >/dev/null
-  log "nodes $* back: $node_name uncordoned"
+  for id in "$@"; do nodes+=("$(zone_node "$(zone_of_id "$id")")"); done
+  mapfile -t nodes < <(printf '%s\n' "${nodes[@]}" | sort -u)
+  kubectl uncordon "${nodes[@]}" >/dev/null
+  log "nodes $* back: ${nodes[*]} uncordoned"
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
   for id in "$@"; do wait_for "$start_timeout" "node $id Ready" pod_ready "$(pod_of "$id")"; done
   assert_patched "$@"

@@ -1,19 +1,37 @@
 #!/usr/bin/env bash
-# The bed's real Kubernetes node `koo-node`: containerd + runc (Debian packages), the kubelet,
-# kube-scheduler and kube-proxy (built by e2e/build/k8s.sh), the CNI bridge plugin (built by
-# e2e/build/node-tools.sh), the locally built images and cluster DNS (CoreDNS).
+# The bed's real Kubernetes nodes, one per zone (e2e/lib.sh: ZONES, default a b c d): node
+# koo-<zone> is a kubelet with its own containerd (and runc) and kube-proxy, all inside network
+# namespace koo-<zone>, linked to the host's bridge koo0 by a veth (host side kv-<zone>) and
+# labelled topology.kubernetes.io/zone=<zone>. The host runs the control plane, kube-scheduler,
+# a kube-proxy of its own (so the machine reaches ClusterIPs as before) and routes each zone's
+# pod subnet to that zone's node. Cluster DNS (CoreDNS, two replicas in two zones).
 #
-#   node.sh network-up   the node address: bridge koo0 holding $KOO_NODE_IP/24 (control-plane.sh
-#                        calls it before the apiserver binds that address)
-#   node.sh up           network-up, then containerd, images, kubelet, scheduler, kube-proxy, DNS;
-#                        waits until the Node is Ready and CoreDNS answers
-#   node.sh down         stops every component, kills every container of the node's containerd
-#                        (even with containerd gone), unmounts, removes veths, netns, iptables
-#                        chains, the bridge, and restores the sysctls it changed
-#   node.sh status       one line per component
+#   node.sh network-up        the host's address: bridge koo0 holding $node_ip/24 (control-plane.sh
+#                             calls it before the apiserver binds that address)
+#   node.sh up                network-up, every zone's node, scheduler, host kube-proxy, DNS;
+#                             waits until every Node is Ready and CoreDNS answers
+#   node.sh down              stops every component of every zone, kills every container (even
+#                             with containerd gone), unmounts, removes the namespaces, veths,
+#                             routes, iptables chains, the bridge; restores the sysctls it changed
+#   node.sh status            one line per component
 #
-# Everything stays on this machine: the node address and the pod subnet exist only on koo0;
-# kube-proxy serves NodePorts on the node address only.
+# Zone failures, as clouds have them (the drills use these):
+#   node.sh partition ZONE    the zone's link cut (its veth down): kubelet, containerd and every
+#                             container keep running inside, cut off
+#   node.sh heal ZONE         the link back up
+#   node.sh power-off ZONE    every process of the zone (kubelet, kube-proxy, containerd, shims,
+#                             every container) SIGKILLed at once, and its link down: nothing is
+#                             deleted in the API
+#   node.sh power-on ZONE     link up, containerd, kube-proxy and kubelet started again (the
+#                             kubelet restarts the pods' containers)
+#   node.sh slow ZONE RATE [LATENCY]  a bandwidth cap (tc tbf, e.g. 2mbit) with a queue of up to
+#                             LATENCY (default 400ms) on the zone's link, both directions: a far,
+#                             congested region. (This kernel has no netem: no fixed delay.)
+#   node.sh unslow ZONE       the cap removed
+#   node.sh exec ZONE CMD...  CMD inside the zone's network namespace
+#
+# Everything stays on this machine: the addresses and pod subnets exist only on koo0 and inside
+# the bed's namespaces; forwarded traffic from koo0 to any other interface is refused.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
@@ -21,38 +39,46 @@ source "$here/../lib.sh"
 pki="$tb/pki"
 # The cached binary itself, not the wrapper in .testbed/bin.
 kubectl_bin="$k8s_bin/kubectl"
-pod_cidr="${KOO_POD_CIDR:-10.214.0.0/24}"
 bridge="koo0"
+# Every pod subnet (10.214.<i>.0/24) and the nodes' own (10.214.0.0/24).
+cluster_cidr="10.214.0.0/16"
 service_cidr="10.96.0.0/16"
 cluster_dns="10.96.0.10"
-# containerd's runtime state lives on tmpfs (/run), its root (images, snapshots) in the cache: the
-# images cannot be pulled again, so they survive a testbed-down.
-run_dir="/run/koo-node"
-sock="$run_dir/containerd.sock"
-ctrd_root="$KOO_CACHE/node/containerd"
-runc_root="$run_dir/runc"
-node_dir="$tb/node"
-kubelet_root="$node_dir/kubelet"
 start_timeout="${KOO_NODE_TIMEOUT:-180}"
-procs=(containerd kubelet kube-scheduler kube-proxy)
+# Node heartbeat: the kubelet renews its Lease every quarter of this (2 s); kube-controller-manager
+# marks a node NotReady/Unknown after --node-monitor-grace-period (control-plane.sh: 8 s). The
+# production defaults are 40 s and 40-50 s: a zone outage is seen faster here than on most clusters.
+lease_seconds=8
+
+# Per zone: containerd's runtime state on tmpfs (/run), its root (images, snapshots) in the cache
+# (the images cannot be pulled again, so they survive a testbed-down); the node's configs and the
+# kubelet's root dir under .testbed/node/<zone>.
+run_dir() { echo "/run/koo-node/$1"; }
+sock_of() { echo "/run/koo-node/$1/containerd.sock"; }
+ctrd_root() { echo "$KOO_CACHE/node/containerd-$1"; }
+runc_root() { echo "/run/koo-node/$1/runc"; }
+node_dir() { echo "$tb/node/$1"; }
+veth_of() { echo "kv-$1"; }
 
 exe_of() {
   case "$1" in
-    containerd) command -v containerd ;;
+    containerd*) command -v containerd ;;
+    kubelet-*) echo "$k8s_bin/kubelet" ;;
+    kube-proxy*) echo "$k8s_bin/kube-proxy" ;;
     *) echo "$k8s_bin/$1" ;;
   esac
 }
 # node_tool KEY: a path from `node-tools.sh paths` (cni_bin_dir, crictl, coredns).
 node_tool() { bash "$root/e2e/build/node-tools.sh" paths 2>/dev/null | sed -n "s/^$1=//p"; }
-ctr() { command ctr --address "$sock" --namespace k8s.io "$@"; }
+in_zone() { local z="$1"; shift; nsenter "--net=/run/netns/$(zone_netns "$z")" -- "$@"; }
 
-# start NAME ARGS...: NAME's binary, unless it already runs.
+# start NAME [NETNS] -- ARGS...: NAME's binary, unless it already runs.
 start() {
-  local name="$1" exe; shift
+  local name="$1" ns="$2" exe; shift 2
   exe="$(exe_of "$name")"
   if alive "$name"; then log "$name already running (pid $(pid_of "$name"))"; return; fi
   [[ -x "$exe" ]] || die "$name: missing $exe"
-  start_detached "$name" "$exe" "$@"
+  start_netns="$ns" start_detached "$name" "$exe" "$@"
 }
 
 # write_if_changed FILE < content: kube-proxy exits when its config file is written to while it
@@ -65,43 +91,68 @@ write_if_changed() {
 
 # --- network ---------------------------------------------------------------------------------
 
-# Sysctls the node needs; the previous values are kept in node/sysctl.saved for `down`.
+# Host sysctls the nodes need; the previous values are kept in node/sysctl.saved for `down`.
 sysctls=(net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1)
 
 network_up() {
-  mkdir -p "$node_dir"
+  mkdir -p "$tb/node"
   if ! ip link show "$bridge" >/dev/null 2>&1; then
     ip link add "$bridge" type bridge
     log "bridge $bridge created"
   fi
   # Read whole, then matched: with pipefail, `ip addr show | grep -q` fails when grep exits
-  # before ip has written everything (SIGPIPE), and the add then reports "Address already
-  # assigned" (seen in D5's apiserver restart under load).
-  local addrs
+  # before ip has written everything (SIGPIPE).
+  local addrs kv
   addrs="$(ip -4 addr show dev "$bridge")"
-  [[ "$addrs" == *"inet $node_ip/"* ]] || ip addr add "$node_ip/${pod_cidr#*/}" dev "$bridge"
+  [[ "$addrs" == *"inet $node_ip/"* ]] || ip addr add "$node_ip/24" dev "$bridge"
   ip link set "$bridge" up
-  if [[ ! -f "$node_dir/sysctl.saved" ]]; then
-    local kv
-    for kv in "${sysctls[@]}"; do echo "${kv%%=*}=$(sysctl -n "${kv%%=*}")"; done > "$node_dir/sysctl.saved"
+  if [[ ! -f "$tb/node/sysctl.saved" ]]; then
+    for kv in "${sysctls[@]}"; do echo "${kv%%=*}=$(sysctl -n "${kv%%=*}")"; done > "$tb/node/sysctl.saved"
   fi
-  local kv
   for kv in "${sysctls[@]}"; do sysctl -qw "$kv"; done
+  # The host routes between zones on koo0 (in and out of the same bridge): no redirects, the
+  # nodes keep sending through the host, where a cut link is cut for everyone.
+  sysctl -qw "net.ipv4.conf.$bridge.send_redirects=0"
   # Service addresses go to koo0, not the default route: a packet to a ClusterIP that kube-proxy
   # has no rule for (yet) dies here instead of leaving the machine.
   ip route replace "$service_cidr" dev "$bridge"
-  # Pods talk to each other, to Services and to the node, never beyond: forwarded traffic from
-  # koo0 to any other interface is refused.
+  # Pods and nodes talk to each other, to Services and to the host, never beyond: forwarded
+  # traffic from koo0 to any other interface is refused.
   iptables -N KOO-NODE-FORWARD 2>/dev/null || iptables -F KOO-NODE-FORWARD
   iptables -A KOO-NODE-FORWARD -i "$bridge" ! -o "$bridge" -j REJECT
   iptables -C FORWARD -j KOO-NODE-FORWARD 2>/dev/null || iptables -I FORWARD 1 -j KOO-NODE-FORWARD
 }
 
+# zone_net_up ZONE: the zone's namespace, its veth on koo0, its address, the route to its pods.
+zone_net_up() {
+  local z="$1" ns veth ip cidr links
+  ns="$(zone_netns "$z")" veth="$(veth_of "$z")" ip="$(zone_ip "$z")" cidr="$(zone_cidr "$z")"
+  [[ -e "/run/netns/$ns" ]] || ip netns add "$ns"
+  if ! ip link show "$veth" >/dev/null 2>&1; then
+    ip link add "$veth" type veth peer name eth0 netns "$ns"
+  fi
+  ip link set "$veth" master "$bridge"
+  ip link set "$veth" up
+  ip -n "$ns" link set lo up
+  links="$(ip -n "$ns" -4 addr show dev eth0)"
+  [[ "$links" == *"inet $ip/"* ]] || ip -n "$ns" addr add "$ip/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" route replace default via "$node_ip" dev eth0
+  ip route replace "$cidr" via "$ip" dev "$bridge"
+  # Inside the zone: forward between its pods' bridge and eth0; bridged pod traffic through
+  # iptables (kube-proxy's Service rules); loose reverse-path checks.
+  in_zone "$z" sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 \
+    net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+}
+
 write_cni_config() {
-  local dir="$node_dir/cni/net.d"
-  mkdir -p "$dir" "$node_dir/cni/ipam"
-  # The bridge plugin attaches each pod's veth to koo0 (the node address is the pods' gateway);
-  # no masquerade: pod traffic never leaves the machine.
+  local z="$1" dir cidr gw
+  dir="$(node_dir "$z")/cni/net.d" cidr="$(zone_cidr "$z")"
+  gw="${cidr%.*/*}.1"
+  mkdir -p "$dir" "$(node_dir "$z")/cni/ipam"
+  # The bridge plugin attaches each pod's veth to the zone's bridge cni0 (inside the zone's
+  # namespace; its address is the pods' gateway); no masquerade: pod traffic never leaves the
+  # machine.
   write_if_changed "$dir/10-koo.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -109,14 +160,14 @@ write_cni_config() {
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "$bridge",
+      "bridge": "cni0",
       "isGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "dataDir": "$node_dir/cni/ipam",
-        "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip", "rangeStart": "${pod_cidr%.*/*}.10"}]],
+        "dataDir": "$(node_dir "$z")/cni/ipam",
+        "ranges": [[{"subnet": "$cidr", "gateway": "$gw", "rangeStart": "${cidr%.*/*}.10"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
@@ -129,23 +180,24 @@ EOF
 # --- containerd ------------------------------------------------------------------------------
 
 write_containerd_config() {
-  local cni_bin="$1"
-  mkdir -p "$node_dir" "$ctrd_root" "$run_dir"
-  write_if_changed "$node_dir/containerd.toml" <<EOF
-# Generated by e2e/testbed/node.sh.
+  local z="$1" cni_bin="$2" rd nd
+  rd="$(run_dir "$z")" nd="$(node_dir "$z")"
+  mkdir -p "$nd" "$(ctrd_root "$z")" "$rd"
+  write_if_changed "$nd/containerd.toml" <<EOF
+# Generated by e2e/testbed/node.sh for node $(zone_node "$z").
 version = 2
-root = "$ctrd_root"
-state = "$run_dir/containerd"
+root = "$(ctrd_root "$z")"
+state = "$rd/containerd"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
                     "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
-  address = "$sock"
+  address = "$(sock_of "$z")"
 [ttrpc]
-  address = "$run_dir/containerd.sock.ttrpc"
+  address = "$rd/containerd.sock.ttrpc"
 [debug]
-  address = "$run_dir/containerd-debug.sock"
+  address = "$rd/containerd-debug.sock"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$node_dir/opt"
+  path = "$nd/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   # Nothing can be pulled here: the sandbox image is built locally (e2e/build/images.sh).
   sandbox_image = "registry.k8s.io/pause:3.10"
@@ -159,43 +211,44 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "$(command -v runc)"
-        # Our own runc state root, so down.sh finds (and kills) every container even when
-        # containerd and its shims are gone.
-        Root = "$runc_root"
+        # The zone's own runc state root, so power-off and down find (and kill) every container
+        # of this node even when containerd and its shims are gone.
+        Root = "$(runc_root "$z")"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$cni_bin"
-    conf_dir = "$node_dir/cni/net.d"
+    conf_dir = "$nd/cni/net.d"
 EOF
 }
 
-containerd_up() {
-  ctr version
-}
+containerd_up() { ctr --address "$(sock_of "$1")" --namespace k8s.io version; }
 
 # --- kubelet ---------------------------------------------------------------------------------
 
 write_kubelet_config() {
-  mkdir -p "$kubelet_root"
-  write_if_changed "$node_dir/kubelet.yaml" <<EOF
-# Generated by e2e/testbed/node.sh.
+  local z="$1" nd
+  nd="$(node_dir "$z")"
+  mkdir -p "$nd/kubelet"
+  write_if_changed "$nd/kubelet.yaml" <<EOF
+# Generated by e2e/testbed/node.sh for node $(zone_node "$z").
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $node_ip
+address: $(zone_ip "$z")
 port: 10250
 readOnlyPort: 0
+# In the zone's own network namespace: every node has its own loopback.
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
-tlsCertFile: $pki/kubelet-serving.crt
-tlsPrivateKeyFile: $pki/kubelet-serving.key
+tlsCertFile: $pki/kubelet-serving-$z.crt
+tlsPrivateKeyFile: $pki/kubelet-serving-$z.key
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: $pki/ca.crt}
 authorization: {mode: Webhook}
-containerRuntimeEndpoint: unix://$sock
+containerRuntimeEndpoint: unix://$(sock_of "$z")
 # Container logs inside the bed (not /var/log/pods): the bed leaves nothing outside .testbed/.
-podLogsDir: $node_dir/pod-logs
+podLogsDir: $nd/pod-logs
 # This machine: cgroup v1 ("hybrid"), no systemd, swap allowed.
 cgroupDriver: cgroupfs
 failCgroupV1: false
@@ -204,7 +257,7 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 clusterDNS: [$cluster_dns]
 clusterDomain: cluster.local
-podCIDR: $pod_cidr
+podCIDR: $(zone_cidr "$z")
 # The images cannot be pulled again: never garbage-collect them, never evict for disk.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -216,27 +269,32 @@ configMapAndSecretChangeDetectionStrategy: Watch
 serializeImagePulls: false
 rotateCertificates: false
 serverTLSBootstrap: false
+# Heartbeat (see lease_seconds in node.sh): the Lease renewed every 2 s.
+nodeLeaseDurationSeconds: $lease_seconds
+nodeStatusUpdateFrequency: 4s
+nodeStatusReportFrequency: 1m
 EOF
 }
 
-kubelet_healthy() { [[ "$(curl -s http://127.0.0.1:10248/healthz)" == ok ]]; }
+kubelet_healthy() { [[ "$(in_zone "$1" curl -s http://127.0.0.1:10248/healthz)" == ok ]]; }
 node_ready() {
-  [[ "$(kubectl get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
+  [[ "$(kubectl get node "$(zone_node "$1")" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
 }
 
 # --- scheduler, kube-proxy --------------------------------------------------------------------
 
+# write_proxy_config FILE HOSTNAME NODEPORT_ADDRESS
 write_proxy_config() {
-  write_if_changed "$node_dir/kube-proxy.yaml" <<EOF
+  write_if_changed "$1" <<EOF
 # Generated by e2e/testbed/node.sh.
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $pki/kube-proxy.kubeconfig}
-hostnameOverride: $node_name
+hostnameOverride: $2
 mode: iptables
-clusterCIDR: $pod_cidr
+clusterCIDR: $cluster_cidr
 # NodePorts answer on the node address only, never on the machine's other interfaces.
-nodePortAddresses: ["$node_ip/32"]
+nodePortAddresses: ["$3/32"]
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 # Leave the machine's conntrack table size alone.
@@ -246,58 +304,142 @@ EOF
 
 scheduler_healthy() { [[ "$(curl -sk https://127.0.0.1:10259/healthz)" == ok ]]; }
 proxy_healthy() { curl -sf http://127.0.0.1:10256/healthz >/dev/null; }
+zone_proxy_healthy() { in_zone "$1" curl -sf http://127.0.0.1:10256/healthz >/dev/null; }
 
 # --- cluster DNS -----------------------------------------------------------------------------
 
 dns_ready() {
-  [[ "$(kubectl -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}')" == 1 ]]
+  [[ "$(kubectl -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}')" == 2 ]]
+}
+
+# --- one zone --------------------------------------------------------------------------------
+
+# zone_up ZONE: the zone's network, containerd (with the images), kubelet and kube-proxy; waits
+# for each to be healthy (not for the Node to be Ready: `up` waits for all zones at once).
+zone_up() {
+  local z="$1" ns nd cni_bin
+  ns="$(zone_netns "$z")" nd="$(node_dir "$z")"
+  cni_bin="$(node_tool cni_bin_dir)"
+  [[ -x "$cni_bin/bridge" ]] || die "missing CNI plugins in '$cni_bin': run 'bash e2e/build/node-tools.sh'"
+  zone_net_up "$z"
+  write_cni_config "$z"
+  write_containerd_config "$z" "$cni_bin"
+  start "containerd-$z" "$ns" --config "$nd/containerd.toml"
+  wait_proc="containerd-$z" wait_for "$start_timeout" "answering on $(sock_of "$z")" containerd_up "$z"
+  KOO_CONTAINERD_SOCK="$(sock_of "$z")" bash "$root/e2e/build/images.sh" import
+
+  write_kubelet_config "$z"
+  # The last zone is the remote one: the example's controllers keep out of it.
+  local labels="koo.io/test-bed=real-node,topology.kubernetes.io/zone=$z,topology.kubernetes.io/region=koo"
+  [[ "$z" != "${ZONES[-1]}" ]] || labels+=",kafkaobserver.io/remote-zone=true"
+  start "kubelet-$z" "$ns" --config="$nd/kubelet.yaml" --kubeconfig="$pki/kubelet-$z.kubeconfig" \
+    --root-dir="$nd/kubelet" --cert-dir="$nd/kubelet-pki" \
+    --hostname-override="$(zone_node "$z")" --node-ip="$(zone_ip "$z")" \
+    --node-labels="$labels"
+  wait_proc="kubelet-$z" wait_for "$start_timeout" "healthy (:10248/healthz in $ns)" kubelet_healthy "$z"
+
+  write_proxy_config "$nd/kube-proxy.yaml" "$(zone_node "$z")" "$(zone_ip "$z")"
+  start "kube-proxy-$z" "$ns" --config="$nd/kube-proxy.yaml"
+  wait_proc="kube-proxy-$z" wait_for "$start_timeout" "healthy (:10256/healthz in $ns)" zone_proxy_healthy "$z"
 }
 
 up() {
-  local t0=$SECONDS
-  mkdir -p "$tb"/{logs,pids} "$node_dir"
+  local t0=$SECONDS z
+  mkdir -p "$tb"/{logs,pids} "$tb/node"
   command -v containerd >/dev/null && command -v runc >/dev/null ||
     die "containerd and runc are missing: run 'bash e2e/build/node-packages.sh' (apt-get install)"
   for b in kubelet kube-scheduler kube-proxy kubectl; do
     [[ -x "$k8s_bin/$b" ]] || die "missing $k8s_bin/$b: run 'make k8s-binaries' (e2e/build/k8s.sh)"
   done
-  local cni_bin
-  cni_bin="$(node_tool cni_bin_dir)"
-  [[ -x "$cni_bin/bridge" ]] || die "missing CNI plugins in '$cni_bin': run 'bash e2e/build/node-tools.sh'"
+  # A bed of the one-node layout: its node is gone for good.
+  kubectl delete node koo-node testbed-node --ignore-not-found >/dev/null
 
   network_up
-  write_cni_config
-  write_containerd_config "$cni_bin"
-  start containerd --config "$node_dir/containerd.toml"
-  wait_proc=containerd wait_for "$start_timeout" "answering on $sock" containerd_up
+  for z in "${ZONES[@]}"; do zone_up "$z"; done
 
-  KOO_CONTAINERD_SOCK="$sock" bash "$root/e2e/build/images.sh" import
-
-  write_kubelet_config
-  start kubelet --config="$node_dir/kubelet.yaml" --kubeconfig="$pki/kubelet.kubeconfig" \
-    --root-dir="$kubelet_root" --cert-dir="$node_dir/kubelet-pki" \
-    --hostname-override="$node_name" --node-ip="$node_ip" \
-    --node-labels=koo.io/test-bed=real-node
-  wait_proc=kubelet wait_for "$start_timeout" "healthy (:10248/healthz)" kubelet_healthy
-
-  start kube-scheduler --kubeconfig="$pki/kube-scheduler.kubeconfig" \
+  start kube-scheduler "" --kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --authorization-kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false --profiling=false
   wait_proc=kube-scheduler wait_for "$start_timeout" "healthy (:10259/healthz)" scheduler_healthy
 
-  write_proxy_config
-  start kube-proxy --config="$node_dir/kube-proxy.yaml"
-  wait_proc=kube-proxy wait_for "$start_timeout" "healthy (:10256/healthz)" proxy_healthy
+  # The host's own kube-proxy: the machine (drills, tests, a local operator) reaches ClusterIPs.
+  write_proxy_config "$tb/node/kube-proxy-host.yaml" koo-host "$node_ip"
+  start kube-proxy-host "" --config="$tb/node/kube-proxy-host.yaml"
+  wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/healthz)" proxy_healthy
 
-  wait_proc=kubelet wait_for "$start_timeout" "Ready (Node $node_name)" node_ready
-  # A bed of an older layout registered a Node for its kubelet stand-in: gone for good.
-  kubectl delete node testbed-node --ignore-not-found >/dev/null
+  for z in "${ZONES[@]}"; do
+    wait_proc="kubelet-$z" wait_for "$start_timeout" "Ready (Node $(zone_node "$z"))" node_ready "$z"
+  done
 
   kubectl apply -f "$here/manifests/coredns.yaml" >/dev/null
-  # CoreDNS is checked through the kubelet that runs it.
-  wait_proc=kubelet wait_for "$start_timeout" "running CoreDNS (kube-system/coredns Ready)" dns_ready
-  log "node $node_name up in $((SECONDS - t0))s (address $node_ip, pods $pod_cidr)"
+  wait_for "$start_timeout" "running CoreDNS (kube-system/coredns 2 replicas Ready)" dns_ready
+  log "nodes ${node_names[*]} up in $((SECONDS - t0))s (host $node_ip, pods $cluster_cidr)"
+}
+
+# --- zone failures ---------------------------------------------------------------------------
+
+partition() { ip link set "$(veth_of "$1")" down; log "zone $1 partitioned: link $(veth_of "$1") down, every process inside still running"; }
+heal() { ip link set "$(veth_of "$1")" up; log "zone $1 healed: link $(veth_of "$1") up"; }
+
+# The pids of every container process of the zone (runc's state root; the cgroup's tasks).
+container_pids() {
+  local rr="$1" nsroot id pid
+  [[ -d "$rr" ]] || return 0
+  for nsroot in "$rr"/*; do
+    [[ -d "$nsroot" ]] || continue
+    for id in $(runc --root "$nsroot" list -q 2>/dev/null || true); do
+      runc --root "$nsroot" ps "$id" 2>/dev/null | awk 'NR > 1 {print $2}' || true
+      pid="$(sed -n 's/.*"init_process_pid":\([0-9]*\).*/\1/p' "$nsroot/$id/state.json" 2>/dev/null || true)"
+      [[ -z "$pid" ]] || echo "$pid"
+    done
+  done
+}
+
+# The shims of one containerd (they outlive a killed containerd).
+shim_pids() {
+  local sock="$1" proc cmd
+  for proc in /proc/[0-9]*; do
+    cmd="$(tr '\0' ' ' 2>/dev/null < "$proc/cmdline")" || continue
+    [[ "$cmd" == *containerd-shim* && "$cmd" == *"$sock"* ]] && echo "${proc#/proc/}"
+  done
+  return 0
+}
+
+power_off() {
+  local z="$1" name pids=() pid
+  for name in "kubelet-$z" "kube-proxy-$z" "containerd-$z"; do
+    pid="$(pid_of "$name")" && pids+=("$pid")
+  done
+  mapfile -t -O "${#pids[@]}" pids < <(shim_pids "$(sock_of "$z")"; container_pids "$(runc_root "$z")")
+  ((${#pids[@]} > 0)) || die "zone $z: nothing runs there"
+  # One kill(1) for all: the zone's processes die together, as in a power loss.
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+  ip link set "$(veth_of "$z")" down
+  for name in "kubelet-$z" "kube-proxy-$z" "containerd-$z"; do rm -f "$tb/pids/$name.pid"; done
+  log "zone $z powered off: ${#pids[@]} processes SIGKILLed at once, link $(veth_of "$z") down"
+}
+
+power_on() {
+  local z="$1"
+  ip link set "$(veth_of "$z")" up
+  zone_up "$z"
+  log "zone $z powered on"
+}
+
+# slow ZONE RATE [LATENCY]: tbf on both ends of the zone's veth (host side: towards the zone;
+# eth0 inside: from it).
+slow() {
+  local z="$1" rate="$2" latency="${3:-400ms}"
+  tc qdisc replace dev "$(veth_of "$z")" root tbf rate "$rate" burst 32kbit latency "$latency"
+  in_zone "$z" tc qdisc replace dev eth0 root tbf rate "$rate" burst 32kbit latency "$latency"
+  log "zone $z slowed: $rate, queue up to $latency, both directions"
+}
+unslow() {
+  local z="$1"
+  tc qdisc del dev "$(veth_of "$z")" root 2>/dev/null || true
+  in_zone "$z" tc qdisc del dev eth0 root 2>/dev/null || true
+  log "zone $z: link cap removed"
 }
 
 # --- down ------------------------------------------------------------------------------------
@@ -308,9 +450,9 @@ mounts_under() {
 }
 
 kill_containers() {
-  local ids id
-  [[ -d "$runc_root" ]] || return 0
-  for ns_root in "$runc_root"/*; do
+  local rr="$1" ids id ns_root
+  [[ -d "$rr" ]] || return 0
+  for ns_root in "$rr"/*; do
     [[ -d "$ns_root" ]] || continue
     ids="$(runc --root "$ns_root" list -q 2>/dev/null || true)"
     for id in $ids; do
@@ -327,7 +469,8 @@ kill_containers() {
 }
 
 # The kubelet's own chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT), and any
-# KUBE-* chain kube-proxy --cleanup left: the rules jumping to them go first, then the chains.
+# KUBE-* chain kube-proxy --cleanup left, in the host's tables: the rules jumping to them go
+# first, then the chains. (A zone's tables go with its namespace.)
 remove_kube_chains() {
   local cmd table rule chain
   for cmd in iptables ip6tables; do
@@ -348,48 +491,52 @@ remove_kube_chains() {
   done
 }
 
-# The shims of this containerd (they outlive a killed containerd).
-kill_shims() {
-  local proc cmd
-  for proc in /proc/[0-9]*; do
-    cmd="$(tr '\0' ' ' 2>/dev/null < "$proc/cmdline")" || continue
-    [[ "$cmd" == *containerd-shim* && "$cmd" == *"$sock"* ]] && kill -KILL "${proc#/proc/}" 2>/dev/null
+zone_down() {
+  local z="$1" name crictl ns nd rr pid
+  ns="$(zone_netns "$z")" nd="$(node_dir "$z")" rr="$(runc_root "$z")"
+  for name in "kube-proxy-$z" "kubelet-$z"; do
+    stop_pid "$tb/pids/$name.pid" "$(exe_of "$name")" "$name" 20
   done
-  return 0
+  # Through containerd while it runs, so its metadata (in the cache, kept across beds) holds no
+  # pod of this bed; then runc for whatever is left (containerd already gone, a shim killed).
+  if alive "containerd-$z"; then
+    crictl="$(node_tool crictl)"
+    [[ -x "$crictl" ]] && "$crictl" --config /dev/null --runtime-endpoint "unix://$(sock_of "$z")" --timeout 30s \
+      rmp --all --force >> "$tb/logs/containerd-$z.log" 2>&1 || true
+  fi
+  kill_containers "$rr"
+  stop_pid "$tb/pids/containerd-$z.pid" "$(exe_of containerd)" "containerd-$z" 20
+  for pid in $(shim_pids "$(sock_of "$z")"); do kill -KILL "$pid" 2>/dev/null || true; done
+  kill_containers "$rr"
+  local m
+  for m in $(mounts_under "$(run_dir "$z")") $(mounts_under "$nd/kubelet") $(mounts_under "$(ctrd_root "$z")"); do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"
+  done
+  rm -rf "$nd/cni/ipam" "$(run_dir "$z")"
+  # The namespace takes its veth (both ends), its bridge cni0 and its iptables with it.
+  if [[ -e "/run/netns/$ns" ]]; then ip netns del "$ns"; log "namespace $ns removed"; fi
+  ip link del "$(veth_of "$z")" 2>/dev/null || true
+  ip route del "$(zone_cidr "$z")" 2>/dev/null || true
 }
 
 down() {
-  local name
-  for name in kube-proxy kube-scheduler kubelet; do
+  local z ns
+  for name in kube-proxy-host kube-scheduler; do
     stop_pid "$tb/pids/$name.pid" "$(exe_of "$name")" "$name" 20
   done
-  # kube-proxy's own cleanup removes its KUBE-* chains and rules.
+  # kube-proxy's own cleanup removes its KUBE-* chains and rules from the host's tables.
   if [[ -x "$k8s_bin/kube-proxy" ]]; then
-    "$k8s_bin/kube-proxy" --cleanup >> "$tb/logs/kube-proxy.log" 2>&1 || true
+    "$k8s_bin/kube-proxy" --cleanup >> "$tb/logs/kube-proxy-host.log" 2>&1 || true
   fi
   remove_kube_chains
-  # Through containerd while it runs, so its metadata (in the cache, kept across beds) holds no
-  # pod of this bed; then runc for whatever is left (containerd already gone, a shim killed).
-  if alive containerd; then
-    local crictl
-    crictl="$(node_tool crictl)"
-    [[ -x "$crictl" ]] && "$crictl" --config /dev/null --runtime-endpoint "unix://$sock" --timeout 30s \
-      rmp --all --force >> "$tb/logs/containerd.log" 2>&1 || true
-  fi
-  kill_containers
-  stop_pid "$tb/pids/containerd.pid" "$(exe_of containerd)" containerd 20
-  kill_shims
-  kill_containers
-  # Pod network namespaces (containerd's CNI netns mounts), their veths with them.
-  local veth ns m
-  for veth in $(ip -o link show master "$bridge" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
-    ip link del "$veth" 2>/dev/null || true
-  done
-  for m in $(mounts_under "$run_dir") $(mounts_under "$kubelet_root") $(mounts_under "$ctrd_root"); do
-    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"
-  done
-  # containerd's pod network namespaces (cni-<uuid>): with their veths deleted above only `lo`
-  # is left in them; a namespace that still holds another interface is not ours and stays.
+  # Every zone with anything left of it: a namespace, a pid file or a run dir.
+  for z in "${ZONES[@]}"; do zone_down "$z"; done
+  # A bed of the one-node layout (koo-node, before the zones) may still be up: its leftovers too.
+  [[ -d /run/koo-node/runc ]] && kill_containers /run/koo-node/runc
+  for m in $(mounts_under /run/koo-node); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+  rm -rf /run/koo-node
+  # containerd's pod network namespaces (cni-<uuid>): with their veths gone with the zones' namespaces
+  # only `lo` is left in them; a namespace that still holds another interface is not ours and stays.
   for ns in /run/netns/cni-*; do
     [[ -e "$ns" ]] || continue
     if (($(ip -n "$(basename "$ns")" -o link show 2>/dev/null | grep -vc ': lo:') == 0)); then
@@ -397,31 +544,46 @@ down() {
       rm -f "$ns"
     fi
   done
-  rm -rf "$node_dir/cni/ipam" "$run_dir"
   while iptables -D FORWARD -j KOO-NODE-FORWARD 2>/dev/null; do :; done
   iptables -F KOO-NODE-FORWARD 2>/dev/null && iptables -X KOO-NODE-FORWARD 2>/dev/null
   # Deleting the bridge deletes its routes (the service range's too).
   if ip link show "$bridge" >/dev/null 2>&1; then ip link del "$bridge"; log "bridge $bridge removed"; fi
-  if [[ -f "$node_dir/sysctl.saved" ]]; then
-    while IFS= read -r kv; do sysctl -qw "$kv" || true; done < "$node_dir/sysctl.saved"
-    rm -f "$node_dir/sysctl.saved"
+  if [[ -f "$tb/node/sysctl.saved" ]]; then
+    while IFS= read -r kv; do sysctl -qw "$kv" || true; done < "$tb/node/sysctl.saved"
+    rm -f "$tb/node/sysctl.saved"
   fi
 }
 
 status() {
-  local name
-  for name in "${procs[@]}"; do
+  local name z
+  for name in kube-scheduler kube-proxy-host; do
     if alive "$name"; then printf '%-24s alive (pid %s)\n' "$name" "$(pid_of "$name")"
     else printf '%-24s dead\n' "$name"; fi
   done
-  printf '%-24s %s\n' "node $node_name" \
-    "$(kubectl get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || echo unknown)"
+  for z in "${ZONES[@]}"; do
+    for name in "containerd-$z" "kubelet-$z" "kube-proxy-$z"; do
+      if alive "$name"; then printf '%-24s alive (pid %s)\n' "$name" "$(pid_of "$name")"
+      else printf '%-24s dead\n' "$name"; fi
+    done
+    printf '%-24s %s, link %s\n' "node $(zone_node "$z")" \
+      "$(kubectl get node "$(zone_node "$z")" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || echo unknown)" \
+      "$(ip -o link show "$(veth_of "$z")" 2>/dev/null | grep -o 'state [A-Z]*' || echo absent)"
+  done
 }
+
+zone_arg() { [[ -n "${1:-}" ]] || die "usage: node.sh $2 ZONE"; zone_index "$1" >/dev/null; }
 
 case "${1:-}" in
   network-up) network_up ;;
   up) up ;;
   down) down ;;
   status) status ;;
-  *) die "usage: node.sh network-up | up | down | status" ;;
+  partition) zone_arg "${2:-}" partition; partition "$2" ;;
+  heal) zone_arg "${2:-}" heal; heal "$2" ;;
+  power-off) zone_arg "${2:-}" power-off; power_off "$2" ;;
+  power-on) zone_arg "${2:-}" power-on; power_on "$2" ;;
+  slow) zone_arg "${2:-}" slow; slow "$2" "${3:?rate, e.g. 2mbit}" "${4:-400ms}" ;;
+  unslow) zone_arg "${2:-}" unslow; unslow "$2" ;;
+  exec) zone_arg "${2:-}" exec; z="$2"; shift 2; in_zone "$z" "$@" ;;
+  *) die "usage: node.sh network-up | up | down | status | partition|heal|power-off|power-on|unslow ZONE | slow ZONE RATE [LATENCY] | exec ZONE CMD..." ;;
 esac

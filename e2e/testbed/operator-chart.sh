@@ -142,7 +142,7 @@ helm_install() {
       --set image.repository="$image_repository" --set image.tag="$image_tag" \
       --set image.pullPolicy="$pull_policy" --set replicaCount="$1" \
       --set leaderElection.enabled=true --set logging.format=text \
-      ${KOO_CHART_ARGS:-} 2>&1)"; then
+      --values "$root/e2e/testbed/operator-values.yaml" ${KOO_CHART_ARGS:-} 2>&1)"; then
     printf '%s\n' "$out" >&2
     return 1
   fi

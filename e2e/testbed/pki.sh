@@ -53,10 +53,13 @@ issue etcd-server "/CN=etcd" serverAuth "DNS:localhost,IP:127.0.0.1"
 issue apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
 issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
 issue kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
-# The real node: kubelet (Node authorizer identity), its serving cert (the apiserver verifies it
+# The real nodes, one per zone: kubelet (Node authorizer identity), its serving cert (the apiserver verifies it
 # for logs/exec/port-forward), the apiserver's client cert towards kubelets, scheduler, kube-proxy.
-issue kubelet "/O=system:nodes/CN=system:node:koo-node" clientAuth
-issue kubelet-serving "/O=system:nodes/CN=system:node:koo-node" serverAuth "DNS:koo-node,IP:$node_ip"
+for z in "${ZONES[@]}"; do
+  issue "kubelet-$z" "/O=system:nodes/CN=system:node:$(zone_node "$z")" clientAuth
+  issue "kubelet-serving-$z" "/O=system:nodes/CN=system:node:$(zone_node "$z")" serverAuth \
+    "DNS:$(zone_node "$z"),IP:$(zone_ip "$z")"
+done
 issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 issue kube-scheduler "/CN=system:kube-scheduler" clientAuth
 issue kube-proxy "/CN=system:kube-proxy" clientAuth

@@ -13,6 +13,7 @@
 
 pub mod engine_state;
 pub mod kafka_health;
+pub mod observer_health;
 pub mod partitions;
 mod schedule;
 mod status;

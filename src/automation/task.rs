@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
 use super::kafka_health;
+use super::observer_health;
 use super::partitions;
 use super::schedule;
 use super::status;
@@ -54,6 +55,8 @@ pub mod reason {
     pub const STATE_RESTORED: &str = "EngineStateRestored";
     pub const STATE_DISCARDED: &str = "EngineStateDiscarded";
     pub const OBSERVER_ONLY_PARTITIONS: &str = "ObserverOnlyPartitions";
+    /// An observer is not alive in Kafka (`ObserversAvailable` False).
+    pub const OBSERVER_UNAVAILABLE: &str = "ObserverUnavailable";
 }
 
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -104,6 +107,8 @@ pub(super) struct SetTask {
     last_error: Option<String>,
     /// The `KafkaReachable` condition as last written (`kafka_health`); `None` until the first.
     kafka_health: Option<Condition>,
+    /// The `ObserversAvailable` condition as last written (`observer_health`).
+    observer_health: Option<Condition>,
 }
 
 impl SetTask {
@@ -132,6 +137,7 @@ impl SetTask {
             last_held_back: None,
             last_error: None,
             kafka_health: None,
+            observer_health: None,
         }
     }
 
@@ -228,6 +234,7 @@ impl SetTask {
             .flat_map(|s| s.effective_observers.iter().copied())
             .collect();
         let config = PolicyConfig::from_validated(&validated, acknowledged);
+        self.report_observer_health(obs, &config, &snapshot).await;
         if self.history.is_none() {
             let restored = self.restore(obs, &config).await;
             self.history = Some(restored);
@@ -697,6 +704,56 @@ impl SetTask {
             }
             Err(e) => {
                 tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, error = %e, "cannot write the KafkaReachable condition")
+            }
+        }
+    }
+
+    /// Writes `ObserversAvailable` when this scan changes it, with a Warning Event
+    /// `ObserverUnavailable` when it turns False (an observer's own zone lost). Best effort, like
+    /// `KafkaReachable`: a failed write is tried again after the next scan.
+    async fn report_observer_health(
+        &mut self,
+        obs: &ObserverSet,
+        config: &PolicyConfig,
+        snapshot: &ClusterSnapshot,
+    ) {
+        let stored = match &self.observer_health {
+            Some(c) => vec![c.clone()],
+            None => obs
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default(),
+        };
+        let Some(condition) = observer_health::after_scan(
+            &config.observers,
+            snapshot,
+            &stored,
+            obs.metadata.generation,
+            Timestamp::now(),
+        ) else {
+            return;
+        };
+        if condition.status == "False" {
+            tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
+                reason = reason::OBSERVER_UNAVAILABLE, "{}", condition.message);
+            self.publish(
+                obs,
+                EventType::Warning,
+                reason::OBSERVER_UNAVAILABLE,
+                condition.message.clone(),
+            )
+            .await;
+        }
+        let api: Api<ObserverSet> = Api::namespaced(self.client.clone(), &self.labels.namespace);
+        match observer_health::apply(&api, &obs.name_any(), &condition).await {
+            Ok(()) => {
+                tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
+                    status = %condition.status, "{}: {}", observer_health::OBSERVERS_AVAILABLE, condition.message);
+                self.observer_health = Some(condition);
+            }
+            Err(e) => {
+                tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, error = %e, "cannot write the ObserversAvailable condition")
             }
         }
     }

@@ -5,7 +5,7 @@
 # agents are paused (SIGSTOP) so the promotion of 4 stops after the controllers' ConfigMap is
 # written, waiting for their acknowledgement; then the leader's process gets SIGKILL and its pod
 # is force-deleted (so it cannot come back under the same name and simply renew its own Lease)
-# with koo-node cordoned (its replacement stays Pending: a fresh candidate would otherwise race
+# with every bed node cordoned (its replacement stays Pending: a fresh candidate would otherwise race
 # the other replica for the expired Lease), and the agents resume. The other replica takes the Lease and finishes the rollout: the
 # brokers' ConfigMap is written only after the controllers', each exactly once, and the
 # successor does not write the controllers' step again (no ObserverListWritten for the
@@ -24,8 +24,8 @@ scenario_d3() {
   [[ ",$(cm_ids broker)," == *",4,"* ]] || fail "the brokers' ConfigMap changed while the controllers' agents were paused (acknowledgement skipped)"
   pid="$(bash "$KAFKA_SH" container-pid "$OPERATOR_NS" "$leader" operator)" || fail "no operator container in the leader pod $leader"
   # shellcheck disable=SC2154 # the bed's node name(s): set by e2e/lib.sh, sourced by run.sh before this file
-  kubectl cordon "$node_name" >/dev/null || fail "cannot cordon $node_name"
-  on_restore "kubectl uncordon '$node_name' >/dev/null"
+  kubectl cordon "${node_names[@]}" >/dev/null || fail "cannot cordon ${node_names[*]}"
+  on_restore "kubectl uncordon ${node_names[*]} >/dev/null"
   t_kill="$(now_ms)"
   kill -KILL "$pid"
   kubectl -n "$OPERATOR_NS" delete pod "$leader" --grace-period=0 --force --wait=false >/dev/null 2>&1
@@ -46,7 +46,7 @@ scenario_d3() {
   rewrites="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=ObserverListWritten" \
     -o jsonpath='{range .items[*]}{.reportingInstance} {.message}{"\n"}{end}' | grep -c "^$follower .*kafka-observers-controller" || true)"
   ((rewrites == 0)) || fail "the successor $follower wrote the controllers' step again ($rewrites ObserverListWritten events)"
-  kubectl uncordon "$node_name" >/dev/null
+  kubectl uncordon "${node_names[@]}" >/dev/null
   # shellcheck disable=SC2312 # message text only
   echo "DRILL D3 controllers_written_to_kill_s=$(secs "$t_ctrl" "$t_kill") kill_to_lease_taken_s=$(secs "$t_kill" "$t_takeover") kill_to_brokers_written_s=$(secs "$t_kill" "$t_brk") new_leader=$follower"
 }

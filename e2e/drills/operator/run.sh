@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# The operator's failure drills on the bed's real node: the example Kafka StatefulSets
+# The operator's failure drills on the bed's real nodes (one per zone): the example Kafka StatefulSets
 # (namespace kafka), the ObserverSet kafka/kafka and the operator installed by its Helm chart
 # with two replicas. Each drill is described at its function (drills-*.sh) and in
 # e2e/drills/operator/README.md; each restores the bed's default at the end, failed or not.
@@ -28,8 +28,10 @@ source "$here/drills-policy.sh"
 source "$here/drills-unreachable.sh"
 # shellcheck source=drills-secured.sh
 source "$here/drills-secured.sh"
+# shellcheck source=drills-zones.sh
+source "$here/drills-zones.sh"
 
-ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14)
+ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14 D15 D16 D17 D18)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do

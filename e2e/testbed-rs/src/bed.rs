@@ -164,12 +164,15 @@ impl TestBed {
         self.dir.join("logs").join(format!("{name}.log"))
     }
 
-    /// Where the real kubelet of node `koo-node` (e2e/testbed/node.sh, `--root-dir
-    /// .testbed/node/kubelet`) mounts a pod's ConfigMap volume: the very directory the container
-    /// sees at its mount path.
-    pub fn node_configmap_volume_dir(&self, pod_uid: &str, volume: &str) -> PathBuf {
+    /// Where the real kubelet of the bed node `node` (`koo-<zone>`, e2e/testbed/node.sh,
+    /// `--root-dir .testbed/node/<zone>/kubelet`) mounts a pod's ConfigMap volume: the very
+    /// directory the container sees at its mount path.
+    pub fn node_configmap_volume_dir(&self, node: &str, pod_uid: &str, volume: &str) -> PathBuf {
+        let zone = node.strip_prefix("koo-").unwrap_or(node);
         self.dir
-            .join("node/kubelet/pods")
+            .join("node")
+            .join(zone)
+            .join("kubelet/pods")
             .join(pod_uid)
             .join("volumes/kubernetes.io~configmap")
             .join(volume)
@@ -257,7 +260,7 @@ impl TestBed {
         ))
     }
 
-    /// A lost zone (`kafka.sh stop`): `koo-node` cordoned, the JVM killed with SIGKILL (no
+    /// A lost zone, the kind way (`kafka.sh stop`): the pod's bed node cordoned, the JVM killed with SIGKILL (no
     /// controlled shutdown), the pod force-deleted; its replacement stays Pending until the
     /// guard drops or [`RestartOnDrop::start`] (`kafka.sh start`: uncordon, wait Ready). The
     /// replacement pod has a new IP. Until then the bed's ObserverSet is held at a Manual policy
@@ -272,7 +275,7 @@ impl TestBed {
         Ok(guard)
     }
 
-    /// Starts a node stopped by [`TestBed::stop_node`] (`kafka.sh start`: uncordons `koo-node`)
+    /// Starts a node stopped by [`TestBed::stop_node`] (`kafka.sh start`: uncordons its bed node)
     /// and waits until its pod is Ready.
     pub fn start_node(&self, id: i32) -> Result<(), Error> {
         self.kafka_node_action(NodeAction::Start, id)
@@ -379,9 +382,9 @@ mod tests {
         std::fs::write(tmp.path().join("kubeconfig"), "").unwrap();
         let bed = TestBed::at(tmp.path().into()).unwrap();
         assert_eq!(
-            bed.node_configmap_volume_dir("uid-1", "observer-ids"),
+            bed.node_configmap_volume_dir("koo-b", "uid-1", "observer-ids"),
             tmp.path()
-                .join("node/kubelet/pods/uid-1/volumes/kubernetes.io~configmap/observer-ids")
+                .join("node/b/kubelet/pods/uid-1/volumes/kubernetes.io~configmap/observer-ids")
         );
         assert!(matches!(
             bed.observer_ids_file(5),

@@ -21,9 +21,9 @@ use koo_testbed::{
 /// Async-aware: each tokio test has its own runtime, and the guard lives across awaits.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-const NODE: &str = "koo-node";
-/// The pod network of `koo-node` (bridge koo0), which the machine reaches directly.
-const POD_NETWORK: &str = "10.214.0.";
+/// The bed's zones (e2e/lib.sh ZONES): ordinal i of either StatefulSet runs on node
+/// `koo-<ZONES[i]>`, whose pods are on 10.214.<i+1>.0/24 (e2e/testbed/node.sh).
+const ZONES: [&str; 4] = ["a", "b", "c", "d"];
 
 /// The default of `NAME="${NAME:-value}"` in e2e/versions.env.
 fn pinned(bed: &TestBed, name: &str) -> String {
@@ -148,7 +148,9 @@ async fn seven_kafka_pods_are_ready_on_the_real_node_with_projected_observer_ids
         assert_eq!(status.phase.as_deref(), Some("Running"), "{}", node.pod);
         assert_eq!(ready(&pod), Some(true), "{} Ready", node.pod);
         let ip = status.pod_ip.clone().unwrap_or_default();
-        assert!(ip.starts_with(POD_NETWORK), "{}: pod IP {ip:?}", node.pod);
+        let zone = node.ordinal as usize % ZONES.len();
+        let pod_network = format!("10.214.{}.", zone + 1);
+        assert!(ip.starts_with(&pod_network), "{}: pod IP {ip:?}", node.pod);
         assert_eq!(
             node.pod_ip(&client).await.unwrap().to_string(),
             ip,
@@ -157,7 +159,13 @@ async fn seven_kafka_pods_are_ready_on_the_real_node_with_projected_observer_ids
         );
         let uid = pod.metadata.uid.clone().unwrap();
         let spec = pod.spec.clone().unwrap();
-        assert_eq!(spec.node_name.as_deref(), Some(NODE), "{}", node.pod);
+        let bed_node = format!("koo-{}", ZONES[zone]);
+        assert_eq!(
+            spec.node_name.as_deref(),
+            Some(bed_node.as_str()),
+            "{}: the pod runs in its zone",
+            node.pod
+        );
 
         // The Kafka container and the observer agent as a native sidecar.
         let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
@@ -211,7 +219,7 @@ async fn seven_kafka_pods_are_ready_on_the_real_node_with_projected_observer_ids
         // The projected file: the kubelet's layout, in the pod's own volume directory, and the
         // ConfigMap's content (after at most one periodic pod sync, 1m + jitter, if the ConfigMap
         // was changed without a nudge just now).
-        let dir = bed.node_configmap_volume_dir(&uid, "observer-ids");
+        let dir = bed.node_configmap_volume_dir(&bed_node, &uid, "observer-ids");
         assert_eq!(
             bed.observer_ids_file(node.id).unwrap(),
             dir.join("observer.ids")

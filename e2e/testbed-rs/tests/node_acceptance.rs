@@ -1,5 +1,5 @@
-//! Acceptance of the bed's real node `koo-node` (e2e/testbed/node.sh): the kubelet, containerd,
-//! runc, kube-scheduler, kube-proxy and CoreDNS run what users deploy. Each test owns a pod of its
+//! Acceptance of the bed's real nodes `koo-a`..`koo-d`, one per zone (e2e/testbed/node.sh): the
+//! kubelet, containerd, runc, kube-scheduler, kube-proxy and CoreDNS run what users deploy. Each test owns a pod of its
 //! own in namespace `koo-node-test` (scheduled, not bound by name) and deletes it at the end.
 //! Needs `KOO_TESTBED` (see e2e/README.md); `KOO_TESTBED=off` skips.
 
@@ -19,14 +19,22 @@ use koo_testbed::{wait_until_async, TestBed};
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const NAMESPACE: &str = "koo-node-test";
-const NODE: &str = "koo-node";
-const NODE_IP: &str = "10.214.0.1";
+/// The bed's nodes, one per zone, with their addresses (10.214.0.<10+i>) and pod subnets
+/// (10.214.<i>.0/24), i = the zone's position.
+const NODES: [(&str, &str, &str); 4] = [
+    ("koo-a", "10.214.0.11", "10.214.1."),
+    ("koo-b", "10.214.0.12", "10.214.2."),
+    ("koo-c", "10.214.0.13", "10.214.3."),
+    ("koo-d", "10.214.0.14", "10.214.4."),
+];
 const FIELD_MANAGER: &str = "koo-node-acceptance";
 
 /// A pod of one test: the operator image's `agent` (an HTTP server on :9180 serving the
 /// projected ConfigMap), its ConfigMap and a Service in front of it. Deleted on drop.
 struct Probe {
     name: String,
+    /// The bed node the scheduler placed it on.
+    node: String,
     uid: String,
     pods: Api<Pod>,
     configmaps: Api<ConfigMap>,
@@ -123,6 +131,7 @@ impl Probe {
         );
         Probe {
             name: name.to_string(),
+            node: running.spec.as_ref().unwrap().node_name.clone().unwrap(),
             uid,
             pods,
             configmaps,
@@ -215,39 +224,49 @@ async fn the_real_node_is_ready_schedules_pods_and_serves_logs_exec_port_forward
     let _serial = SERIAL.lock().await;
     let client = bed.client().await.unwrap();
 
-    let node = Api::<Node>::all(client.clone()).get(NODE).await.unwrap();
-    let status = node.status.unwrap();
-    let ready = status.conditions.unwrap_or_default();
-    assert!(
-        ready
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True"),
-        "{ready:?}"
-    );
-    let addresses = status.addresses.unwrap_or_default();
-    assert!(
-        addresses
-            .iter()
-            .any(|a| a.type_ == "InternalIP" && a.address == NODE_IP),
-        "{addresses:?}"
-    );
-    let info = status.node_info.unwrap();
-    assert_eq!(info.kubelet_version, pinned_k8s(&bed));
-    assert!(
-        info.container_runtime_version.starts_with("containerd://"),
-        "{}",
-        info.container_runtime_version
-    );
+    for (name, ip, _) in NODES {
+        let node = Api::<Node>::all(client.clone()).get(name).await.unwrap();
+        let zone = node
+            .metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .get("topology.kubernetes.io/zone")
+            .cloned();
+        assert_eq!(zone.as_deref(), name.strip_prefix("koo-"), "{name}'s zone label");
+        let status = node.status.unwrap();
+        let ready = status.conditions.unwrap_or_default();
+        assert!(
+            ready
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True"),
+            "{name}: {ready:?}"
+        );
+        let addresses = status.addresses.unwrap_or_default();
+        assert!(
+            addresses
+                .iter()
+                .any(|a| a.type_ == "InternalIP" && a.address == ip),
+            "{name}: {addresses:?}"
+        );
+        let info = status.node_info.unwrap();
+        assert_eq!(info.kubelet_version, pinned_k8s(&bed));
+        assert!(
+            info.container_runtime_version.starts_with("containerd://"),
+            "{}",
+            info.container_runtime_version
+        );
+    }
 
     let probe = Probe::create(client.clone(), "probe-node").await;
     let pod = probe.get().await;
-    assert_eq!(
-        pod.spec.as_ref().unwrap().node_name.as_deref(),
-        Some(NODE),
-        "placed by the scheduler"
-    );
+    let placed = pod.spec.as_ref().unwrap().node_name.clone();
+    let (_, _, subnet) = NODES
+        .iter()
+        .find(|(name, _, _)| Some(*name) == placed.as_deref())
+        .unwrap_or_else(|| panic!("placed by the scheduler on a bed node, not {placed:?}"));
     let pod_ip = pod.status.unwrap().pod_ip.unwrap();
-    assert!(pod_ip.starts_with("10.214.0."), "pod IP {pod_ip}");
+    assert!(pod_ip.starts_with(subnet), "pod IP {pod_ip} on {placed:?}");
 
     // exec: the ServiceAccount token is mounted.
     let ns = probe.exec(
@@ -376,7 +395,7 @@ async fn configmap_changes_reach_the_container_at_once_with_a_pod_annotation_and
     let client = bed.client().await.unwrap();
     let probe = Probe::create(client, "probe-volume").await;
     let file = bed
-        .node_configmap_volume_dir(&probe.uid, "probe")
+        .node_configmap_volume_dir(&probe.node, &probe.uid, "probe")
         .join("value");
     let shows = |value: String| {
         let file = file.clone();
@@ -442,7 +461,7 @@ async fn a_deleted_configmap_leaves_the_last_content_in_the_container() {
     let client = bed.client().await.unwrap();
     let probe = Probe::create(client, "probe-deleted").await;
     let file = bed
-        .node_configmap_volume_dir(&probe.uid, "probe")
+        .node_configmap_volume_dir(&probe.node, &probe.uid, "probe")
         .join("value");
     let last = format!("last-{}", std::process::id());
     set_value(&probe.configmaps, &probe.name, &last).await;
@@ -491,7 +510,7 @@ async fn nudge_delay_sweep_write_to_file() {
     let client = bed.client().await.unwrap();
     let probe = Probe::create(client, "probe-sweep").await;
     let file = bed
-        .node_configmap_volume_dir(&probe.uid, "probe")
+        .node_configmap_volume_dir(&probe.node, &probe.uid, "probe")
         .join("value");
     for ms in [0u64, 50, 100, 200, 400] {
         FROM_WRITE.with(|w| w.borrow_mut().clear());

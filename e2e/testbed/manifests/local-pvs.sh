@@ -3,10 +3,15 @@
 # and seven `local` PersistentVolumes, one per Kafka pod, each pre-bound to the claim its
 # StatefulSet will create (data-kafka-controller-0..2, data-kafka-broker-0..3 in NAMESPACE).
 #
-#   local-pvs.sh NAMESPACE NODE_NAME BASE_DIR
+#   local-pvs.sh NAMESPACE NODE_NAME[,NODE_NAME...] BASE_DIR
+#
+# With several nodes (one per zone), ordinal i of either StatefulSet gets its volume on the i-th
+# node (modulo their number): controllers 0-2 and brokers 0-2 in the first three zones, broker 3
+# (the observer) in the fourth. The volume's node affinity then places each pod in its zone.
 #
 # Creates BASE_DIR/<pv-name>/ for each volume (owned by KOO_DATA_UID:KOO_DATA_GID, mode 0750),
-# so it must run ON the node NODE_NAME (on the test bed: the host itself), as root for the chown.
+# so it must run where the node's filesystem is (on the test bed every node shares the host's), as
+# root for the chown.
 # Then prints the manifests on stdout, or applies them with "$KUBECTL apply -f -" when KUBECTL
 # is set; with KUBECTL set, a volume left Released by a deleted claim of the same name is made
 # bindable again (its claimRef uid cleared; the data in its directory is kept).
@@ -61,9 +66,17 @@ dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
 
 # claim name -> PV name. PVs are cluster-scoped: the namespace is part of the name, so clusters
 # in two namespaces (e.g. kafka and kafka-test) never share a volume.
+IFS=, read -r -a NODES <<< "$NODE_NAME"
 claims=()
-for ((i = 0; i < CONTROLLER_COUNT; i++)); do claims+=("data-kafka-controller-$i"); done
-for ((i = 0; i < BROKER_COUNT; i++)); do claims+=("data-kafka-broker-$i"); done
+declare -A claim_node
+for ((i = 0; i < CONTROLLER_COUNT; i++)); do
+  claims+=("data-kafka-controller-$i")
+  claim_node["data-kafka-controller-$i"]="${NODES[i % ${#NODES[@]}]}"
+done
+for ((i = 0; i < BROKER_COUNT; i++)); do
+  claims+=("data-kafka-broker-$i")
+  claim_node["data-kafka-broker-$i"]="${NODES[i % ${#NODES[@]}]}"
+done
 pv_name() { echo "koo-local-$NAMESPACE-${1#data-}"; }
 
 # The directories, before anything refers to them.
@@ -116,7 +129,7 @@ spec:
     required:
       nodeSelectorTerms:
       - matchExpressions:
-        - {key: kubernetes.io/hostname, operator: In, values: ["$NODE_NAME"]}
+        - {key: kubernetes.io/hostname, operator: In, values: ["${claim_node[$claim]}"]}
 YAML
   done
 }
