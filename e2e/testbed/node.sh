@@ -303,7 +303,9 @@ EOF
 }
 
 scheduler_healthy() { [[ "$(curl -sk https://127.0.0.1:10259/healthz)" == ok ]]; }
-proxy_healthy() { curl -sf http://127.0.0.1:10256/healthz >/dev/null; }
+# /livez, not /healthz: the host's kube-proxy has no Node object, and /healthz also reports the
+# node's eligibility as a load-balancer target (503 without one).
+proxy_healthy() { curl -sf http://127.0.0.1:10256/livez >/dev/null; }
 zone_proxy_healthy() { in_zone "$1" curl -sf http://127.0.0.1:10256/healthz >/dev/null; }
 
 # --- cluster DNS -----------------------------------------------------------------------------
@@ -366,7 +368,7 @@ up() {
   # The host's own kube-proxy: the machine (drills, tests, a local operator) reaches ClusterIPs.
   write_proxy_config "$tb/node/kube-proxy-host.yaml" koo-host "$node_ip"
   start kube-proxy-host "" --config="$tb/node/kube-proxy-host.yaml"
-  wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/healthz)" proxy_healthy
+  wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/livez)" proxy_healthy
 
   for z in "${ZONES[@]}"; do
     wait_proc="kubelet-$z" wait_for "$start_timeout" "Ready (Node $(zone_node "$z"))" node_ready "$z"

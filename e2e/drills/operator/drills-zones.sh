@@ -19,6 +19,7 @@
 # goes on without the unreachable controller and says so (Event StepWentOnWithout), and no
 # observer leads once its demotion began.
 
+# shellcheck disable=SC2154 # root, tb: set by e2e/lib.sh, sourced by run.sh before this file
 NODE_SH="$root/e2e/testbed/node.sh"
 
 scenario_d15() { zone_outage D15 c partition; }
@@ -47,6 +48,7 @@ zone_back() {
 # zone's Kafka pods: "<ms> node=<True|False|Unknown|?> <pod>=<phase>[,deleting] ...".
 start_zone_sampler() {
   local node="$1"; shift
+  # shellcheck disable=SC2312 # cat of a here-document: nothing to fail
   start_bg zone "$(cat <<EOF
 while :; do
   t=\$(date +%s%3N)
@@ -62,22 +64,24 @@ EOF
 # zone_outage LABEL ZONE partition|power: the drill described above, for the zone holding
 # controller 100+i and broker i (i the zone's position, 1-3).
 zone_outage() {
-  local label="$1" zone="$2" mode="$3" i b c others o1 o2 topic t0 t_cut t_under t_ctrl t_brk t_isr4 t_res0 t_res2 t_nr t_back t_rejoin t_dctrl t_dbrk t_out t_lease=""
-  i="$(zone_index "$zone")" b="$i" c=$((100 + i))
+  local label="$1" zone="$2" mode="$3" i b c x others=() o1 o2 topic t0 zone_name broker_pod ctrl_pod t_end t_cut t_under t_ctrl t_brk t_isr4 t_res0 t_res2 t_nr t_back t_rejoin t_dctrl t_dbrk t_out t_lease=""
+  i="$(zone_index "$zone")" || fail "unknown zone $zone"
+  b="$i" c=$((100 + i))
   (( b >= 1 && b <= 3 )) || fail "zone $zone holds no primary broker"
-  read -r -a others <<<"$(printf '%s\n' 1 2 3 | grep -vx "$b" | paste -sd' ')"
+  for x in 1 2 3; do ((x == b)) || others+=("$x"); done
   o1="${others[0]}" o2="${others[1]}"
+  zone_name="koo-$zone" broker_pod="kafka-broker-$((b - 1))" ctrl_pod="kafka-controller-$((c - 101))"
   # p0 led by the lost broker, p1 without it (a control), p2 with it as a follower.
   topic="$(new_drill_topic "${label,,}" "$b:$o1:4,$o1:$o2:4,$o2:$b:4")"
   start_isr_sampler "$topic"
   start_cm_sampler
-  start_zone_sampler "$(zone_node "$zone")" "$(node_pod "$b")" "$(node_pod "$c")"
+  start_zone_sampler "$zone_name" "$broker_pod" "$ctrl_pod"
   start_stream "$topic" 20
-  on_restore "bash '$NODE_SH' $([[ $mode == power ]] && echo power-on || echo heal) $zone >&2"
+  if [[ "$mode" == power ]]; then on_restore "bash '$NODE_SH' power-on $zone >&2"; else on_restore "bash '$NODE_SH' heal $zone >&2"; fi
   t0="$(now_ms)"
   wait_sample "$SCENARIO_DIR/isr.log" "$t0" 'isr_none(4) && isr_min() == 2' 60 "every ISR two primaries, without 4" >/dev/null
   wait_ack 0 "$t0" 60 "records acknowledged before the drill" >/dev/null
-  [[ ",$(cm_ids controller)," == *",4,"* && ",$(cm_ids broker)," == *",4,"* ]] || fail "the ConfigMaps do not list observer 4 at the start"
+  lists_4_everywhere || fail "the ConfigMaps do not list observer 4 at the start"
   log "precondition ok: $topic ($b:$o1:4,$o1:$o2:4,$o2:$b:4), zone $zone holds controller $c and broker $b"
 
   log "== zone $zone lost ($mode)"
@@ -89,20 +93,24 @@ zone_outage() {
   ((t_ctrl <= t_brk)) || fail "the brokers' ConfigMap changed before the controllers' one ($t_brk < $t_ctrl)"
   never_sample "$SCENARIO_DIR/cm.log" "$t_cut" "$t_brk" 'lacks($3, 4) && lists($2, 4)' \
     "a sample shows the brokers promoted while the controllers still list 4"
-  [[ " $(auto_promoted) " == *" 4 "* ]] || fail "status.autoPromotions does not record node 4: [$(auto_promoted)]"
+  local promoted
+  promoted="$(auto_promoted)" || fail "status.autoPromotions cannot be read"
+  [[ " $promoted " == *" 4 "* ]] || fail "status.autoPromotions does not record node 4: [$promoted]"
   t_isr4="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_cut" 'isr_all(4)' 120 "4 in every ISR")"
   t_res0="$(wait_ack 0 "$t_under" 120 "writes resumed")"
   t_res2="$(wait_ack 2 "$t_under" 120 "writes resumed")"
   # The failure as clouds have it: the zone's pods were never deleted, and its node went NotReady.
-  t_nr="$(zone_first "$t_cut" '$2 != "node=True" && $2 != "node=?"' 60 "the node $(zone_node "$zone") NotReady/Unknown")"
-  never_zone "$t_cut" "$(now_ms)" "! (\$0 ~ /$(node_pod "$c")=Running/)" "the controller's pod $(node_pod "$c") left the Running phase in the API during the outage (a tidy deletion, not an outage)"
-  went_on_without "$(node_pod "$c")"
+  t_nr="$(zone_first "$t_cut" '$2 != "node=True" && $2 != "node=?"' 60 "the node $zone_name NotReady/Unknown")"
+  t_end="$(now_ms)"
+  never_zone "$t_cut" "$t_end" "! (\$0 ~ /$ctrl_pod=Running/)" "the controller's pod $ctrl_pod left the Running phase in the API during the outage (a tidy deletion, not an outage)"
+  went_on_without "$ctrl_pod"
   if [[ -n "${LEADER_LOST:-}" ]]; then
     local holder
     holder="$(operator_leader)"
     [[ -n "$holder" && "$holder" != "$LEADER_LOST" ]] || fail "the Lease is still held by '$holder' (the lost leader $LEADER_LOST)"
     t_lease="$(lease_taken_at)"
   fi
+  # shellcheck disable=SC2312 # secs is awk arithmetic on two numbers: message text only
   echo "DRILL $label mode=$mode zone=$zone cut_to_node_not_ready_s=$(secs "$t_cut" "$t_nr") cut_to_under_min_isr_s=$(secs "$t_cut" "$t_under") ${t_lease:+cut_to_lease_taken_s=$(secs "$t_cut" "$t_lease") }cut_to_controllers_cm_s=$(secs "$t_cut" "$t_ctrl") cut_to_brokers_cm_s=$(secs "$t_cut" "$t_brk") cut_to_4_in_every_isr_s=$(secs "$t_cut" "$t_isr4") cut_to_writes_resumed_s=$(secs "$t_cut" "$((t_res0 > t_res2 ? t_res0 : t_res2))")"
 
   log "== zone $zone back"
@@ -113,9 +121,11 @@ zone_outage() {
   t_dbrk="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_back" 'lists($3, 4)' 300 "the brokers' ConfigMap lists 4 again (demotion)")"
   ((t_dctrl <= t_dbrk)) || fail "demotion: the brokers' ConfigMap changed before the controllers' one"
   t_out="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_dbrk" 'isr_none(4)' 120 "4 out of every ISR")"
-  never_sample "$SCENARIO_DIR/isr.log" "$t_dctrl" "$(now_ms)" 'leads(4)' "4 leads a partition after its demotion began"
-  wait_obs 30 "status.autoPromotions empty after the demotion" '[[ -z "$(auto_promoted)" ]]'
-  wait_ack 1 "$(now_ms)" 30 "writes after the demotion" >/dev/null
+  t_end="$(now_ms)"
+  never_sample "$SCENARIO_DIR/isr.log" "$t_dctrl" "$t_end" 'leads(4)' "4 leads a partition after its demotion began"
+  wait_obs 30 "status.autoPromotions empty after the demotion" no_auto_promotion
+  wait_ack 1 "$t_end" 30 "writes after the demotion" >/dev/null
+  # shellcheck disable=SC2312 # secs is awk arithmetic on two numbers: message text only
   echo "DRILL $label back_to_${b}_in_isr_s=$(secs "$t_back" "$t_rejoin") back_to_controllers_cm_s=$(secs "$t_back" "$t_dctrl") back_to_brokers_cm_s=$(secs "$t_back" "$t_dbrk") back_to_4_out_of_every_isr_s=$(secs "$t_back" "$t_out")"
   touch "$SCENARIO_DIR/isr.stop"
   drill_accounting "$label" "$topic"
@@ -163,29 +173,39 @@ lease_taken_at() {
 # the operator reports the observer as not alive in Kafka (condition ObserversAvailable False,
 # Warning Event ObserverUnavailable). Zone d back: the condition turns True again.
 scenario_d18() {
-  local before_c before_b t_cut t_cond t_back t_ok
-  wait_obs 60 "ObserversAvailable True at the start" '[[ "$(observers_available)" == True ]]'
-  before_c="$(cm_ids controller)" before_b="$(cm_ids broker)"
+  local before t_cut t_cond t_back t_ok
+  wait_obs 60 "ObserversAvailable True at the start" 'observers_available True'
+  before="$(cm_snapshot)" || fail "the ConfigMaps cannot be read at the start"
   on_restore "bash '$NODE_SH' power-on d >&2"
   t_cut="$(now_ms)"
   zone_cut power d
-  wait_obs 60 "ObserversAvailable False" '[[ "$(observers_available)" == False ]]'
+  wait_obs 60 "ObserversAvailable False" 'observers_available False'
   t_cond="$(now_ms)"
   local message events
-  message="$(obs_get '{.status.conditions[?(@.type=="ObserversAvailable")].message}')"
+  message="$(obs_get '{.status.conditions[?(@.type=="ObserversAvailable")].message}')" || fail "the ObserverSet cannot be read"
   [[ "$message" == *"4"* ]] || fail "ObserversAvailable False does not name observer 4: $message"
   events="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=ObserverUnavailable" \
     -o jsonpath='{range .items[*]}{.type} {.message}{"\n"}{end}')" || fail "cannot list the Events of $OBS"
   [[ "$events" == *"Warning"*"4"* ]] || fail "no Warning Event ObserverUnavailable names observer 4 (got: ${events:-none})"
-  for _ in $(seq 30); do
-    [[ -z "$(auto_promoted)" ]] || fail "something was promoted while only the observer's zone was lost: [$(auto_promoted)]"
-    [[ "$(cm_ids controller)" == "$before_c" && "$(cm_ids broker)" == "$before_b" ]] || fail "a ConfigMap changed while only the observer's zone was lost"
+  for _ in {1..30}; do
+    expect_no_auto_promotion "nothing promoted while only the observer's zone was lost"
+    expect_lists_unchanged "$before" "the lists unchanged while only the observer's zone was lost"
     sleep 1
   done
   t_back="$(now_ms)"
   zone_back power d
-  wait_obs 180 "ObserversAvailable True again" '[[ "$(observers_available)" == True ]]'
+  wait_obs 180 "ObserversAvailable True again" 'observers_available True'
   t_ok="$(now_ms)"
+  # shellcheck disable=SC2312 # secs is awk arithmetic on two numbers: message text only
   echo "DRILL D18 cut_to_condition_false_s=$(secs "$t_cut" "$t_cond") no_action_for_s=30 back_to_condition_true_s=$(secs "$t_back" "$t_ok")"
 }
-observers_available() { obs_get '{.status.conditions[?(@.type=="ObserversAvailable")].status}'; }
+# observers_available STATUS: the ObserverSet was read and its ObserversAvailable is STATUS.
+observers_available() {
+  local s
+  s="$(obs_get '{.status.conditions[?(@.type=="ObserversAvailable")].status}')" && [[ "$s" == "$1" ]]
+}
+# Both ConfigMaps were read and list the observer 4.
+lists_4_everywhere() {
+  local c b
+  c="$(configmap_ids controller)" && b="$(configmap_ids broker)" && [[ ",$c," == *",4,"* && ",$b," == *",4,"* ]]
+}

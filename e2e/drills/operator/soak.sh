@@ -37,9 +37,11 @@ dc_build || { echo "cannot compile the drill client" >&2; exit 2; }
 bash "$root/e2e/testbed/operator-chart.sh" up >&2 || { echo "the operator's Helm chart does not come up" >&2; exit 2; }
 bash "$KAFKA_SH" observerset >&2 || exit 2
 
-# draw N: a number in [0, N) from the seeded sequence (bash's RANDOM, seeded once).
+# draw N: DRAW, a number in [0, N) from the seeded sequence (bash's RANDOM, seeded once). Never
+# in a $(...): a subshell's draws would not advance the parent's sequence.
 RANDOM="$SEED"
-draw() { echo $((RANDOM % $1)); }
+DRAW=0
+draw() { DRAW=$((RANDOM % $1)); }
 
 all_pods_ready() {
   local n
@@ -58,7 +60,10 @@ wait_recovered() {
 # fault N: one fault of the schedule; logs and echoes what it did.
 fault() {
   local n="$1" kind zone hold pid leader
-  kind="$(draw 6)" zone="$(printf 'a\nb\nc\n' | sed -n "$(($(draw 3) + 1))p")" hold=$((15 + $(draw 31)))
+  local zones=(a b c)
+  draw 6; kind="$DRAW"
+  draw 3; zone="${zones[DRAW]}"
+  draw 31; hold=$((15 + DRAW))
   case "$kind" in
     0 | 1)
       echo "SOAK event $n partition zone=$zone hold_s=$hold"
@@ -103,7 +108,8 @@ scenario_soak() {
   while ((SECONDS < t_end)); do
     n=$((n + 1))
     fault "$n"
-    sleep $((5 + $(draw 16)))
+    draw 16
+    sleep $((5 + DRAW))
   done
   t_last="$(now_ms)"
   wait_ack 0 "$t_last" 120 "writes at the end" >/dev/null
