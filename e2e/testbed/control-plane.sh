@@ -23,6 +23,7 @@ exe_of() { echo "$k8s_bin/$1"; }
 # start NAME ARGS...: the cached binary NAME, unless it already runs.
 start() {
   local name="$1"; shift
+  # shellcheck disable=SC2312 # message text only
   if alive "$name"; then log "$name already running (pid $(pid_of "$name"))"; return; fi
   start_detached "$name" "$k8s_bin/$name" "$@"
 }
@@ -32,13 +33,19 @@ etcd_healthy() {
     --key "$pki/apiserver-etcd-client.key" "$etcd_url/health" | grep -q '"health":"true"'
 }
 readyz() { kubectl get --raw /readyz 2>/dev/null; }
+# shellcheck disable=SC2312 # a wait_for probe: a failed read compares unequal, "not ready yet"
 api_ready() { [[ "$(readyz)" == ok ]]; }
 # /healthz is on kube-controller-manager's always-allowed paths; its serving cert is self-signed.
+# shellcheck disable=SC2312 # a wait_for probe: a failed read compares unequal, "not healthy yet"
 kcm_healthy() { [[ "$(curl -sk "$kcm_url/healthz")" == ok ]]; }
 
 # kubeconfig FILE USER: a kubeconfig for USER's client cert with everything embedded.
+# Read first: a file that cannot be read would otherwise leave its field empty in the kubeconfig.
 write_kubeconfig() {
-  local file="$1" user="$2" b64="base64 -w0"
+  local file="$1" user="$2" b64="base64 -w0" ca cert key
+  ca="$($b64 < "$pki/ca.crt")" || die "cannot read $pki/ca.crt"
+  cert="$($b64 < "$pki/$user.crt")" || die "cannot read $pki/$user.crt"
+  key="$($b64 < "$pki/$user.key")" || die "cannot read $pki/$user.key"
   cat > "$file.tmp" <<EOF
 apiVersion: v1
 kind: Config
@@ -46,12 +53,12 @@ clusters:
 - name: koo-testbed
   cluster:
     server: $api
-    certificate-authority-data: $($b64 < "$pki/ca.crt")
+    certificate-authority-data: $ca
 users:
 - name: $user
   user:
-    client-certificate-data: $($b64 < "$pki/$user.crt")
-    client-key-data: $($b64 < "$pki/$user.key")
+    client-certificate-data: $cert
+    client-key-data: $key
 contexts:
 - name: $user@koo-testbed
   context:
@@ -142,6 +149,7 @@ up() {
 
 # stop NAME: TERM the pid in NAME's pid file, KILL after 30 s (the apiserver drains its watches
 # first); only if it is still that binary.
+# shellcheck disable=SC2312 # exe_of only prints a path
 stop() { stop_pid "$tb/pids/$1.pid" "$(exe_of "$1")" "$1" 30; }
 
 down() {
@@ -153,9 +161,11 @@ down() {
 
 status() {
   for name in "${procs[@]}"; do
+    # shellcheck disable=SC2312 # status text only (a process that died since shows no pid)
     if alive "$name"; then printf '%-24s alive (pid %s)\n' "$name" "$(pid_of "$name")"
     else printf '%-24s dead\n' "$name"; fi
   done
+  # shellcheck disable=SC2312 # status text only: a failed read shows "unreachable"
   printf '%-24s %s\n' "readyz" "$(readyz || echo unreachable)"
 }
 

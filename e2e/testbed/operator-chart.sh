@@ -44,6 +44,7 @@ local_bin="${KOO_OPERATOR_BIN:-$CARGO_TARGET_DIR/release/kafka-observer-operator
 helm() { "$tb/bin/helm" "$@"; }
 
 now_ms() { date +%s%3N; }
+# shellcheck disable=SC2312 # now_ms is date(1); the result is a duration for a message
 secs_since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
 
 require_bed() {
@@ -61,11 +62,15 @@ pod_lines() {
 # The names of the release's pods that are not being deleted and are Ready, one a line.
 ready_pods() {
   local name deleting ready phase
+  # shellcheck disable=SC2312 # a probe polled until a deadline: a failed read is "none Ready yet"
   while IFS='|' read -r name deleting ready phase; do
     [[ -n "$name" && -z "$deleting" && "$ready" == True ]] && echo "$name"
   done < <(pod_lines)
   return 0
 }
+
+# The release's pods ("pod/NAME" a line); fails when they cannot be listed.
+release_pods() { kubectl -n "$ns" get pods -l "$selector" -o name 2>/dev/null; }
 
 holder() { kubectl -n "$ns" get lease "$lease" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }
 
@@ -111,6 +116,7 @@ up() {
   wait_crd observersets.kafkaobserver.io
 
   log "helm upgrade --install $release (image $image_repository:$image_tag, pullPolicy $pull_policy, $replicas replicas) into $ns"
+  # shellcheck disable=SC2312 # message text only
   helm_install "$replicas" || fail "helm upgrade --install failed after $(secs_since "$t0") s"
   t_helm="$(secs_since "$t0")"
   log "helm: release $release deployed after $t_helm s"
@@ -129,7 +135,7 @@ up() {
     sleep 0.5
   done
   t_ready="$(secs_since "$t0")"
-  log "up in $t_ready s (helm --wait $t_helm s): pods $(tr '\n' ' ' <<<"$ready")Ready, Lease $ns/$lease held by $current"
+  log "up in $t_ready s (helm --wait $t_helm s): pods ${ready//$'\n'/ } Ready, Lease $ns/$lease held by $current"
 }
 
 # helm_install REPLICAS: `helm upgrade --install --wait` of the chart with the local image; helm's
@@ -151,9 +157,10 @@ helm_install() {
 rbac_only() {
   require_bed
   helm_install 0 || die "helm upgrade --install (replicaCount 0) failed"
-  local deadline=$((SECONDS + timeout))
-  while [[ -n "$(kubectl -n "$ns" get pods -l "$selector" -o name 2>/dev/null)" ]]; do
-    ((SECONDS < deadline)) || die "the release's pods still exist after ${timeout}s"
+  local deadline=$((SECONDS + timeout)) left
+  # A failed list is not "no pods": it is polled again until the deadline.
+  until left="$(release_pods)" && [[ -z "$left" ]]; do
+    ((SECONDS < deadline)) || die "the release's pods still exist (or cannot be listed) after ${timeout}s"
     sleep 0.5
   done
   log "release $release: ServiceAccount and RBAC only (0 replicas)"
@@ -170,12 +177,14 @@ down() {
     log "release $release not installed"
   fi
   local deadline=$((SECONDS + timeout)) left
-  while left="$(kubectl -n "$ns" get pods -l "$selector" -o name 2>/dev/null)" && [[ -n "$left" ]]; do
+  # A failed list is not "no pods": it is polled again until the deadline.
+  until left="$(release_pods)" && [[ -z "$left" ]]; do
     if ((SECONDS > deadline)); then
-      die "pods still there after ${timeout}s: $(tr '\n' ' ' <<<"$left")"
+      die "pods still there (or not listed) after ${timeout}s: ${left//$'\n'/ }"
     fi
     sleep 0.5
   done
+  # shellcheck disable=SC2312 # message text only
   log "down in $(secs_since "$t0") s: no pods left"
 }
 
@@ -186,11 +195,13 @@ status() {
     return
   fi
   local name deleting ready phase line="" current
+  # shellcheck disable=SC2312 # status text only: a failed read shows no pods
   while IFS='|' read -r name deleting ready phase; do
     [[ -n "$name" ]] || continue
     line+=" $name($phase, ready ${ready:-?}${deleting:+, terminating})"
   done < <(pod_lines)
   current="$(holder)"
+  # shellcheck disable=SC2312 # status text only: a failed read shows no revision
   printf 'operator-chart: release %s in %s, revision %s; pods:%s; Lease %s held by %s\n' \
     "$release" "$ns" "$(helm history "$release" --namespace "$ns" --max 1 -o json 2>/dev/null |
       sed -n 's/.*"revision":\([0-9]*\).*/\1/p')" "${line:- none}" "$lease" "${current:-nobody}"

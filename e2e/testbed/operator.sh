@@ -54,11 +54,16 @@ operator_kubeconfig() {
       local sa=kafka-observer-operator token server ca file="$tb/operator/kubeconfig"
       kubectl -n "$lease_ns" get serviceaccount "$sa" >/dev/null 2>&1 ||
         die "no ServiceAccount $lease_ns/$sa: run 'e2e/testbed/operator-chart.sh rbac' first"
-      token="$(kubectl -n "$lease_ns" create token "$sa" --duration=24h)"
-      server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
-      ca="$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+      # Each checked: this runs in up's $(...), where set -e does not apply, and an empty field
+      # would make a kubeconfig that fails only later, in the operator.
+      token="$(kubectl -n "$lease_ns" create token "$sa" --duration=24h)" ||
+        die "cannot create a token for ServiceAccount $lease_ns/$sa"
+      server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')" ||
+        die "cannot read the apiserver address from $tb/kubeconfig"
+      ca="$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')" ||
+        die "cannot read the CA from $tb/kubeconfig"
       umask 077
-      cat > "$file" <<EOF
+      cat > "$file" <<EOF || die "cannot write $file"
 apiVersion: v1
 kind: Config
 clusters: [{name: koo-testbed, cluster: {server: "$server", certificate-authority-data: "$ca"}}]
@@ -73,16 +78,19 @@ EOF
 
 up() {
   install_crd
+  # shellcheck disable=SC2312 # message text only
   if alive operator; then log "already running (pid $(pid_of operator))"; return; fi
   # An operator this script does not know (its pidfile lost or overwritten) would keep running
   # beside the new one and make every later `down` a no-op: refuse, naming it.
   if readyz; then
+    # shellcheck disable=SC2312 # message text only (the pid, when ss shows it)
     die "another process already serves $metrics: $(ss -ltnpH "sport = :${metrics##*:}" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1); stop it first"
   fi
   mkdir -p "$tb/pids" "$tb/logs" "$tb/operator"
   echo "$metrics" > "$tb/operator/metrics-addr"
   local kubeconfig
   kubeconfig="$(operator_kubeconfig)" || exit 1
+  # shellcheck disable=SC2312 # a marker line in the log; its time is only for the reader
   printf '\n==== %s operator start\n' "$(date -u +%FT%TZ)" >> "$logfile"
   # A stable identity: a restarted process holds the same Lease again at once instead of waiting
   # for the previous holder's lease to expire.
@@ -113,10 +121,13 @@ stop() {
 }
 
 status() {
-  if alive operator; then
-    local rss; rss=$(awk '/^VmRSS/ {print $2 " " $3}' "/proc/$(pid_of operator)/status")
+  local pid rss
+  # The pid read once (alive operator is pid_of operator): one that exits meanwhile shows RSS ?.
+  if pid="$(pid_of operator)"; then
+    rss=$(awk '/^VmRSS/ {print $2 " " $3}' "/proc/$pid/status" 2>/dev/null) || rss="?"
+    # shellcheck disable=SC2312 # readyz is the probe shown: its failure is the answer "no"
     printf 'operator: running, pid %s, RSS %s, metrics http://%s/metrics, ready: %s\n' \
-      "$(pid_of operator)" "$rss" "$metrics" "$(readyz && echo yes || echo no)"
+      "$pid" "$rss" "$metrics" "$(readyz && echo yes || echo no)"
   else
     echo "operator: not running"
   fi

@@ -56,9 +56,11 @@ issue kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
 # The real nodes, one per zone: kubelet (Node authorizer identity), its serving cert (the apiserver verifies it
 # for logs/exec/port-forward), the apiserver's client cert towards kubelets, scheduler, kube-proxy.
 for z in "${ZONES[@]}"; do
-  issue "kubelet-$z" "/O=system:nodes/CN=system:node:$(zone_node "$z")" clientAuth
-  issue "kubelet-serving-$z" "/O=system:nodes/CN=system:node:$(zone_node "$z")" serverAuth \
-    "DNS:$(zone_node "$z"),IP:$(zone_ip "$z")"
+  # Apart: zone_ip fails on a zone it does not know, which a $(...) in an argument would hide.
+  node="$(zone_node "$z")"
+  ip="$(zone_ip "$z")" || die "no address for zone $z"
+  issue "kubelet-$z" "/O=system:nodes/CN=system:node:$node" clientAuth
+  issue "kubelet-serving-$z" "/O=system:nodes/CN=system:node:$node" serverAuth "DNS:$node,IP:$ip"
 done
 issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 issue kube-scheduler "/CN=system:kube-scheduler" clientAuth

@@ -6,7 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
 mkdir -p "$tb"/{logs,pids,bin,kafka}
-start=$(date +%s)
+start=$SECONDS
 
 bash "$root/e2e/build/k8s.sh" >/dev/null
 bash "$root/e2e/build/node-packages.sh"
@@ -27,11 +27,13 @@ bash "$root/e2e/build/images.sh" build
 bash "$here/node.sh" up
 bash "$here/kafka.sh" up
 
-echo "test bed up in $(( $(date +%s) - start ))s"
+echo "test bed up in $((SECONDS - start))s"
 bash "$here/status.sh"
+# kafka.sh up writes the bootstrap address; without it the bed is not usable.
+bootstrap="$(cat "$tb/kafka/bootstrap")" || die "no $tb/kafka/bootstrap: kafka.sh up did not write it"
 cat <<INFO
 kubeconfig:        $tb/kubeconfig
-kafka bootstrap:   $(cat "$tb/kafka/bootstrap") (pods: kubectl get pods -n kafka -o wide)
+kafka bootstrap:   $bootstrap (pods: kubectl get pods -n kafka -o wide)
 tools:             $tb/bin (kubectl, helm, kafka-topics, kafka-node, ...)
 logs:              $tb/logs; a Kafka node's: e2e/testbed/kafka.sh log <node-id>
 tests:             export KOO_TESTBED=$tb

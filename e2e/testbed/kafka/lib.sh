@@ -1,9 +1,12 @@
+# shellcheck shell=bash
 # The host-side Kafka tools of the test bed (sourced by e2e/testbed/kafka.sh and wrappers.sh):
 # the Kafka runtime jars and the classpath the tools in .testbed/bin run with, the observer patch
 # jar first when one is named, so a tool sees the same classes as the patched image's nodes.
 # Sourced, never run. Expects e2e/lib.sh already sourced ($root, $tb, the versions, die).
 
+# shellcheck disable=SC2154 # tb: set by e2e/lib.sh, sourced by kafka.sh before this file
 kdir="$tb/kafka"
+# shellcheck disable=SC2034,SC2154 # tmpl: read by wrappers.sh; root: set by e2e/lib.sh, sourced by kafka.sh before this file
 tmpl="$root/e2e/testbed/kafka"
 KAFKA_TOOL_HEAP_OPTS="${KAFKA_TOOL_HEAP_OPTS:--Xmx192m -Xms32m}"
 # C1 only and the serial collector: the tools share two busy cores with seven Kafka pods.
@@ -12,7 +15,11 @@ KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+
 # The Kafka runtime jars; kafka-jars.sh returns at once when its cache is warm.
 kafka_lib() {
   if [[ -z "${_kafka_lib:-}" ]]; then
-    _kafka_lib="$(bash "$root/e2e/build/kafka-jars.sh" "$KAFKA_VERSION" | tail -n1)/lib"
+    local out
+    # Checked apart: a failed fetch prints no cache directory (the test below would blame "/lib").
+    out="$(bash "$root/e2e/build/kafka-jars.sh" "$KAFKA_VERSION")" ||
+      die "cannot fetch the Kafka $KAFKA_VERSION jars (e2e/build/kafka-jars.sh)"
+    _kafka_lib="${out##*$'\n'}/lib" # its last line: the cache directory
     [[ -f "$_kafka_lib/kafka_$SCALA_BINARY_VERSION-$KAFKA_VERSION.jar" ]] ||
       die "no Kafka $KAFKA_VERSION jars in $_kafka_lib: run 'make kafka-jars'"
     # A cache fetched before the pom fix has the slf4j 2 binding next to slf4j-api 1.7: every

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Generates the Kafka tool wrappers in .testbed/bin (sourced by e2e/testbed/kafka.sh).
 # The classpath is baked in at generation time, patch jar first, so a tool sees the same classes
 # as the nodes; kafka.sh regenerates the wrappers on every up.
@@ -27,6 +28,7 @@ write_executable() { # path, then the content on stdin; atomic so a running tool
   cat > "$1.tmp" && chmod +x "$1.tmp" && mv "$1.tmp" "$1"
 }
 
+# shellcheck disable=SC2154 # tb, root: set by e2e/lib.sh, tmpl by kafka/lib.sh, both sourced by kafka.sh before this file
 generate_wrappers() {
   local bin="$tb/bin" cp desc entry name
   cp="$(kafka_classpath)" && desc="$(describe_classpath)" || exit 1
