@@ -93,7 +93,14 @@ container_of() {
     --label "io.kubernetes.pod.namespace=$ns" | head -n1
 }
 
-jvm_pid() { pid_of_container "$(container_of "$1")"; }
+# The crictl calls after container_of run in this shell: point it at the pod's node first.
+jvm_pid() {
+  local pod c
+  pod="$(pod_of "$1")"
+  in_pod_zone "$pod" || return 1
+  c="$(container_of "$1")" || return 1
+  pid_of_container "$c"
+}
 
 # container_pid NS POD CONTAINER: the host pid of that running container's main process.
 container_pid() {
@@ -109,7 +116,9 @@ pid_of_container() {
 }
 
 log_path() {
-  local c
+  local c pod
+  pod="$(pod_of "$1")"
+  in_pod_zone "$pod" || die "node $1: pod $pod runs on no bed node"
   c="$(container_of "$1" --any)"
   [[ -n "$c" ]] || die "node $1: no kafka container on its bed node"
   crictl inspect -o go-template --template '{{.status.logPath}}' "$c"
