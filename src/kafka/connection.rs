@@ -22,6 +22,18 @@ pub struct ConnectionSettings {
     pub probe: ProbeSecurity,
 }
 
+/// How fast the admin client gives up on a broker that stopped answering. A zone cut off by a
+/// partition or a power loss drops packets instead of refusing them: with librdkafka's defaults
+/// (60 s request timeout, 30 s connection setup) a connection to such a broker stays "up", the
+/// metadata reads sent on it hang, and every scan failed for 80 s after a zone partition on the
+/// bed (`KafkaUnreachable`) while the other brokers answered. A request unanswered for 5 s
+/// now closes that connection (librdkafka's `socket.max.fails` is 1) and the next read goes to
+/// another broker; a new connection that is not accepted within 3 s is dropped likewise.
+const FAILURE_DETECTION: [(&str, &str); 2] = [
+    ("socket.timeout.ms", "5000"),
+    ("socket.connection.setup.timeout.ms", "3000"),
+];
+
 /// librdkafka properties whose values `Debug` hides.
 const SECRET_PROPERTIES: [&str; 3] = ["sasl.password", "ssl.key.pem", "ssl.key.password"];
 
@@ -101,6 +113,9 @@ impl ConnectionSettings {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", self.bootstrap_servers.join(","));
         config.set("client.id", "kafka-observer-operator");
+        for (k, v) in FAILURE_DETECTION {
+            config.set(k, v);
+        }
         for (k, v) in &self.properties {
             config.set(k, v);
         }
