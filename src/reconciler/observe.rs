@@ -44,6 +44,10 @@ impl ObservedRole {
                     running: p.running,
                     nudged_revision: p.nudged_revision,
                     nudged_at: p.nudged_at,
+                    terminating: p.terminating,
+                    node_ready: None,
+                    agent_silent_since: None,
+                    kafka_alive: None,
                 })
                 .collect(),
             live: self
@@ -314,6 +318,9 @@ mod tests {
             nudged_revision: None,
             nudged_at: None,
             running: true,
+            terminating: false,
+            node_name: None,
+            uid: None,
         }];
         let expected = Expectation {
             role: Role::Broker,

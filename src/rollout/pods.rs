@@ -26,6 +26,13 @@ pub struct KafkaPod {
     /// `status.phase` is Running. Only running pods must acknowledge a rollout step: a pod that
     /// is not running yet mounts the ConfigMap's current content when it starts.
     pub running: bool,
+    /// `metadata.deletionTimestamp` is set (a pod on a lost node stays so until it returns).
+    pub terminating: bool,
+    /// `spec.nodeName`: the Node whose readiness says whether the pod can be reached.
+    pub node_name: Option<String>,
+    /// `metadata.uid`: keys the reconciler's memory of how long the agent has been silent (a
+    /// recreated pod of the same name starts afresh).
+    pub uid: Option<String>,
 }
 
 /// Why a selected pod cannot be used.
@@ -149,6 +156,12 @@ pub fn kafka_pods(
         let nudged_revision = annotation(REVISION_ANNOTATION).and_then(|v| v.parse().ok());
         let nudged_at = annotation(NUDGED_AT_ANNOTATION).and_then(|v| v.parse().ok());
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let node_name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
         by_id.insert(
             node_id,
             KafkaPod {
@@ -158,6 +171,9 @@ pub fn kafka_pods(
                 nudged_revision,
                 nudged_at,
                 running,
+                terminating,
+                node_name,
+                uid: pod.metadata.uid.clone(),
             },
         );
     }
@@ -248,7 +264,10 @@ mod tests {
                     ip: None,
                     nudged_revision: None,
                     nudged_at: None,
-                    running: false
+                    running: false,
+                    terminating: false,
+                    node_name: None,
+                    uid: None,
                 },
                 KafkaPod {
                     name: "kafka-broker-1".into(),
@@ -257,6 +276,9 @@ mod tests {
                     nudged_revision: Some(7),
                     nudged_at: None,
                     running: true,
+                    terminating: false,
+                    node_name: None,
+                    uid: None,
                 },
             ]
         );
