@@ -424,7 +424,7 @@ pub fn settled(step_started_at: Timestamp, now: Timestamp, settle: Duration) -> 
 }
 
 /// Time from `since` to `now`, zero if `now` is earlier (clocks of two machines).
-pub(super) fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+pub fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     let span = now.duration_since(since);
     if span.is_negative() {
         Duration::ZERO

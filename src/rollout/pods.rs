@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::nudge::{NUDGED_AT_ANNOTATION, REVISION_ANNOTATION};
 use crate::crd::{NodeId, NodeIdRule, Role};
@@ -127,6 +127,20 @@ pub fn node_id_of(pod: &Pod, role: Role, rule: &NodeIdRule) -> Result<NodeId, De
                 })
         }
     }
+}
+
+/// The Ready condition of a pod's Node: `Some(true)` for True, `Some(false)` for False or
+/// Unknown (the node controller sets Unknown when the kubelet stops reporting: a lost node),
+/// `None` when the Node reports no Ready condition.
+pub fn node_ready(node: &Node) -> Option<bool> {
+    let ready = node
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some(ready.status == "True")
 }
 
 /// Reduces the selected pods to [`KafkaPod`]s, sorted by node id; rejects duplicate node ids.
@@ -282,6 +296,52 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn node_readiness_false_and_unknown_are_not_ready() {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+        let node = |conditions: &[(&str, &str)]| Node {
+            status: Some(NodeStatus {
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(t, s)| NodeCondition {
+                            type_: t.to_string(),
+                            status: s.to_string(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            node_ready(&node(&[("MemoryPressure", "False"), ("Ready", "True")])),
+            Some(true)
+        );
+        assert_eq!(node_ready(&node(&[("Ready", "False")])), Some(false));
+        assert_eq!(node_ready(&node(&[("Ready", "Unknown")])), Some(false));
+        assert_eq!(node_ready(&node(&[("MemoryPressure", "False")])), None);
+        assert_eq!(node_ready(&Node::default()), None);
+    }
+
+    #[test]
+    fn a_deleted_pod_is_terminating_and_keeps_its_node_and_uid() {
+        use k8s_openapi::api::core::v1::PodSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let mut p = pod("kafka-broker-0", &[], Some("127.0.1.2"));
+        p.metadata.deletion_timestamp = Some(Time("2026-12-03T09:00:00Z".parse().unwrap()));
+        p.metadata.uid = Some("u-1".into());
+        p.spec = Some(PodSpec {
+            node_name: Some("zone-b".into()),
+            ..Default::default()
+        });
+        let got = kafka_pods(&[p], Role::Broker, &NodeIdRule::OrdinalOffset(1)).unwrap();
+        assert!(got[0].terminating && got[0].running);
+        assert_eq!(got[0].node_name.as_deref(), Some("zone-b"));
+        assert_eq!(got[0].uid.as_deref(), Some("u-1"));
     }
 
     #[test]
