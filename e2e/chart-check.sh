@@ -77,6 +77,7 @@ fi
 expected_rbac='coordination.k8s.io leases - create
 coordination.k8s.io leases "kafka-observer-operator" get,patch
 core configmaps - get,list,watch,create,patch,delete
+core nodes - get
 core pods - list,watch,patch
 core secrets - get
 events.k8s.io events - create,patch

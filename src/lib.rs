@@ -18,6 +18,7 @@ pub mod automation;
 pub mod cli;
 pub mod k8s;
 pub mod kafka;
+pub mod kafka_liveness;
 pub mod reconciler;
 
 // Operator infrastructure: sidecar, logs, metrics, HTTP endpoints, leader election, shutdown.

@@ -156,13 +156,16 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
             args.namespace.clone(),
         );
         let events = ctx.events.clone();
+        // The automation's scans tell the reconciler which brokers Kafka lists.
+        let liveness = ctx.liveness.clone();
         async move {
             let promotions = async {
                 match namespace.as_deref() {
                     Some(ns) => {
-                        automation::run_namespaced(client.clone(), metrics, events, ns).await
+                        automation::run_namespaced(client.clone(), metrics, events, ns, liveness)
+                            .await
                     }
-                    None => automation::run(client.clone(), metrics, events).await,
+                    None => automation::run(client.clone(), metrics, events, liveness).await,
                 }
             };
             // The reconciler and the promotion automation act only together, only while

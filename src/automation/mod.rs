@@ -35,6 +35,7 @@ pub use task::reason;
 
 use crate::crd::{ObserverSet, PromotionPolicy};
 use crate::k8s::events::Events;
+use crate::kafka_liveness::KafkaLiveness;
 use crate::metrics::{Metrics, ObserverSetLabels};
 use crate::reconciler::conflict;
 
@@ -84,15 +85,22 @@ fn key(obs: &ObserverSet) -> (String, String) {
 /// Watches every ObserverSet and keeps one automation task per automated set. Never returns
 /// on its own (watch errors are retried with backoff); drop it to stop every task.
 /// `events`: the replica's publisher, shared with the reconciler.
-pub async fn run(client: Client, metrics: Metrics, events: Events) {
+/// `liveness`: where each scan's view of the live brokers goes, for the reconciler.
+pub async fn run(client: Client, metrics: Metrics, events: Events, liveness: KafkaLiveness) {
     let api: Api<ObserverSet> = Api::all(client.clone());
-    supervise(client, api, metrics, events).await
+    supervise(client, api, metrics, events, liveness).await
 }
 
 /// [`run`] for the ObserverSets of one namespace only (tests, namespace-scoped installs).
-pub async fn run_namespaced(client: Client, metrics: Metrics, events: Events, namespace: &str) {
+pub async fn run_namespaced(
+    client: Client,
+    metrics: Metrics,
+    events: Events,
+    namespace: &str,
+    liveness: KafkaLiveness,
+) {
     let api: Api<ObserverSet> = Api::namespaced(client.clone(), namespace);
-    supervise(client, api, metrics, events).await
+    supervise(client, api, metrics, events, liveness).await
 }
 
 /// The conflict check before a task starts (one list of the namespace's ObserverSets and pods).
@@ -116,7 +124,13 @@ fn clear_kafka_health(client: Client, (namespace, name): &(String, String)) {
     });
 }
 
-async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publisher: Events) {
+async fn supervise(
+    client: Client,
+    api: Api<ObserverSet>,
+    metrics: Metrics,
+    publisher: Events,
+    liveness: KafkaLiveness,
+) {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -126,6 +140,8 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publ
     let stop = |running: &mut HashMap<(String, String), Running>, k: &(String, String)| {
         if let Some(r) = running.remove(k) {
             r.abort.abort();
+            // No scan any more: the reconciler must not go on the last one.
+            liveness.forget(k);
             metrics
                 .automation()
                 .forget(&ObserverSetLabels::new(&k.0, &k.1));
@@ -159,6 +175,7 @@ async fn supervise(client: Client, api: Api<ObserverSet>, metrics: Metrics, publ
                         publisher.clone(),
                         &k.0,
                         &k.1,
+                        liveness.clone(),
                     );
                     let abort = tasks.spawn(task.run(receiver));
                     tracing::info!(namespace = %k.0, observerset = %k.1, "promotion automation started");

@@ -28,6 +28,7 @@ use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
 use crate::k8s::secrets;
 use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
+use crate::kafka_liveness::{KafkaLiveness, LivenessView, SetKey};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
     self, auto_promotions_in, decide, ClusterSnapshot, Concern, PolicyConfig, PolicyHistory,
@@ -109,6 +110,10 @@ pub(super) struct SetTask {
     kafka_health: Option<Condition>,
     /// The `ObserversAvailable` condition as last written (`observer_health`).
     observer_health: Option<Condition>,
+    /// Where each scan's view of the live brokers goes, for the reconciler
+    /// (`crate::kafka_liveness`), under `key`.
+    liveness: KafkaLiveness,
+    key: SetKey,
 }
 
 impl SetTask {
@@ -118,8 +123,11 @@ impl SetTask {
         events: Events,
         namespace: &str,
         name: &str,
+        liveness: KafkaLiveness,
     ) -> Self {
         SetTask {
+            liveness,
+            key: (namespace.to_string(), name.to_string()),
             events,
             client,
             metrics,
@@ -225,6 +233,7 @@ impl SetTask {
         };
         let scan_started = Instant::now();
         let snapshot = watcher.scan().await;
+        self.publish_liveness(&snapshot, interval);
         self.report_kafka_health(obs, &snapshot.source).await;
         self.metrics
             .kafka_scanned(&self.labels, scan_started.elapsed());
@@ -293,6 +302,30 @@ impl SetTask {
         self.glance_config = Some(config);
         self.report_held_back(obs, &decision).await;
         Ok(next)
+    }
+
+    /// Tells the reconciler which brokers Kafka lists (registered, not fenced): a silent pod's
+    /// broker missing from a fresh view may be gone on without in a promotion. A failed scan
+    /// knows nothing, so the view is dropped rather than left to age.
+    fn publish_liveness(&self, snapshot: &ClusterSnapshot, interval: Duration) {
+        if snapshot.source != SourceHealth::Healthy {
+            self.liveness.forget(&self.key);
+            return;
+        }
+        let brokers = snapshot
+            .brokers
+            .iter()
+            .filter(|(_, b)| b.registered)
+            .map(|(id, _)| *id)
+            .collect();
+        self.liveness.publish(
+            self.key.clone(),
+            LivenessView {
+                at: std::time::Instant::now(),
+                interval,
+                brokers,
+            },
+        );
     }
 
     /// How to reach the cluster for this scan. With TLS or SASL, the Secrets `spec.kafka` names

@@ -251,7 +251,13 @@ fn print_status(
     }
     let history = obs.status.as_ref().map(|s| s.history.as_slice());
     let summary = summarize(snapshot, &roles, filter, args.limit)
-        .with_history(history.unwrap_or_default(), args.history);
+        .with_history(history.unwrap_or_default(), args.history)
+        .with_excused(
+            &obs.status
+                .as_ref()
+                .map(|s| s.roles.clone())
+                .unwrap_or_default(),
+        );
     match args.output {
         Output::Table => print!("{}", render_summary(&summary, config.max_lag_messages)),
         output => print_doc(&with_name(obs, &summary)?, output)?,

@@ -1,5 +1,6 @@
 //! The default view of `kubectl observer status`: one line per broker, then only the partitions
-//! that need attention, capped, then the newest actions of `status.history`. Pure: the view model from a snapshot, text from the model. The
+//! that need attention, capped, the pods a rollout step went on without (unreachable), then the
+//! newest actions of `status.history`. Pure: the view model from a snapshot, text from the model. The
 //! JSON and YAML outputs serialize the same model.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,7 +10,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::replica_table::ReplicaRole;
-use crate::crd::HistoryEntry;
+use crate::crd::{HistoryEntry, RolesStatus};
 use crate::promotion::{assess, BrokerId, ClusterSnapshot, Health, PartitionState};
 use crate::time_format;
 
@@ -153,9 +154,43 @@ pub struct StatusSummary {
     /// The newest entries of `status.history`, newest first (`None`: not asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<HistoryEntry>>,
+    /// Pods the latest step of each role went on without (`status.roles.*.excused`): they
+    /// may still hold an older list.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub went_on_without: Vec<ExcusedLine>,
+}
+
+/// A pod a promotion's step went on without, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExcusedLine {
+    pub role: String,
+    pub revision: i64,
+    pub pod: String,
+    pub reason: String,
+    pub message: String,
 }
 
 impl StatusSummary {
+    /// With the pods the latest step of each role went on without.
+    pub fn with_excused(mut self, roles: &RolesStatus) -> Self {
+        let roles = [("controller", &roles.controller), ("broker", &roles.broker)];
+        self.went_on_without = roles
+            .into_iter()
+            .filter_map(|(role, rs)| Some((role, rs.as_ref()?)))
+            .flat_map(|(role, rs)| {
+                rs.excused.iter().map(move |e| ExcusedLine {
+                    role: role.to_string(),
+                    revision: rs.revision,
+                    pod: e.pod.clone(),
+                    reason: e.reason.to_string(),
+                    message: e.message.clone(),
+                })
+            })
+            .collect();
+        self
+    }
+
     /// With the newest `n` entries of `status.history` (none asked for when `n` is 0). The
     /// status holds two writers' entries merged by the apiserver, in no guaranteed order.
     pub fn with_history(mut self, history: &[HistoryEntry], n: usize) -> Self {
@@ -319,6 +354,7 @@ pub fn summarize(
         attention_total,
         attention,
         history: None,
+        went_on_without: Vec::new(),
     }
 }
 
@@ -381,9 +417,34 @@ fn render_history(history: &[HistoryEntry]) -> String {
 /// The summary as text: the broker table, the partitions needing attention, the history.
 pub fn render_summary(s: &StatusSummary, max_lag: i64) -> String {
     let mut out = render_state(s, max_lag);
+    out += &render_excused(&s.went_on_without);
     if let Some(h) = &s.history {
         out += &render_history(h);
     }
+    out
+}
+
+fn render_excused(lines: &[ExcusedLine]) -> String {
+    if lines.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = lines
+        .iter()
+        .map(|l| {
+            vec![
+                l.role.clone(),
+                l.revision.to_string(),
+                l.pod.clone(),
+                l.reason.clone(),
+                l.message.clone(),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "\nthe rollout went on without {} unreachable pod(s) (they read the list when they return; a demotion waits for them):\n",
+        lines.len()
+    );
+    out += &columns(&["ROLE", "REVISION", "POD", "REASON", "WHY"], &rows);
     out
 }
 

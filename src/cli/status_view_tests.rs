@@ -244,3 +244,41 @@ fn history_is_shown_newest_first_and_capped() {
     assert!(!render_summary(&off, 10).contains("status.history"));
     assert!(serde_json::to_value(&off).unwrap().get("history").is_none());
 }
+
+#[test]
+fn the_pods_a_step_went_on_without_are_named_with_why() {
+    use crate::crd::{ExcuseReason, ExcusedPod, RoleStatus, RolesStatus};
+    let s = snapshot(vec![partition("orders", 0, &[1, 2, 3, 4])]);
+    let roles_status = RolesStatus {
+        controller: Some(RoleStatus {
+            revision: 9,
+            excused: vec![ExcusedPod {
+                pod: "kafka-controller-2".into(),
+                reason: ExcuseReason::NodeNotReady,
+                message: "its node is not Ready and its agent has not answered since 2026-12-03T09:00:00Z".into(),
+            }],
+            ..Default::default()
+        }),
+        broker: Some(RoleStatus::default()),
+    };
+    let v = summarize(&s, &roles(), &StatusFilter::default(), 20).with_excused(&roles_status);
+    assert_eq!(v.went_on_without.len(), 1);
+    let text = render_summary(&v, 10);
+    assert!(
+        text.contains("went on without 1 unreachable pod")
+            && text.contains("kafka-controller-2")
+            && text.contains("NodeNotReady")
+            && text.contains("not Ready"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&v).unwrap();
+    assert_eq!(json["wentOnWithout"][0]["reason"], "NodeNotReady");
+    // Nothing excused: no section, no field.
+    let v =
+        summarize(&s, &roles(), &StatusFilter::default(), 20).with_excused(&RolesStatus::default());
+    assert!(!render_summary(&v, 10).contains("went on without"));
+    assert!(serde_json::to_value(&v)
+        .unwrap()
+        .get("wentOnWithout")
+        .is_none());
+}

@@ -26,10 +26,10 @@ pub use promotion::{AutoDemote, PromotionPolicy, PromotionSpec, TopicFilter};
 pub use rollout::{AckMode, RolloutSpec};
 pub use spec::{DeletionPolicy, ObserverSet, ObserverSetSpec};
 pub use status::{
-    AutoPromotion, BrokerEngineState, EngineActionKind, EngineState, HistoryEntry, ObserverLag,
-    ObserverSetStatus, PartitionCondition, PartitionEntry, PartitionsStatus, Phase, PlanAction,
-    PlanActionKind, PlanStatus, RoleStatus, RolesStatus, RolloutKind, RolloutStatus, RolloutStep,
-    TopicHighWatermarks,
+    AutoPromotion, BrokerEngineState, EngineActionKind, EngineState, ExcuseReason, ExcusedPod,
+    HistoryEntry, ObserverLag, ObserverSetStatus, PartitionCondition, PartitionEntry,
+    PartitionsStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus, RolesStatus,
+    RolloutKind, RolloutStatus, RolloutStep, TopicHighWatermarks,
 };
 pub use validation::{
     is_label_key, validate, CompiledTopicFilter, NodeIdRule, RoleSelection, SpecError,

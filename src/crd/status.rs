@@ -180,6 +180,50 @@ pub struct RoleStatus {
     /// Pods that have not acknowledged `revision` yet.
     #[serde(default)]
     pub pending: Vec<String>,
+    /// Running pods the step went on without: unreachable during a promotion (node not Ready,
+    /// terminating, or gone from Kafka while their agent stays silent). They read `revision`
+    /// when they return; a demotion waits for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excused: Vec<ExcusedPod>,
+}
+
+/// A running pod a rollout step does not wait for, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExcusedPod {
+    pub pod: String,
+    pub reason: ExcuseReason,
+    /// What the operator saw, for people.
+    pub message: String,
+}
+
+/// Why a step went on without a pod (docs/architecture.md, "Unreachable pods").
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum ExcuseReason {
+    /// The pod's Node is not Ready (False or Unknown) and its agent does not answer.
+    NodeNotReady,
+    /// The pod is being deleted and its agent does not answer.
+    Terminating,
+    /// Its agent has not answered for a while and Kafka no longer lists the node as alive.
+    GoneFromKafka,
+}
+
+impl ExcuseReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExcuseReason::NodeNotReady => "NodeNotReady",
+            ExcuseReason::Terminating => "Terminating",
+            ExcuseReason::GoneFromKafka => "GoneFromKafka",
+        }
+    }
+}
+
+impl std::fmt::Display for ExcuseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A change in flight. Controllers are always written and acknowledged before brokers.
@@ -202,9 +246,17 @@ pub struct RolloutStatus {
     /// Pods of the current step still to acknowledge.
     #[serde(default)]
     pub pending: Vec<String>,
+    /// Running pods of the current step it goes on without (unreachable, see `mayExcuse`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excused: Vec<ExcusedPod>,
     /// True once the current step timed out (the rollout keeps waiting, the phase is Degraded).
     #[serde(default)]
     pub timed_out: bool,
+    /// Whether a step of this rollout may go on without unreachable pods: only a promotion
+    /// whose target is contained in every list a pod may still hold (the last completed set
+    /// and the targets of the rollouts it superseded). Absent in older status: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_excuse: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

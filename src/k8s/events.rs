@@ -28,6 +28,9 @@ pub mod reason {
     pub const STEP_ACKNOWLEDGED: &str = "RoleAcknowledged";
     /// The whole rollout is done.
     pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    /// A promotion's step went on without running pods that cannot be reached (node not Ready,
+    /// terminating, gone from Kafka); the note names them and why.
+    pub const STEP_WENT_ON_WITHOUT: &str = "StepWentOnWithout";
     /// A step was not acknowledged within `rollout.timeout`.
     pub const ROLLOUT_TIMED_OUT: &str = "RolloutTimedOut";
     /// A ConfigMap was edited or deleted by someone else and restored.

@@ -29,11 +29,12 @@ pub fn condition_values(
 ) -> [ConditionValue; 3] {
     let pending = |r: &RolloutStatus| {
         format!(
-            "revision {} ({:?}), step {:?}: waiting for {}",
+            "revision {} ({:?}), step {:?}: waiting for {}{}",
             r.revision,
             r.kind,
             r.step,
-            r.pending.join(", ")
+            r.pending.join(", "),
+            going_on_without(r)
         )
     };
     let value = |type_, status, reason, message: String| ConditionValue {
@@ -113,6 +114,19 @@ pub fn condition_values(
             value(DEGRADED, false, "AsExpected", String::new()),
         ],
     }
+}
+
+/// `"; going on without kafka-controller-2 (NodeNotReady)"`, or nothing.
+fn going_on_without(r: &RolloutStatus) -> String {
+    if r.excused.is_empty() {
+        return String::new();
+    }
+    let pods: Vec<String> = r
+        .excused
+        .iter()
+        .map(|e| format!("{} ({})", e.pod, e.reason))
+        .collect();
+    format!("; going on without {}", pods.join(", "))
 }
 
 /// The condition types the reconciler owns; the others in `status.conditions` belong to other
@@ -222,7 +236,9 @@ mod tests {
             target: vec![],
             acknowledged: vec![],
             pending: pending.iter().map(|s| s.to_string()).collect(),
+            excused: vec![],
             timed_out: false,
+            may_excuse: true,
         }
     }
 

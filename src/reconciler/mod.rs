@@ -4,7 +4,8 @@
 //! Pipeline (one concept per module): `observe` dereferences what the spec points at (pods per
 //! role and their node ids, the live ConfigMaps, the agents' answers); `crate::crd::validate`
 //! turns the raw spec into the validated model; `crate::rollout` decides (pure); `outcome` turns
-//! the decision into status and Events (pure, with `conditions`); `status_patch` is the
+//! the decision into status and Events (pure, with `conditions`); `silence` remembers how long
+//! each agent has been silent (pure); `status_patch` is the
 //! reconciler's share of that status as sent (pure); `reconcile` applies it. `pods` routes pod events
 //! to the ObserverSets selecting them.
 
@@ -14,9 +15,10 @@ mod observe;
 mod outcome;
 mod pods;
 mod reconcile;
+mod silence;
 mod status_patch;
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
@@ -33,6 +35,7 @@ use crate::agent::AgentClient;
 use crate::crd::ObserverSet;
 use crate::k8s::events::{reason, Events};
 use crate::k8s::Error;
+use crate::kafka_liveness::KafkaLiveness;
 use crate::metrics::Metrics;
 use crate::rollout::config_map::LABEL_MANAGED_BY;
 use crate::shutdown::Shutdown;
@@ -53,6 +56,11 @@ pub struct Context {
     /// leadership term runs a new controller): the conflict check reads the siblings from it
     /// instead of listing them on every reconcile, once it holds a complete list.
     pub sets: RwLock<Option<Store<ObserverSet>>>,
+    /// Since when each pod's agent has been silent (`silence`), by pod uid: in memory only, so
+    /// a restart starts the clocks again (the conservative direction).
+    pub silence: Mutex<silence::Memory>,
+    /// Which brokers the automation's latest scans saw alive (it publishes, we read).
+    pub liveness: KafkaLiveness,
 }
 
 impl Context {
@@ -83,6 +91,8 @@ impl Context {
             agents: AgentClient::default(),
             resync,
             sets: RwLock::new(None),
+            silence: Mutex::new(silence::Memory::new()),
+            liveness: KafkaLiveness::default(),
         }
     }
 }

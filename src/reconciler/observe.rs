@@ -1,8 +1,8 @@
 //! Dereference: what the validated ObserverSet refers to, read from the API and reduced to the
 //! planner's inputs (pods per role, the live ConfigMaps, the agents' answers).
 
-use std::collections::BTreeSet;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
@@ -14,6 +14,7 @@ use crate::agent::AgentClient;
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
 use crate::k8s::dereference::list_role_pods;
 use crate::k8s::{Error, Result};
+use crate::kafka_liveness::LivenessView;
 use crate::rollout::acknowledgement::{judge, Basis, Verdict};
 use crate::rollout::config_map::{
     self, config_map_name, DATA_KEY, LABEL_MANAGED_BY, LABEL_OBSERVER_SET, LABEL_ROLE,
@@ -31,9 +32,23 @@ pub struct ObservedRole {
     pub config_map: Option<ConfigMap>,
 }
 
+/// What the shell learnt about the pods this pass, beyond the pods themselves: the facts
+/// `crate::rollout::unreachable` decides from.
+#[derive(Clone, Debug, Default)]
+pub struct Facts {
+    /// Pod name -> since when its agent has answered nothing (pods asked this pass only).
+    pub silent_since: BTreeMap<String, Timestamp>,
+    /// Node name -> its Ready condition (the Nodes of silent pods only).
+    pub node_ready: BTreeMap<String, bool>,
+    /// The automation's latest view of which brokers Kafka lists, if any.
+    pub kafka: Option<LivenessView>,
+    /// When `kafka` is judged (its age).
+    pub now: Option<Instant>,
+}
+
 impl ObservedRole {
     /// The planner's view (pure).
-    pub fn to_plan(&self) -> RoleObservation {
+    pub fn to_plan(&self, facts: &Facts) -> RoleObservation {
         RoleObservation {
             role: self.role,
             pods: self
@@ -44,6 +59,17 @@ impl ObservedRole {
                     running: p.running,
                     nudged_revision: p.nudged_revision,
                     nudged_at: p.nudged_at,
+                    terminating: p.terminating,
+                    node_ready: p
+                        .node_name
+                        .as_ref()
+                        .and_then(|n| facts.node_ready.get(n).copied()),
+                    agent_silent_since: facts.silent_since.get(&p.name).copied(),
+                    kafka_alive: facts
+                        .kafka
+                        .as_ref()
+                        .zip(facts.now)
+                        .and_then(|(k, now)| k.alive(self.role, p.node_id, now)),
                 })
                 .collect(),
             live: self
@@ -129,6 +155,8 @@ pub struct AckBasis {
 pub struct Gathered {
     pub acks: Acknowledgements,
     pub basis: AckBasis,
+    /// Every pod asked, and whether its agent answered nothing (`Verdict::Unreachable`).
+    pub asked: Vec<(String, bool)>,
 }
 
 /// The planner's acknowledgements and the basis of each verdict (pure).
@@ -143,7 +171,12 @@ pub fn gather(expectation: Expectation, verdicts: &[(String, Verdict)]) -> Gathe
         .filter(|(_, v)| v.basis() == Some(Basis::FileAndTtl))
         .map(|(pod, _)| pod.clone())
         .collect();
+    let asked = verdicts
+        .iter()
+        .map(|(pod, v)| (pod.clone(), matches!(v, Verdict::Unreachable(_))))
+        .collect();
     Gathered {
+        asked,
         basis: AckBasis {
             role: expectation.role,
             revision: expectation.revision,
@@ -282,6 +315,72 @@ mod tests {
             BTreeSet::from(["c-1".to_string(), "c-2".to_string()])
         );
         assert_eq!((g.basis.role, g.basis.revision), (Role::Controller, 8));
+        assert_eq!(
+            g.asked,
+            [
+                ("c-0", false),
+                ("c-1", false),
+                ("c-2", false),
+                ("c-3", true)
+            ]
+            .map(|(p, u)| (p.to_string(), u))
+        );
+    }
+
+    #[test]
+    fn facts_reach_the_planner_by_pod_node_and_role() {
+        let pod = |name: &str, node_id, node: Option<&str>| KafkaPod {
+            name: name.into(),
+            node_id,
+            ip: None,
+            nudged_revision: None,
+            nudged_at: None,
+            running: true,
+            terminating: name == "b-1",
+            node_name: node.map(Into::into),
+            uid: None,
+        };
+        let since: Timestamp = "2026-12-03T09:00:00Z".parse().unwrap();
+        let now = Instant::now();
+        let facts = Facts {
+            silent_since: BTreeMap::from([("b-0".to_string(), since)]),
+            node_ready: BTreeMap::from([("zone-b".to_string(), false)]),
+            kafka: Some(LivenessView {
+                at: now,
+                interval: Duration::from_secs(10),
+                brokers: BTreeSet::from([2]),
+            }),
+            now: Some(now),
+        };
+        let observed = |role| ObservedRole {
+            observer_set: "kafka".into(),
+            role,
+            pods: vec![pod("b-0", 1, Some("zone-b")), pod("b-1", 2, None)],
+            config_map: None,
+        };
+        let plan = observed(Role::Broker).to_plan(&facts);
+        let (b0, b1) = (&plan.pods[0], &plan.pods[1]);
+        assert_eq!(
+            (
+                b0.agent_silent_since,
+                b0.node_ready,
+                b0.kafka_alive,
+                b0.terminating
+            ),
+            (Some(since), Some(false), Some(false), false)
+        );
+        assert_eq!(
+            (
+                b1.agent_silent_since,
+                b1.node_ready,
+                b1.kafka_alive,
+                b1.terminating
+            ),
+            (None, None, Some(true), true)
+        );
+        // The metadata lists brokers only: a controller's liveness is unknown.
+        let plan = observed(Role::Controller).to_plan(&facts);
+        assert_eq!(plan.pods[0].kafka_alive, None);
     }
 
     #[test]
@@ -314,6 +413,9 @@ mod tests {
             nudged_revision: None,
             nudged_at: None,
             running: true,
+            terminating: false,
+            node_name: None,
+            uid: None,
         }];
         let expected = Expectation {
             role: Role::Broker,

@@ -211,6 +211,14 @@ pub fn notes(name: &str, happenings: &[Happening], basis: Option<&AckBasis>) -> 
                     pending.join(", ")
                 ),
             },
+            Happening::StepWentOnWithout { role, revision, pods } => Note {
+                warning: true,
+                reason: reason::STEP_WENT_ON_WITHOUT,
+                text: format!(
+                    "the {role} step of revision {revision} (a promotion) went on without {}: they read the list when they return, and a demotion waits for them",
+                    pods.iter().map(|e| format!("{} ({}: {})", e.pod, e.reason, e.message)).collect::<Vec<_>>().join("; ")
+                ),
+            },
             Happening::RolloutComplete { revision, observers, took } => Note {
                 warning: false,
                 reason: reason::ROLLOUT_COMPLETE,
@@ -394,7 +402,9 @@ mod tests {
                     target: vec![],
                     acknowledged: vec![],
                     pending: pending.iter().map(|p| p.to_string()).collect(),
+                    excused: vec![],
                     timed_out: false,
+                    may_excuse: true,
                 }),
                 ..Default::default()
             },

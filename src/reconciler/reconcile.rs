@@ -8,10 +8,11 @@
 //! and metrics come once, at the end. A crash anywhere in between is resumed by the next
 //! reconcile from the persisted status; the planner is idempotent on it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -21,16 +22,19 @@ use kube::{Resource, ResourceExt};
 use super::conflict::{self, Conflict};
 use super::observe::{self, ObservedRole};
 use super::outcome;
+use super::silence;
 use super::status_patch::status_patch;
 use super::Context;
 use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase};
 use crate::history::{self, SpecChange};
 use crate::k8s::config_map;
+use crate::k8s::dereference::node_readiness;
 use crate::k8s::events::reason;
 use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
 use crate::k8s::{nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
 use crate::rollout::config_map::{build, Owner};
+use crate::rollout::pods::KafkaPod;
 use crate::rollout::{
     self, effective_set, Happening, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings,
 };
@@ -135,7 +139,8 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             .await;
     let acks = gathered.as_ref().map(|g| g.acks.clone());
     let basis = gathered.as_ref().map(|g| &g.basis);
-    let mut roles: Vec<RoleObservation> = observed.iter().map(ObservedRole::to_plan).collect();
+    let facts = facts(ctx, &namespace, &name, &observed, gathered.as_ref(), now).await;
+    let mut roles: Vec<RoleObservation> = observed.iter().map(|o| o.to_plan(&facts)).collect();
     let settings = RolloutSettings {
         mode: validated.rollout.acknowledgement,
         settle: validated.rollout.settle_time,
@@ -255,6 +260,71 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     Ok(Action::requeue(
         decision.requeue_after(now).unwrap_or(ctx.resync),
     ))
+}
+
+/// What `crate::rollout::unreachable` decides from, for the pods asked this pass: since when
+/// each silent agent has been silent (the context's memory, by pod uid), the readiness of the
+/// silent pods' Nodes (read only when some agent is silent) and the automation's latest view
+/// of the brokers Kafka lists. Without answers gathered (Time mode, no step awaited) nothing is
+/// known, and nobody is excused.
+async fn facts(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    observed: &[ObservedRole],
+    gathered: Option<&observe::Gathered>,
+    now: Timestamp,
+) -> observe::Facts {
+    let Some(gathered) = gathered else {
+        return observe::Facts::default();
+    };
+    let pods: Vec<&KafkaPod> = observed
+        .iter()
+        .filter(|o| o.role == gathered.basis.role)
+        .flat_map(|o| &o.pods)
+        .collect();
+    let key_of = |pod: &str| {
+        pods.iter()
+            .find(|p| p.name == pod)
+            .and_then(|p| p.uid.clone())
+            .unwrap_or_else(|| pod.to_string())
+    };
+    let round: Vec<(String, bool)> = gathered
+        .asked
+        .iter()
+        .map(|(pod, unreachable)| (key_of(pod), *unreachable))
+        .collect();
+    let silent_by_uid = {
+        let mut memory = ctx.silence.lock().unwrap_or_else(|e| e.into_inner());
+        silence::record(&mut memory, &round, now)
+    };
+    let silent_since: BTreeMap<String, Timestamp> = gathered
+        .asked
+        .iter()
+        .filter_map(|(pod, _)| Some((pod.clone(), *silent_by_uid.get(&key_of(pod))?)))
+        .collect();
+    let nodes: BTreeSet<String> = pods
+        .iter()
+        .filter(|p| silent_since.contains_key(&p.name))
+        .filter_map(|p| p.node_name.clone())
+        .collect();
+    let node_ready = if nodes.is_empty() {
+        BTreeMap::new()
+    } else {
+        let (ready, errors) = node_readiness(&Api::<Node>::all(ctx.client.clone()), &nodes).await;
+        for error in errors {
+            tracing::warn!(observerset = %format!("{namespace}/{name}"), %error, "node readiness unknown: its pods are not excused for it");
+        }
+        ready
+    };
+    observe::Facts {
+        silent_since,
+        node_ready,
+        kafka: ctx
+            .liveness
+            .view(&(namespace.to_string(), name.to_string())),
+        now: Some(Instant::now()),
+    }
 }
 
 /// The older ObserverSet that selects some of `subject`'s pods, if any: from the controller's
@@ -422,7 +492,11 @@ async fn report(
         }
     }
     for note in outcome::notes(name, happenings, basis) {
-        tracing::info!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
+        if note.warning {
+            tracing::warn!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
+        } else {
+            tracing::info!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
+        }
         if note.warning {
             ctx.events.warning(&reference, note.reason, note.text).await;
         } else {

@@ -7,10 +7,15 @@
 //! - A change of the effective set allocates a new revision `n` and rolls out role by role in
 //!   [`Role::ROLLOUT_ORDER`]: controllers first, then brokers, for promotion, demotion and mixed
 //!   changes alike. A role's ConfigMap is written with `n` only once every running pod of the
-//!   previous role acknowledged `n`.
+//!   previous role acknowledged `n` (or, in a promotion, was excused as unreachable: below).
 //! - A change of the desired set during a rollout supersedes it: a new revision `n+1` starts
 //!   again from the controllers' step. A role never learns a revision before the roles ahead of
 //!   it have acknowledged that same revision.
+//! - A promotion whose every list a pod may hold contains its target may go on without a running
+//!   pod that cannot be reached (node not Ready, terminating, or gone from Kafka, while its agent
+//!   is silent: [`super::unreachable`]). Such a pod is neither acknowledged nor pending but
+//!   `excused`, still nudged, and waited for again as soon as its agent answers. Demotions and
+//!   mixed changes wait for every running pod.
 //! - A step that is not acknowledged within the timeout marks the rollout timed out (phase
 //!   Degraded, naming the pending pods) and keeps waiting: moving on would skip the safety.
 //! - A step is acknowledged only by a decision that found its ConfigMap already in place (never
@@ -33,7 +38,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::effective::rollout_kind;
 use super::model::*;
-use crate::crd::{AckMode, NodeId, Role, RoleStatus, RolloutStatus};
+use super::unreachable::{excuse, may_excuse};
+use crate::crd::{AckMode, ExcusedPod, NodeId, Role, RoleStatus, RolloutStatus};
 use crate::observer_ids::{self, Header};
 
 /// A pod still pending this long after its last nudge is nudged again: a kubelet may have
@@ -142,6 +148,7 @@ fn start(
     let revision = d.state.revision.max(superseded.unwrap_or(0)).max(live_max) + 1;
     let from: BTreeSet<NodeId> = d.state.effective.iter().copied().collect();
     let kind = rollout_kind(&from, input.desired);
+    let may_excuse = may_excuse(kind, &from, input.desired, d.state.rollout.as_ref());
     d.happenings.push(Happening::RolloutStarted {
         revision,
         kind,
@@ -159,7 +166,9 @@ fn start(
         target: desired,
         acknowledged: vec![],
         pending: vec![],
+        excused: vec![],
         timed_out: false,
+        may_excuse,
     });
 }
 
@@ -234,9 +243,11 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
                 r.timed_out = false;
             }
         }
-        let (acknowledged, pending) = acknowledgements(input, &r, role, &target, observed);
+        let (acknowledged, pending, excused) = acknowledgements(input, &r, role, &target, observed);
+        // Excused pods are nudged again too: the annotation change is what makes their kubelet
+        // remount at once when their node returns.
         let renudge = |p: &PodObservation| {
-            pending.contains(&p.name)
+            (pending.contains(&p.name) || excused.iter().any(|e| e.pod == p.name))
                 && p.nudged_at
                     .is_none_or(|at| elapsed(at, input.now) >= RENUDGE_AFTER)
         };
@@ -253,6 +264,7 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
         }
         r.acknowledged = acknowledged.clone();
         r.pending = pending.clone();
+        r.excused = excused.clone();
         d.state.set_role(
             role,
             RoleStatus {
@@ -260,6 +272,7 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
                 observers: r.target.clone(),
                 acknowledged,
                 pending,
+                excused,
             },
         );
         if writing {
@@ -282,6 +295,13 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
             d.state.rollout = Some(r);
             return;
         }
+        if !r.excused.is_empty() {
+            d.happenings.push(Happening::StepWentOnWithout {
+                role,
+                revision: r.revision,
+                pods: r.excused.clone(),
+            });
+        }
         d.happenings.push(Happening::StepAcknowledged {
             role,
             revision: r.revision,
@@ -299,6 +319,7 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
                 r.timed_out = false;
                 r.acknowledged = vec![];
                 r.pending = vec![];
+                r.excused = vec![];
                 d.state.rollout = Some(r);
             }
             None => {
@@ -314,14 +335,15 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
     }
 }
 
-/// Running pods of the step that acknowledged, and those still pending (both sorted).
+/// Running pods of the step that acknowledged, those still pending and those the step goes on
+/// without (all sorted by pod name). A pod is excused only if it has not acknowledged.
 fn acknowledgements(
     input: &RolloutInput<'_>,
     r: &RolloutStatus,
     role: Role,
     target: &BTreeSet<NodeId>,
     observed: &RoleObservation,
-) -> (Vec<String>, Vec<String>) {
+) -> (Vec<String>, Vec<String>, Vec<ExcusedPod>) {
     let expected = Expectation {
         role,
         revision: r.revision,
@@ -340,8 +362,14 @@ fn acknowledgements(
             AckMode::Agent => agent_acks.is_some_and(|pods| pods.contains(&p.name)),
             AckMode::Time => settled,
         });
+    let (excused, pending): (Vec<_>, Vec<_>) = pending
+        .into_iter()
+        .map(|p| (p, excuse(r, input.settings.mode, p, input.now)))
+        .partition(|(_, e)| e.is_some());
+    let excused = excused.into_iter().filter_map(|(_, e)| e).collect();
+    let pending = pending.into_iter().map(|(p, _)| p).collect();
     let names = |pods: Vec<&PodObservation>| pods.into_iter().map(|p| p.name.clone()).collect();
-    (names(acked), names(pending))
+    (names(acked), names(pending), excused)
 }
 
 /// Keeps every role outside the current step at what its status records.
@@ -396,7 +424,7 @@ pub fn settled(step_started_at: Timestamp, now: Timestamp, settle: Duration) -> 
 }
 
 /// Time from `since` to `now`, zero if `now` is earlier (clocks of two machines).
-pub(super) fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+pub fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     let span = now.duration_since(since);
     if span.is_negative() {
         Duration::ZERO

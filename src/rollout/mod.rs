@@ -1,7 +1,8 @@
 //! The pure core of the reconciler: which observer set the pods should read
 //! ([`effective`]) and how a change of it reaches them, controllers first ([`machine`]), and
 //! what that reads and writes in the cluster: the role's pods ([`pods`], [`nudge`]), the
-//! observer ConfigMaps ([`config_map`]) and the agents' answers ([`acknowledgement`]).
+//! observer ConfigMaps ([`config_map`]) and the agents' answers ([`acknowledgement`]), and which
+//! unreachable pods a promotion may go on without ([`unreachable`]).
 //!
 //! Nothing here does I/O or reads a clock: the shell passes in what it observed and the time,
 //! and carries out the [`RolloutDecision`]. That is what lets the property tests replay every
@@ -14,6 +15,7 @@ pub mod machine;
 pub mod model;
 pub mod nudge;
 pub mod pods;
+pub mod unreachable;
 
 #[cfg(test)]
 mod simulation;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::{
-    AckMode, NodeId, Phase, Role, RoleStatus, RolesStatus, RolloutKind, RolloutStatus, RolloutStep,
+    AckMode, ExcusedPod, NodeId, Phase, Role, RoleStatus, RolesStatus, RolloutKind, RolloutStatus,
+    RolloutStep,
 };
 
 /// One selected pod of a role.
@@ -23,6 +24,17 @@ pub struct PodObservation {
     pub nudged_revision: Option<i64>,
     /// When the pod was last nudged (a second annotation).
     pub nudged_at: Option<Timestamp>,
+    /// `metadata.deletionTimestamp` is set: the pod is being deleted (it stays `Running` until
+    /// its node confirms, which a lost node never does).
+    pub terminating: bool,
+    /// The Ready condition of the pod's Node: `Some(false)` for False or Unknown, `None` when
+    /// not known (not scheduled, Node not read).
+    pub node_ready: Option<bool>,
+    /// Since when the pod's agent has answered nothing, over consecutive rounds of asking;
+    /// `None` when it answered in the latest round or was not asked in this pass.
+    pub agent_silent_since: Option<Timestamp>,
+    /// Whether Kafka still lists the pod's node id as alive; `None`: not known.
+    pub kafka_alive: Option<bool>,
 }
 
 /// A role's live ConfigMap as read from the API; `None` in [`RoleObservation::live`] means absent.
@@ -174,6 +186,12 @@ pub enum Happening {
         role: Role,
         revision: i64,
         pending: Vec<String>,
+    },
+    /// A promotion's step completed without these unreachable pods (`super::unreachable`).
+    StepWentOnWithout {
+        role: Role,
+        revision: i64,
+        pods: Vec<ExcusedPod>,
     },
     RolloutComplete {
         revision: i64,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::nudge::{NUDGED_AT_ANNOTATION, REVISION_ANNOTATION};
 use crate::crd::{NodeId, NodeIdRule, Role};
@@ -26,6 +26,13 @@ pub struct KafkaPod {
     /// `status.phase` is Running. Only running pods must acknowledge a rollout step: a pod that
     /// is not running yet mounts the ConfigMap's current content when it starts.
     pub running: bool,
+    /// `metadata.deletionTimestamp` is set (a pod on a lost node stays so until it returns).
+    pub terminating: bool,
+    /// `spec.nodeName`: the Node whose readiness says whether the pod can be reached.
+    pub node_name: Option<String>,
+    /// `metadata.uid`: keys the reconciler's memory of how long the agent has been silent (a
+    /// recreated pod of the same name starts afresh).
+    pub uid: Option<String>,
 }
 
 /// Why a selected pod cannot be used.
@@ -122,6 +129,20 @@ pub fn node_id_of(pod: &Pod, role: Role, rule: &NodeIdRule) -> Result<NodeId, De
     }
 }
 
+/// The Ready condition of a pod's Node: `Some(true)` for True, `Some(false)` for False or
+/// Unknown (the node controller sets Unknown when the kubelet stops reporting: a lost node),
+/// `None` when the Node reports no Ready condition.
+pub fn node_ready(node: &Node) -> Option<bool> {
+    let ready = node
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some(ready.status == "True")
+}
+
 /// Reduces the selected pods to [`KafkaPod`]s, sorted by node id; rejects duplicate node ids.
 pub fn kafka_pods(
     pods: &[Pod],
@@ -149,6 +170,12 @@ pub fn kafka_pods(
         let nudged_revision = annotation(REVISION_ANNOTATION).and_then(|v| v.parse().ok());
         let nudged_at = annotation(NUDGED_AT_ANNOTATION).and_then(|v| v.parse().ok());
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let node_name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
         by_id.insert(
             node_id,
             KafkaPod {
@@ -158,6 +185,9 @@ pub fn kafka_pods(
                 nudged_revision,
                 nudged_at,
                 running,
+                terminating,
+                node_name,
+                uid: pod.metadata.uid.clone(),
             },
         );
     }
@@ -248,7 +278,10 @@ mod tests {
                     ip: None,
                     nudged_revision: None,
                     nudged_at: None,
-                    running: false
+                    running: false,
+                    terminating: false,
+                    node_name: None,
+                    uid: None,
                 },
                 KafkaPod {
                     name: "kafka-broker-1".into(),
@@ -257,9 +290,58 @@ mod tests {
                     nudged_revision: Some(7),
                     nudged_at: None,
                     running: true,
+                    terminating: false,
+                    node_name: None,
+                    uid: None,
                 },
             ]
         );
+    }
+
+    #[test]
+    fn node_readiness_false_and_unknown_are_not_ready() {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+        let node = |conditions: &[(&str, &str)]| Node {
+            status: Some(NodeStatus {
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(t, s)| NodeCondition {
+                            type_: t.to_string(),
+                            status: s.to_string(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            node_ready(&node(&[("MemoryPressure", "False"), ("Ready", "True")])),
+            Some(true)
+        );
+        assert_eq!(node_ready(&node(&[("Ready", "False")])), Some(false));
+        assert_eq!(node_ready(&node(&[("Ready", "Unknown")])), Some(false));
+        assert_eq!(node_ready(&node(&[("MemoryPressure", "False")])), None);
+        assert_eq!(node_ready(&Node::default()), None);
+    }
+
+    #[test]
+    fn a_deleted_pod_is_terminating_and_keeps_its_node_and_uid() {
+        use k8s_openapi::api::core::v1::PodSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let mut p = pod("kafka-broker-0", &[], Some("127.0.1.2"));
+        p.metadata.deletion_timestamp = Some(Time("2026-12-03T09:00:00Z".parse().unwrap()));
+        p.metadata.uid = Some("u-1".into());
+        p.spec = Some(PodSpec {
+            node_name: Some("zone-b".into()),
+            ..Default::default()
+        });
+        let got = kafka_pods(&[p], Role::Broker, &NodeIdRule::OrdinalOffset(1)).unwrap();
+        assert!(got[0].terminating && got[0].running);
+        assert_eq!(got[0].node_name.as_deref(), Some("zone-b"));
+        assert_eq!(got[0].uid.as_deref(), Some("u-1"));
     }
 
     #[test]

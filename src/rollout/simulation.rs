@@ -7,7 +7,17 @@
 //!   `n`, the controllers' list holds `n` or later and every running controller pod has read
 //!   `n` or later (Agent mode), or has had `settleTime` to read it (Time mode);
 //! - every written set was the desired set at some point (so an empty list only when the
-//!   effective set really was empty).
+//!   effective set really was empty);
+//! - a controller the brokers' step goes on without (Agent mode) is one the model itself finds
+//!   unreachable ([`Pod::unreachable`]), only in a promotion, and it holds a list containing
+//!   every id of the brokers' new list: it is at least as conservative as the brokers;
+//! - a demotion or mixed change completes (and each of its steps is acknowledged) only once
+//!   every running pod of the step has read its revision;
+//! - a pod counted as acknowledged has read the revision; acknowledged, pending and excused
+//!   never overlap.
+//!
+//! Pods can become unreachable as in a zone outage: their node lost (not Ready, the kubelet
+//! no longer syncs, the agent silent), being deleted, gone from Kafka; and they can return.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -15,7 +25,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::*;
-use crate::crd::{AckMode, NodeId, Role};
+use crate::crd::{AckMode, NodeId, Role, RolloutKind};
 use crate::observer_ids;
 
 #[derive(Clone, Debug)]
@@ -32,6 +42,38 @@ pub struct Pod {
     pub nudged_at: Option<Timestamp>,
     /// Logical time (World::seq) of the pod's start.
     pub started_seq: Option<u64>,
+    /// The Ready condition of the pod's node (`Some(false)`: lost; its kubelet syncs nothing).
+    pub node_ready: Option<bool>,
+    /// The pod has a deletion timestamp.
+    pub terminating: bool,
+    /// Whether Kafka lists the node as alive (`None`: unknown).
+    pub kafka_alive: Option<bool>,
+    /// Since when the agent has been silent (set by [`World::set_responsive`]; a test that sets
+    /// `responsive` directly makes it silent "since now" on every pass).
+    pub silent_since: Option<Timestamp>,
+    /// The pod's file holds a hand-edited list (no operator can keep a pod from reading one).
+    pub read_hand_edit: bool,
+}
+
+/// How long the model takes silence plus Kafka's word as gone: the rule's bound, restated.
+const GONE_AFTER_SECS: i64 = 3;
+
+impl Pod {
+    /// The model's own account of "cannot be reached": agent silent and node lost, or being
+    /// deleted, or gone from Kafka for the bound. (The planner decides from the same facts;
+    /// this is the reference the checks compare it with.)
+    pub fn unreachable(&self, now: Timestamp) -> bool {
+        if self.responsive || !self.running {
+            return false;
+        }
+        let silent_for = self
+            .silent_since
+            .map_or(SignedDuration::ZERO, |s| now.duration_since(s));
+        self.node_ready == Some(false)
+            || self.terminating
+            || (self.kafka_alive == Some(false)
+                && silent_for >= SignedDuration::from_secs(GONE_AFTER_SECS))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -52,6 +94,10 @@ pub struct World {
     pub settings: RolloutSettings,
     pub happenings: Vec<Happening>,
     pub writes: Vec<ListWrite>,
+    /// The kind of every rollout started (from its `RolloutStarted`).
+    pub kinds: BTreeMap<i64, RolloutKind>,
+    /// Roles whose list holds a hand edit.
+    pub edited: BTreeSet<Role>,
 }
 
 pub const NAMESPACE: &str = "kafka";
@@ -98,6 +144,11 @@ impl World {
                     nudged: None,
                     nudged_at: None,
                     started_seq: None,
+                    node_ready: Some(true),
+                    terminating: false,
+                    kafka_alive: None,
+                    silent_since: None,
+                    read_hand_edit: false,
                 });
             }
         }
@@ -120,6 +171,8 @@ impl World {
             },
             happenings: vec![],
             writes: vec![],
+            kinds: BTreeMap::new(),
+            edited: BTreeSet::new(),
         };
         if let Some(ids) = seed {
             let text: String = ids.iter().map(|id| format!("{id}\n")).collect();
@@ -155,6 +208,11 @@ impl World {
                         running: p.running,
                         nudged_revision: p.nudged,
                         nudged_at: p.nudged_at,
+                        terminating: p.terminating,
+                        node_ready: p.node_ready,
+                        agent_silent_since: (!p.responsive)
+                            .then(|| p.silent_since.unwrap_or(self.now)),
+                        kafka_alive: p.kafka_alive,
                     })
                     .collect(),
                 live: self.lists.get(&role).cloned(),
@@ -223,12 +281,14 @@ impl World {
         }
         let mut finished = false;
         for round in 0..=roles.len() {
+            self.check_decision(&decision);
             self.happenings.extend(decision.happenings.iter().cloned());
+            let kind = decision.state.rollout.as_ref().map(|r| r.kind);
             for write in &decision.writes {
                 if stops() {
                     return;
                 }
-                self.apply_write(write);
+                self.apply_write(write, kind);
             }
             if round == 0 && intent_last {
                 if stops() {
@@ -274,7 +334,83 @@ impl World {
         self.status = decision.state.clone();
     }
 
-    fn apply_write(&mut self, w: &ListWrite) {
+    /// What a decision claims about the pods, checked against the model: acknowledged pods
+    /// have read the revision (Agent mode), no pod is in two of acknowledged, pending and
+    /// excused, an excused pod is one the model finds unreachable in a promotion, and a
+    /// demotion's or mixed change's step is acknowledged only by every running pod of it.
+    fn check_decision(&mut self, d: &RolloutDecision) {
+        let agent = self.settings.mode == AckMode::Agent;
+        for h in &d.happenings {
+            match h {
+                Happening::RolloutStarted { revision, kind, .. } => {
+                    self.kinds.insert(*revision, *kind);
+                }
+                Happening::StepAcknowledged { role, revision, .. } if agent => {
+                    if self.kinds.get(revision) == Some(&RolloutKind::Promotion) {
+                        continue;
+                    }
+                    for pod in self.pods.iter().filter(|p| p.role == *role && p.running) {
+                        assert!(
+                            pod.history.iter().any(|(r, _)| r >= revision),
+                            "{:?} step of revision {revision} acknowledged without {} (history {:?})",
+                            self.kinds.get(revision),
+                            pod.name,
+                            pod.history
+                        );
+                    }
+                }
+                Happening::StepWentOnWithout { revision, pods, .. } => {
+                    assert_eq!(
+                        self.kinds.get(revision),
+                        Some(&RolloutKind::Promotion),
+                        "went on without {pods:?}"
+                    );
+                }
+                _ => {}
+            }
+        }
+        let roles = [&d.state.roles.controller, &d.state.roles.broker];
+        for rs in roles.into_iter().flatten() {
+            self.check_role(rs.revision, &rs.acknowledged, &rs.pending, &rs.excused);
+        }
+        if let Some(r) = &d.state.rollout {
+            self.check_role(r.revision, &r.acknowledged, &r.pending, &r.excused);
+            if !r.excused.is_empty() {
+                assert_eq!(r.kind, RolloutKind::Promotion);
+            }
+        }
+    }
+
+    fn check_role(
+        &self,
+        revision: i64,
+        acknowledged: &[String],
+        pending: &[String],
+        excused: &[crate::crd::ExcusedPod],
+    ) {
+        let excused: BTreeSet<&str> = excused.iter().map(|e| e.pod.as_str()).collect();
+        for name in acknowledged {
+            assert!(!excused.contains(name.as_str()) && !pending.contains(name));
+            if self.settings.mode == AckMode::Agent {
+                let pod = self.pods.iter().find(|p| &p.name == name).unwrap();
+                assert!(
+                    pod.history.iter().any(|(r, _)| *r == revision),
+                    "{name} counted as acknowledging {revision} without reading it ({:?})",
+                    pod.history
+                );
+            }
+        }
+        for name in &excused {
+            assert!(!pending.iter().any(|p| p == name));
+            let pod = self.pods.iter().find(|p| p.name == *name).unwrap();
+            assert!(
+                self.settings.mode == AckMode::Agent && pod.unreachable(self.now),
+                "{name} excused but reachable: {pod:?}"
+            );
+        }
+    }
+
+    fn apply_write(&mut self, w: &ListWrite, kind: Option<RolloutKind>) {
         assert!(
             self.desired_history.contains(&w.ids),
             "wrote {:?} to the {} list, never a desired set ({:?})",
@@ -284,8 +420,9 @@ impl World {
         );
         assert_eq!(observer_ids::parse_ids(&w.content), w.ids);
         if w.role == Role::Broker && self.roles.contains(&Role::Controller) {
-            self.check_brokers_not_ahead(w);
+            self.check_brokers_not_ahead(w, kind);
         }
+        self.edited.remove(&w.role);
         if w.role == Role::Controller {
             self.seq += 1;
             self.controller_revisions
@@ -309,7 +446,7 @@ impl World {
     /// list does not hold yet; a step write also waits until every running controller has read
     /// it (Agent mode) or had `settleTime` to read it (Time mode). Revisions only grow and each
     /// one has one content.
-    fn check_brokers_not_ahead(&self, w: &ListWrite) {
+    fn check_brokers_not_ahead(&self, w: &ListWrite, kind: Option<RolloutKind>) {
         let controllers_list = self
             .lists
             .get(&Role::Controller)
@@ -332,13 +469,26 @@ impl World {
         match self.settings.mode {
             AckMode::Agent => {
                 for pod in running {
+                    if pod.history.iter().any(|(r, _)| *r >= w.revision) {
+                        continue;
+                    }
+                    // Only a promotion goes on without a controller, only one that cannot be
+                    // reached, and only one whose list is at least as conservative as the
+                    // brokers' new one (it still holds every id the brokers will hold).
                     assert!(
-                        pod.history.iter().any(|(r, _)| *r >= w.revision),
-                        "brokers written with revision {} {:?} before controller {} read it (history {:?})",
+                        kind == Some(RolloutKind::Promotion) && pod.unreachable(self.now),
+                        "brokers written with revision {} {:?} ({kind:?}) before controller {} read it (history {:?}, {pod:?})",
                         w.revision,
                         w.ids,
                         pod.name,
                         pod.history
+                    );
+                    let holds = pod.seen.as_ref().map(|(_, ids)| ids);
+                    assert!(
+                        pod.read_hand_edit || holds.is_some_and(|ids| w.ids.is_subset(ids)),
+                        "brokers written with {:?} while unreachable controller {} holds {holds:?}: it could elect an observer",
+                        w.ids,
+                        pod.name
                     );
                 }
             }
@@ -380,10 +530,13 @@ impl World {
         else {
             return;
         };
+        let edited = self.edited.contains(&self.pods[index].role);
         let pod = &mut self.pods[index];
-        if !pod.running {
+        // A lost node's kubelet syncs nothing.
+        if !pod.running || pod.node_ready == Some(false) {
             return;
         }
+        pod.read_hand_edit = edited;
         let text = list.content.unwrap_or_default();
         let parsed = observer_ids::parse(&text);
         let revision = parsed.header.map(|h| h.revision);
@@ -412,6 +565,14 @@ impl World {
         if running && !can_mount {
             return;
         }
+        if running && !self.pods[index].running {
+            // A new pod (rescheduled): on a node that is Ready, not being deleted, Kafka's
+            // view of it unknown until the next scan.
+            let pod = &mut self.pods[index];
+            pod.node_ready = Some(true);
+            pod.terminating = false;
+            pod.kafka_alive = None;
+        }
         self.pods[index].running = running;
         self.seq += 1;
         self.pods[index].started_seq = running.then_some(self.seq);
@@ -419,6 +580,43 @@ impl World {
             self.sync(index);
         } else {
             self.pods[index].seen = None;
+        }
+    }
+
+    /// The pod's agent stops or starts answering.
+    pub fn set_responsive(&mut self, index: usize, responsive: bool) {
+        let now = self.now;
+        if let Some(pod) = self.pods.get_mut(index) {
+            if pod.responsive && !responsive {
+                pod.silent_since = Some(now);
+            }
+            if responsive {
+                pod.silent_since = None;
+            }
+            pod.responsive = responsive;
+        }
+    }
+
+    /// The pod's node is lost (its kubelet stops reporting: NotReady, no volume syncs, the
+    /// agent silent) or returns (Ready, the agent answers; its volume syncs again, but only on
+    /// the next [`World::sync`]).
+    pub fn set_node_ready(&mut self, index: usize, ready: bool) {
+        self.set_responsive(index, ready);
+        if let Some(pod) = self.pods.get_mut(index) {
+            pod.node_ready = Some(ready);
+        }
+    }
+
+    /// The pod gets a deletion timestamp (it stays running until it is gone).
+    pub fn terminate(&mut self, index: usize) {
+        if let Some(pod) = self.pods.get_mut(index).filter(|p| p.running) {
+            pod.terminating = true;
+        }
+    }
+
+    pub fn set_kafka_alive(&mut self, index: usize, alive: Option<bool>) {
+        if let Some(pod) = self.pods.get_mut(index) {
+            pod.kafka_alive = alive;
         }
     }
 
@@ -442,8 +640,12 @@ impl World {
         match (kind, self.lists.get_mut(&role)) {
             (Drift::Delete, _) => {
                 self.lists.remove(&role);
+                self.edited.remove(&role);
             }
-            (Drift::Edit, Some(list)) => list.content = Some("1\n2\n".into()),
+            (Drift::Edit, Some(list)) => {
+                list.content = Some("1\n2\n".into());
+                self.edited.insert(role);
+            }
             (Drift::StripLabels, Some(list)) => list.managed = false,
             (_, None) => {}
         }

@@ -74,7 +74,7 @@ pub fn spawn_automation(bed: &Bed, ns: &str, metrics: &Metrics) -> tokio::task::
     let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.to_owned());
     tokio::spawn(async move {
         let events = Events::new(client.clone(), None);
-        automation::run_namespaced(client, metrics, events, &ns).await
+        automation::run_namespaced(client, metrics, events, &ns, Default::default()).await
     })
 }
 
