@@ -3,12 +3,14 @@
 //! agent is silent but whose broker Kafka still lists (wait for it) from one Kafka has dropped
 //! (a promotion may go on without it: `crate::rollout::unreachable`).
 //!
-//! Only brokers: the scan reads the cluster metadata, which lists brokers, not KRaft
-//! controllers; a controller's liveness stays unknown (`None`), so a controller is excused
-//! only for its node or its deletion. A view older than [`STALE_AFTER_SCANS`] scan intervals,
-//! or of a scan that failed, is unknown too: unknown never excuses anyone.
+//! Brokers from the scan's metadata (registered, not fenced); KRaft controllers, which the
+//! metadata does not list, from DescribeQuorum after the scan (`crate::kafka::quorum`: the
+//! leader, and the voters it heard from within 2 s of the freshest). A controller whose voter
+//! is not in the answer, or when DescribeQuorum failed, is unknown. A view older than
+//! [`STALE_AFTER_SCANS`] scan intervals, or of a scan that failed, is unknown too: unknown never
+//! excuses anyone.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -29,17 +31,22 @@ pub struct LivenessView {
     pub interval: Duration,
     /// Broker ids the metadata listed (registered, not fenced by the controller).
     pub brokers: BTreeSet<NodeId>,
+    /// KRaft voters and whether the quorum hears from them; empty when not known.
+    pub voters: BTreeMap<NodeId, bool>,
 }
 
 impl LivenessView {
     /// Whether Kafka lists `node_id` of a `role` pod as alive, as of `now` (pure): unknown for
-    /// a stale view and for controllers.
+    /// a stale view and for a controller that is not a voter of the last answer.
     pub fn alive(&self, role: Role, node_id: NodeId, now: Instant) -> Option<bool> {
         let age = now.saturating_duration_since(self.at);
-        if role != Role::Broker || age > self.interval * STALE_AFTER_SCANS {
+        if age > self.interval * STALE_AFTER_SCANS {
             return None;
         }
-        Some(self.brokers.contains(&node_id))
+        match role {
+            Role::Broker => Some(self.brokers.contains(&node_id)),
+            Role::Controller => self.voters.get(&node_id).copied(),
+        }
     }
 }
 
@@ -56,6 +63,18 @@ impl KafkaLiveness {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, view);
+    }
+
+    /// Adds the quorum's voters to a set's current view (none: nothing to add to).
+    pub fn set_voters(&self, key: &SetKey, voters: BTreeMap<NodeId, bool>) {
+        if let Some(view) = self
+            .views
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(key)
+        {
+            view.voters = voters;
+        }
     }
 
     /// Forgets a set's view (a failed scan, a stopped automation): its liveness is unknown.
@@ -84,6 +103,7 @@ mod tests {
             at,
             interval: Duration::from_secs(10),
             brokers: BTreeSet::from([1, 2]),
+            voters: BTreeMap::new(),
         }
     }
 
@@ -100,11 +120,19 @@ mod tests {
     }
 
     #[test]
-    fn stale_views_and_controllers_are_unknown() {
+    fn stale_views_and_controllers_outside_the_quorum_answer_are_unknown() {
         let at = Instant::now();
-        let v = view(at);
+        let mut v = view(at);
         assert_eq!(v.alive(Role::Broker, 3, at + Duration::from_secs(31)), None);
-        assert_eq!(v.alive(Role::Controller, 3, at), None);
+        assert_eq!(v.alive(Role::Controller, 101, at), None, "no quorum answer");
+        v.voters = BTreeMap::from([(101, true), (102, false)]);
+        assert_eq!(v.alive(Role::Controller, 101, at), Some(true));
+        assert_eq!(v.alive(Role::Controller, 102, at), Some(false));
+        assert_eq!(v.alive(Role::Controller, 103, at), None, "not a voter");
+        assert_eq!(
+            v.alive(Role::Controller, 102, at + Duration::from_secs(31)),
+            None
+        );
     }
 
     #[test]
@@ -113,8 +141,12 @@ mod tests {
         let key = ("kafka".to_string(), "kafka".to_string());
         assert_eq!(registry.view(&key), None);
         let at = Instant::now();
+        registry.set_voters(&key, BTreeMap::from([(101, true)]));
+        assert_eq!(registry.view(&key), None, "no view to add voters to");
         registry.publish(key.clone(), view(at));
         assert_eq!(registry.view(&key), Some(view(at)));
+        registry.set_voters(&key, BTreeMap::from([(101, true)]));
+        assert!(registry.view(&key).unwrap().voters[&101]);
         registry.forget(&key);
         assert_eq!(registry.view(&key), None);
     }

@@ -3,7 +3,7 @@
 //! engine's memory in status. The memory is restored from `status.engineState` when the task
 //! starts (operator start-up, leadership acquired), before the first decision.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -295,6 +295,7 @@ impl SetTask {
             self.run_elections(obs, &decision).await;
         }
         self.record(obs, &snapshot, &config, &decision, now).await?;
+        self.publish_voters(&snapshot).await;
         let next = decision
             .next_history
             .next_scan_after(interval, config.confirmations);
@@ -324,8 +325,35 @@ impl SetTask {
                 at: std::time::Instant::now(),
                 interval,
                 brokers,
+                voters: BTreeMap::new(),
             },
         );
+    }
+
+    /// Adds the KRaft voters the quorum still hears from to this scan's liveness view
+    /// (DescribeQuorum through a broker the scan found alive). After the scan's decision, so
+    /// a broker that does not answer never delays a promotion; a failure leaves the
+    /// controllers unknown (never excused for Kafka's view).
+    async fn publish_voters(&self, snapshot: &ClusterSnapshot) {
+        let Some((_, watcher)) = self.watcher.as_ref() else {
+            return;
+        };
+        if snapshot.source != SourceHealth::Healthy {
+            return;
+        }
+        let alive: BTreeSet<i32> = snapshot
+            .brokers
+            .iter()
+            .filter(|(_, b)| b.is_alive())
+            .map(|(id, _)| *id)
+            .collect();
+        match watcher.live_voters(&alive).await {
+            Ok(voters) => self.liveness.set_voters(&self.key, voters),
+            Err(e) => {
+                tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
+                error = %e, "DescribeQuorum failed: the controllers' liveness stays unknown")
+            }
+        }
     }
 
     /// How to reach the cluster for this scan. With TLS or SASL, the Secrets `spec.kafka` names

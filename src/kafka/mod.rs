@@ -9,6 +9,7 @@ mod connection;
 mod election;
 mod list_offsets;
 mod offset_probe;
+pub mod quorum;
 mod reassignment;
 mod scan;
 #[cfg(test)]

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
 use super::offset_probe::{OffsetProbe, ProbeError, DEFAULT_CONNECT_TIMEOUT};
+use super::quorum::{self, QuorumError};
 use super::reassignment::{self, ReassignmentError, ReorderOutcome};
 use super::scan::{
     read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
@@ -90,6 +91,22 @@ impl KafkaWatcher {
         let probe = self.probe.as_ref().ok_or(ReassignmentError::NoProbe)?;
         let md = read_metadata(&self.admin, self.options.request_timeout).await?;
         reassignment::reorder(probe, &md.brokers, orders).await
+    }
+
+    /// Each KRaft voter and whether the quorum still hears from it (`quorum`), asked through
+    /// the first of `brokers` (ids the scan found alive) that answers.
+    pub async fn live_voters(
+        &self,
+        brokers: &std::collections::BTreeSet<i32>,
+    ) -> Result<BTreeMap<i32, bool>, QuorumError> {
+        let probe = self.probe.as_ref().ok_or(QuorumError::NoProbe)?;
+        let md = read_metadata(&self.admin, self.options.request_timeout).await?;
+        let alive: BTreeMap<i32, String> = md
+            .brokers
+            .into_iter()
+            .filter(|(id, _)| brokers.contains(id))
+            .collect();
+        quorum::describe(probe, &alive).await
     }
 
     /// The admin client, shared with the leader elections.

@@ -255,6 +255,29 @@ mod tests {
     }
 
     #[test]
+    fn a_step_going_on_without_pods_says_so() {
+        use crate::crd::{ExcuseReason, ExcusedPod};
+        let mut r = rollout(&["kafka-broker-1"]);
+        r.excused = vec![ExcusedPod {
+            pod: "kafka-controller-2".into(),
+            reason: ExcuseReason::Terminating,
+            message: "it is being deleted".into(),
+        }];
+        let [ready, progressing, _] = condition_values(Phase::RollingOut, Some(&r), None);
+        for message in [&ready.message, &progressing.message] {
+            assert!(
+                message.contains(
+                    "waiting for kafka-broker-1; going on without kafka-controller-2 (Terminating)"
+                ),
+                "{message}"
+            );
+        }
+        r.excused.clear();
+        let [ready, ..] = condition_values(Phase::RollingOut, Some(&r), None);
+        assert!(!ready.message.contains("going on without"));
+    }
+
+    #[test]
     fn ready_has_one_true_condition() {
         let values = condition_values(Phase::Ready, None, None);
         assert_eq!(values.iter().filter(|v| v.status).count(), 1);

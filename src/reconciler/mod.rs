@@ -18,8 +18,9 @@ mod reconcile;
 mod silence;
 mod status_patch;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -61,6 +62,9 @@ pub struct Context {
     pub silence: Mutex<silence::Memory>,
     /// Which brokers the automation's latest scans saw alive (it publishes, we read).
     pub liveness: KafkaLiveness,
+    /// Node name -> when its Ready condition was read and what it said (silent pods' Nodes
+    /// only; reused for a second while a step polls fast).
+    pub nodes: Mutex<HashMap<String, (Instant, bool)>>,
 }
 
 impl Context {
@@ -93,6 +97,7 @@ impl Context {
             sets: RwLock::new(None),
             silence: Mutex::new(silence::Memory::new()),
             liveness: KafkaLiveness::default(),
+            nodes: Mutex::new(HashMap::new()),
         }
     }
 }

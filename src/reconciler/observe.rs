@@ -349,6 +349,7 @@ mod tests {
                 at: now,
                 interval: Duration::from_secs(10),
                 brokers: BTreeSet::from([2]),
+                voters: BTreeMap::new(),
             }),
             now: Some(now),
         };
@@ -378,7 +379,7 @@ mod tests {
             ),
             (None, None, Some(true), true)
         );
-        // The metadata lists brokers only: a controller's liveness is unknown.
+        // The metadata lists brokers only; without a quorum answer a controller is unknown.
         let plan = observed(Role::Controller).to_plan(&facts);
         assert_eq!(plan.pods[0].kafka_alive, None);
     }

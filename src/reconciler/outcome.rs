@@ -352,6 +352,36 @@ mod tests {
     }
 
     #[test]
+    fn going_on_without_pods_is_a_warning_naming_them_and_why() {
+        use crate::crd::{ExcuseReason, ExcusedPod};
+        let notes = notes(
+            "kafka",
+            &[Happening::StepWentOnWithout {
+                role: Role::Controller,
+                revision: 9,
+                pods: vec![ExcusedPod {
+                    pod: "kafka-controller-2".into(),
+                    reason: ExcuseReason::NodeNotReady,
+                    message: "its node is not Ready and its agent has not answered since 2026-12-03T09:00:00Z".into(),
+                }],
+            }],
+            None,
+        );
+        assert_eq!(notes.len(), 1);
+        let note = &notes[0];
+        assert!(note.warning);
+        assert_eq!(note.reason, "StepWentOnWithout");
+        assert!(
+            note.text
+                .contains("kafka-controller-2 (NodeNotReady: its node is not Ready")
+                && note.text.contains("revision 9")
+                && note.text.contains("a demotion waits for them"),
+            "{}",
+            note.text
+        );
+    }
+
+    #[test]
     fn notes_name_the_config_map_and_the_pods() {
         let notes = notes(
             "kafka",

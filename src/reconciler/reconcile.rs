@@ -39,6 +39,9 @@ use crate::rollout::{
     self, effective_set, Happening, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings,
 };
 
+/// How long a Node's Ready condition read for a silent pod is reused.
+const NODE_READ_EVERY: Duration = Duration::from_secs(1);
+
 /// Retry when the selected pods cannot be used (a pod without a node id): pods change without
 /// the ObserverSet changing, and the pod watch may not see a label fix on an unrelated pod.
 const INVALID_PODS_RETRY: Duration = Duration::from_secs(30);
@@ -308,14 +311,39 @@ async fn facts(
         .filter(|p| silent_since.contains_key(&p.name))
         .filter_map(|p| p.node_name.clone())
         .collect();
-    let node_ready = if nodes.is_empty() {
-        BTreeMap::new()
-    } else {
-        let (ready, errors) = node_readiness(&Api::<Node>::all(ctx.client.clone()), &nodes).await;
+    // A step polls every 20 ms at first: a Node's readiness is read at most once a second.
+    let stale: BTreeSet<String> = {
+        let cache = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        nodes
+            .iter()
+            .filter(|n| {
+                cache
+                    .get(*n)
+                    .is_none_or(|(at, _)| at.elapsed() >= NODE_READ_EVERY)
+            })
+            .cloned()
+            .collect()
+    };
+    if !stale.is_empty() {
+        let (ready, errors) = node_readiness(&Api::<Node>::all(ctx.client.clone()), &stale).await;
         for error in errors {
             tracing::warn!(observerset = %format!("{namespace}/{name}"), %error, "node readiness unknown: its pods are not excused for it");
         }
-        ready
+        let mut cache = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        for n in &stale {
+            match ready.get(n) {
+                Some(&r) => cache.insert(n.clone(), (Instant::now(), r)),
+                // Unreadable or without a Ready condition: unknown, asked again next pass.
+                None => cache.remove(n),
+            };
+        }
+    }
+    let node_ready: BTreeMap<String, bool> = {
+        let cache = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        nodes
+            .iter()
+            .filter_map(|n| Some((n.clone(), cache.get(n)?.1)))
+            .collect()
     };
     observe::Facts {
         silent_since,

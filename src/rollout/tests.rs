@@ -942,3 +942,42 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Changes superseding each other, each read by some controllers, with a controller lost
+    /// at some point: the model checks every write of the brokers' list (a controller left
+    /// behind holds a list containing the brokers' new one, and only in a promotion), and the
+    /// rollout ends converged, or waiting only for the lost controller.
+    #[test]
+    fn superseding_changes_with_a_lost_controller_never_leave_one_less_conservative(
+        sets in proptest::collection::vec(proptest::collection::btree_set(1..6i32, 0..4), 1..5),
+        reads in proptest::collection::vec(0usize..4, 5),
+        lose_at in 0usize..5,
+        lost in 0usize..3,
+    ) {
+        let mut w = World::new(3, 3, AckMode::Agent, Some(set(&[3, 4])));
+        w.set_desired(set(&[3, 4]));
+        w.quiesce(6);
+        prop_assert!(w.converged());
+        for (i, ids) in sets.iter().enumerate() {
+            if i == lose_at {
+                w.set_node_ready(lost, false);
+            }
+            w.set_desired(ids.clone());
+            w.reconcile(None);
+            // Some controllers read it (3: all of them), then the brokers' step may start.
+            for pod in 0..reads[i].min(3) {
+                w.sync(pod);
+            }
+            w.tick(1);
+            w.reconcile(None);
+        }
+        w.quiesce(15);
+        if !w.converged() {
+            let r = w.status.rollout.clone().unwrap();
+            prop_assert_eq!(r.pending, vec![w.pods[lost].name.clone()]);
+        }
+    }
+}
