@@ -865,6 +865,41 @@ fn a_promotion_superseding_a_mixed_change_waits_for_every_controller() {
     assert!(w.converged());
 }
 
+/// A promotion superseding a promotion may go on without a controller only for ids the first
+/// one kept too: a controller that read the first ({4}) lacks 3, which the second ({3}) keeps
+/// as an observer.
+#[test]
+fn a_promotion_superseding_a_promotion_keeps_to_the_ids_both_keep() {
+    let mut w = bed(AckMode::Agent);
+    w.set_desired(set(&[3, 4]));
+    w.quiesce(3);
+    assert!(w.converged());
+    w.set_desired(set(&[4])); // promotes 3
+    w.reconcile(None);
+    w.sync(0); // c-0 reads {4}
+    w.reconcile(None);
+    w.set_node_ready(0, false); // and is lost
+    w.set_desired(set(&[3])); // relative to {3, 4}: promotes 4, keeps 3
+    w.quiesce(15);
+    let r = w.status.rollout.clone().unwrap();
+    assert_eq!(r.kind, RolloutKind::Promotion);
+    assert!(!r.may_excuse);
+    assert_eq!(
+        (r.step, r.pending),
+        (RolloutStep::Controllers, vec!["c-0".to_string()])
+    );
+    // Superseding a strict rollout stays strict, even for a target inside every list ({}):
+    // what the superseded rollouts wrote is no longer known. Conservative; the returning
+    // controller ends it.
+    w.set_desired(set(&[]));
+    w.quiesce(4);
+    assert!(!w.status.rollout.as_ref().unwrap().may_excuse);
+    w.set_node_ready(0, true);
+    w.quiesce(4);
+    assert!(w.converged(), "{:#?}", w.status);
+    assert!(excused_in(&w).is_empty());
+}
+
 /// Fates of a pod in [`a_promotion_with_unreachable_pods_completes`].
 #[derive(Clone, Copy, Debug)]
 enum Fate {
