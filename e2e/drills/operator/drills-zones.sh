@@ -8,8 +8,8 @@
 #       cut off; then the link back (the zone's controller and broker rejoin with the lists they
 #       held in memory)
 #   D16 zone c powered off: every process of the zone SIGKILLed at once, link down; then on again
-#   D17 the zone of the operator's leader (a or b) partitioned: the other replica takes the Lease
-#       and promotes
+#   D17 the zone of the operator's leader (a, b or c) partitioned: the other replica takes the
+#       Lease and promotes
 #   D18 the observer's own zone d powered off: nothing is promoted (no partition goes under min
 #       ISR), and the operator says so: the observer is not alive in Kafka
 #
@@ -30,7 +30,7 @@ scenario_d17() {
   [[ -n "$leader" ]] || fail "no operator leader (Lease kafka-observer-operator has no holder)"
   zone="$(kubectl -n "$OPERATOR_NS" get pod "$leader" -o jsonpath='{.spec.nodeName}')" || fail "no pod $leader"
   zone="${zone#koo-}"
-  [[ "$zone" == a || "$zone" == b ]] || fail "the leader $leader runs in zone '$zone', not a or b (e2e/testbed/operator-values.yaml)"
+  [[ "$zone" == a || "$zone" == b || "$zone" == c ]] || fail "the leader $leader runs in zone '$zone', not a, b or c (e2e/testbed/operator-values.yaml)"
   LEADER_LOST="$leader" zone_outage D17 "$zone" partition
 }
 
