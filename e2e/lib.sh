@@ -44,8 +44,8 @@ zone_index() {
 }
 zone_node() { echo "koo-$1"; }
 zone_netns() { echo "koo-$1"; }
-zone_ip() { echo "10.214.0.$((10 + $(zone_index "$1")))"; }
-zone_cidr() { echo "10.214.$(zone_index "$1").0/24"; }
+zone_ip() { local i; i="$(zone_index "$1")" && echo "10.214.0.$((10 + i))"; }
+zone_cidr() { local i; i="$(zone_index "$1")" && echo "10.214.$i.0/24"; }
 node_names=()
 for _z in "${ZONES[@]}"; do node_names+=("koo-$_z"); done
 unset _z
@@ -116,7 +116,7 @@ wait_for() {
 # wait_crd NAME: the CRD NAME Established, polled. Not `kubectl wait --for=condition=Established`:
 # right after a create the CRD has no status.conditions yet, and kubectl wait then fails
 # (".status.conditions accessor error: <nil> ...") instead of waiting.
-crd_established() { [[ "$(kubectl get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]]; }
+crd_established() { local s; s="$(kubectl get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" && [[ "$s" == True ]]; }
 wait_crd() { wait_for 60 "CRD $1 Established" crd_established "$1"; }
 
 # ---- processes the bed starts, by pid file ------------------------------------------------------
@@ -139,7 +139,7 @@ live_pid() {
 
 # pid_of NAME: the pid of NAME, a process the bed started ($tb/pids/NAME.pid), if it still runs
 # the binary the caller's `exe_of NAME` prints; alive NAME: whether it does.
-pid_of() { live_pid "$tb/pids/$1.pid" "$(exe_of "$1")"; }
+pid_of() { local exe; exe="$(exe_of "$1")" && live_pid "$tb/pids/$1.pid" "$exe"; }
 alive() { pid_of "$1" >/dev/null; }
 
 # stop_pid PIDFILE EXE LABEL GRACE_S [SIGNAL]: sends SIGNAL (TERM) to the live process of
@@ -166,6 +166,7 @@ stop_pid() {
 # setsid's exec, a liveness check would call the process dead.
 start_detached() {
   local name="$1" exe="$2" pid; shift 2
+  # shellcheck disable=SC2312 # a log line: date does not fail
   echo "==== $(date -u +%FT%TZ) starting $name" >> "$tb/logs/$name.log"
   # start_netns=NS: inside network namespace NS only (nsenter --net keeps the host's mount
   # namespace, which the kubelet and containerd of one node must share with each other).
@@ -175,6 +176,7 @@ start_detached() {
   pid=$!
   echo "$pid" > "$tb/pids/$name.pid"
   for _ in $(seq 1 50); do
+    # shellcheck disable=SC2312 # not readable yet is "not yet": wait on
     [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$exe" ]] && break
     sleep 0.1
   done

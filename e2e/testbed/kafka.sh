@@ -85,11 +85,11 @@ pod_of() { check_id "$1"; node_pod "$1"; }
 
 # The id of node ID's kafka container: running, or with --any the most recent one.
 container_of() {
-  local pod state=(--state running)
+  local pod filter=(--state running)
   pod="$(pod_of "$1")"
   in_pod_zone "$pod" || return 0
-  [[ "${2:-}" == --any ]] && state=(--all)
-  crictl ps -q "${state[@]}" --name '^kafka$' --label "io.kubernetes.pod.name=$pod" \
+  [[ "${2:-}" == --any ]] && filter=(--all)
+  crictl ps -q "${filter[@]}" --name '^kafka$' --label "io.kubernetes.pod.name=$pod" \
     --label "io.kubernetes.pod.namespace=$ns" | head -n1
 }
 
@@ -105,8 +105,10 @@ jvm_pid() {
 # container_pid NS POD CONTAINER: the host pid of that running container's main process.
 container_pid() {
   in_pod_zone "$2" "$1" || return 1
-  pid_of_container "$(crictl ps -q --state running --name "^$3\$" --label "io.kubernetes.pod.name=$2" \
-    --label "io.kubernetes.pod.namespace=$1" | head -n1)"
+  local ids
+  ids="$(crictl ps -q --state running --name "^$3\$" --label "io.kubernetes.pod.name=$2" \
+    --label "io.kubernetes.pod.namespace=$1")" || return 1
+  pid_of_container "${ids%%$'\n'*}"
 }
 pid_of_container() {
   local pid
@@ -127,9 +129,11 @@ log_path() {
 observer_dir() {
   local uid
   local z
-  uid="$(kubectl -n "$ns" get pod "$(pod_of "$1")" -o jsonpath='{.metadata.uid}')"
-  [[ -n "$uid" ]] || die "node $1: no pod $(pod_of "$1") in $ns"
-  z="$(pod_zone "$(pod_of "$1")")" || die "node $1: pod $(pod_of "$1") runs on no bed node"
+  local pod
+  pod="$(pod_of "$1")"
+  uid="$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}')" || die "node $1: pod $pod cannot be read"
+  [[ -n "$uid" ]] || die "node $1: no pod $pod in $ns"
+  z="$(pod_zone "$pod")" || die "node $1: pod $pod runs on no bed node"
   echo "$tb/node/$z/kubelet/pods/$uid/volumes/kubernetes.io~configmap/observer-ids"
 }
 
@@ -152,8 +156,9 @@ assert_patched() {
     path="$(log_path "$id")"
     deadline=$((SECONDS + start_timeout))
     until proof_logged "$path"; do
+      # shellcheck disable=SC2312 # message text only
       ((SECONDS <= deadline)) ||
-        die "node $id (pod $(pod_of "$id")): no 'observer patch active' in its kafka container log $path within ${start_timeout}s: the JVM runs WITHOUT the observer patch (a vanilla Kafka jar ahead of observer-patch.jar?); see kubectl -n $ns logs $(pod_of "$id") -c kafka"
+        die "node $id (pod $(node_pod "$id")): no 'observer patch active' in its kafka container log $path within ${start_timeout}s: the JVM runs WITHOUT the observer patch (a vanilla Kafka jar ahead of observer-patch.jar?); see kubectl -n $ns logs $(pod_of "$id") -c kafka"
       sleep 1
       path="$(log_path "$id")"
     done
@@ -161,7 +166,8 @@ assert_patched() {
 }
 
 pod_ready() {
-  [[ "$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+  local r
+  r="$(kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" && [[ "$r" == True ]]
 }
 
 all_ready() {
@@ -172,7 +178,12 @@ all_ready() {
   [[ "$n" == $((${#CONTROLLERS[@]} + ${#BROKERS[@]})) ]]
 }
 
-bootstrap() { echo "$(kubectl -n "$ns" get svc kafka-bootstrap -o jsonpath='{.spec.clusterIP}'):9092"; }
+bootstrap() {
+  local ip
+  ip="$(kubectl -n "$ns" get svc kafka-bootstrap -o jsonpath='{.spec.clusterIP}')" || return 1
+  [[ -n "$ip" ]] || return 1
+  echo "$ip:9092"
+}
 controller_bootstrap() {
   kubectl -n "$ns" get pods -l app.kubernetes.io/component=controller \
     -o jsonpath='{range .items[*]}{.status.podIP}{":9093\n"}{end}' | grep -v '^:' | paste -sd, -
@@ -181,8 +192,12 @@ controller_bootstrap() {
 # Four brokers (all of BROKERS) registered and unfenced, as the active controller sees them.
 brokers_registered() {
   local out
-  out="$("$tb/bin/kafka-metadata-quorum" --bootstrap-server "$(bootstrap)" describe --replication 2>/dev/null)" || return 1
-  (($(grep -cE "^\s*($(IFS='|'; echo "${BROKERS[*]}"))\s" <<<"$out") >= ${#BROKERS[@]}))
+  local b ids n
+  b="$(bootstrap)" || return 1
+  out="$("$tb/bin/kafka-metadata-quorum" --bootstrap-server "$b" describe --replication 2>/dev/null)" || return 1
+  ids="$(IFS='|'; echo "${BROKERS[*]}")"
+  n="$(grep -cE "^\s*($ids)\s" <<<"$out")" || return 1
+  ((n >= ${#BROKERS[@]}))
 }
 
 # What a wait_for that ran out of time shows before it dies.
@@ -238,7 +253,7 @@ up() {
   wait_for 120 "4 brokers registered with the quorum" brokers_registered
   scram_user
   controller_bootstrap > "$state/controller-bootstrap"
-  log "up in $((SECONDS - t0))s (observer patch active on all 7 nodes): bootstrap $(cat "$state/bootstrap")"
+  log "up in $((SECONDS - t0))s (observer patch active on all 7 nodes): bootstrap $(< "$state/bootstrap")"
 }
 
 observerset() {
@@ -255,8 +270,10 @@ observerset() {
     [[ "$out" == *"Conflict"* && $try -lt 5 ]] || die "ObserverSet $ns/kafka: kubectl $verb failed: $out"
     sleep 0.5
   done
-  kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null ||
+  if ! kubectl -n "$ns" wait obs/kafka --for=jsonpath='{.status.phase}'=Ready --timeout=180s >/dev/null; then
+    # shellcheck disable=SC2312 # message text only
     die "ObserverSet $ns/kafka not Ready after 180s: $(kubectl -n "$ns" get obs kafka -o jsonpath='{.status.conditions}')"
+  fi
   log "ObserverSet $ns/kafka Ready"
 }
 
@@ -268,7 +285,7 @@ kill_node() {
 }
 
 # The nodes stopped by `stop` and not yet started again, one id per line.
-stopped_file() { echo "$state/stopped"; }
+stopped_file="$state/stopped"
 
 # stop_nodes ID...: all JVMs killed back to back (a zone of several nodes lost at one moment),
 # then their pods deleted.
@@ -276,11 +293,12 @@ stop_nodes() {
   local id pod pid pods=() killed=() nodes=()
   for id in "$@"; do check_id "$id"; done
   mkdir -p "$state"
-  for id in "$@"; do nodes+=("$(zone_node "$(zone_of_id "$id")")"); done
+  for id in "$@"; do nodes+=("koo-$(zone_of_id "$id")"); done
+  # shellcheck disable=SC2312 # printf and sort of a non-empty list: nothing to fail
   mapfile -t nodes < <(printf '%s\n' "${nodes[@]}" | sort -u)
   kubectl cordon "${nodes[@]}" >/dev/null
-  { cat "$(stopped_file)" 2>/dev/null || true; printf '%s\n' "$@"; } | sort -nu > "$(stopped_file).tmp"
-  mv "$(stopped_file).tmp" "$(stopped_file)"
+  { cat "$stopped_file" 2>/dev/null || true; printf '%s\n' "$@"; } | sort -nu > "$stopped_file.tmp"
+  mv "$stopped_file.tmp" "$stopped_file"
   for id in "$@"; do
     pid="" pods+=("$(pod_of "$id")")
     if pid="$(jvm_pid "$id")"; then kill -KILL "$pid"; fi
@@ -293,15 +311,17 @@ stop_nodes() {
 start_nodes() {
   local id left nodes=()
   for id in "$@"; do check_id "$id"; done
-  left="$(grep -vxF -f <(printf '%s\n' "$@") "$(stopped_file)" 2>/dev/null || true)"
-  [[ -z "$left" ]] || die "nodes $(paste -sd, <<<"$left") are stopped too: uncordoning would start them as well; start them together"
-  rm -f "$(stopped_file)"
-  for id in "$@"; do nodes+=("$(zone_node "$(zone_of_id "$id")")"); done
+  left="$(grep -vxF -f <(printf '%s\n' "$@") "$stopped_file" 2>/dev/null || true)"
+  [[ -z "$left" ]] || die "nodes ${left//$'\n'/,} are stopped too: uncordoning would start them as well; start them together"
+  rm -f "$stopped_file"
+  for id in "$@"; do nodes+=("koo-$(zone_of_id "$id")"); done
+  # shellcheck disable=SC2312 # printf and sort of a non-empty list: nothing to fail
   mapfile -t nodes < <(printf '%s\n' "${nodes[@]}" | sort -u)
   kubectl uncordon "${nodes[@]}" >/dev/null
   log "nodes $* back: ${nodes[*]} uncordoned"
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
-  for id in "$@"; do wait_for "$start_timeout" "node $id Ready" pod_ready "$(pod_of "$id")"; done
+  local pod
+  for id in "$@"; do pod="$(node_pod "$id")"; wait_for "$start_timeout" "node $id Ready" pod_ready "$pod"; done
   assert_patched "$@"
   log "nodes $* Ready, observer patch active"
 }
@@ -311,7 +331,7 @@ restart_node() {
   pod="$(pod_of "$1")"
   uid="$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}')"
   kubectl -n "$ns" delete pod "$pod" --wait=true --timeout=180s >/dev/null
-  replaced() { [[ "$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}' 2>/dev/null)" != "$uid" ]] && pod_ready "$pod"; }
+  replaced() { local now; now="$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.metadata.uid}' 2>/dev/null)" && [[ "$now" != "$uid" ]] && pod_ready "$pod"; }
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
   wait_for "$start_timeout" "node $1 (pod $pod) replaced and Ready" replaced
   assert_patched "$1"
@@ -322,7 +342,7 @@ down() {
   kubectl get namespace "$ns" >/dev/null 2>&1 || return 0
   kubectl -n "$ns" delete obs --all --wait=true --timeout=60s >/dev/null 2>&1 || true
   kubectl -n "$ns" delete statefulset,service,pdb --all --wait=true --timeout=120s >/dev/null 2>&1 || true
-  rm -f "$(stopped_file)"
+  rm -f "$stopped_file"
   log "workloads in $ns deleted (claims and volumes kept)"
 }
 
@@ -346,8 +366,11 @@ purge() {
 
 status() {
   kubectl -n "$ns" get pods -o wide 2>/dev/null || echo "namespace $ns: absent"
-  [[ -f "$state/bootstrap" ]] && echo "bootstrap: $(cat "$state/bootstrap")"
-  [[ -s "$(stopped_file)" ]] && echo "stopped: $(paste -sd, "$(stopped_file)")"
+  # shellcheck disable=SC2312 # status text only
+  [[ -f "$state/bootstrap" ]] && echo "bootstrap: $(< "$state/bootstrap")"
+  # shellcheck disable=SC2312 # status text only
+  [[ -s "$stopped_file" ]] && echo "stopped: $(paste -sd, "$stopped_file")"
+  # shellcheck disable=SC2312 # status text only
   echo "host tools: $(describe_classpath)"
   return 0
 }

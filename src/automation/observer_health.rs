@@ -134,8 +134,15 @@ mod tests {
         let observers = BTreeSet::from([4]);
         let down = snapshot(&[1, 2, 3], &[4], SourceHealth::Healthy);
         let c = after_scan(&observers, &down, &[], Some(2), t(10)).expect("first");
-        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NotAlive"));
-        assert!(c.message.contains("observer 4 is not alive"), "{}", c.message);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "NotAlive")
+        );
+        assert!(
+            c.message.contains("observer 4 is not alive"),
+            "{}",
+            c.message
+        );
         assert_eq!(c.observed_generation, Some(2));
         assert_eq!(
             after_scan(&observers, &down, std::slice::from_ref(&c), Some(2), t(20)),

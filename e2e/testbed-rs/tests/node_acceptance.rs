@@ -233,7 +233,11 @@ async fn the_real_node_is_ready_schedules_pods_and_serves_logs_exec_port_forward
             .unwrap_or_default()
             .get("topology.kubernetes.io/zone")
             .cloned();
-        assert_eq!(zone.as_deref(), name.strip_prefix("koo-"), "{name}'s zone label");
+        assert_eq!(
+            zone.as_deref(),
+            name.strip_prefix("koo-"),
+            "{name}'s zone label"
+        );
         let status = node.status.unwrap();
         let ready = status.conditions.unwrap_or_default();
         assert!(
