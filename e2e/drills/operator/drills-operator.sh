@@ -19,6 +19,13 @@ scenario_d3() {
   start_cm_sampler
   t="$(now_ms)"
   t_ctrl="$(promote_until_controllers_written)"
+  # The revision of this promotion's controllers' step: the successor must not write it again.
+  # (Only this revision counts: the same replica may have written other revisions as an earlier
+  # leader, e.g. after a zone drill or a soak that failed a leader over.)
+  local rev
+  rev="$(kubectl -n "$KAFKA_NS" get configmap kafka-observers-controller -o jsonpath='{.metadata.annotations.kafkaobserver\.io/revision}')" ||
+    fail "the controllers' ConfigMap cannot be read"
+  [[ "$rev" =~ ^[0-9]+$ ]] || fail "the controllers' ConfigMap has no revision annotation ('$rev')"
   sleep 1
   # shellcheck disable=SC2312 # a failed read compares unequal: the test is false, the safe answer
   [[ ",$(cm_ids broker)," == *",4,"* ]] || fail "the brokers' ConfigMap changed while the controllers' agents were paused (acknowledgement skipped)"
@@ -44,8 +51,8 @@ scenario_d3() {
   wait_obs 60 "phase Ready after the rollout" '[[ "$(obs_get "{.status.phase}")" == Ready ]]'
   local rewrites
   rewrites="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=ObserverListWritten" \
-    -o jsonpath='{range .items[*]}{.reportingInstance} {.message}{"\n"}{end}' | grep -c "^$follower .*kafka-observers-controller" || true)"
-  ((rewrites == 0)) || fail "the successor $follower wrote the controllers' step again ($rewrites ObserverListWritten events)"
+    -o jsonpath='{range .items[*]}{.reportingInstance} {.message}{"\n"}{end}' | grep -c "^$follower revision $rev written to ConfigMap kafka-observers-controller" || true)"
+  ((rewrites == 0)) || fail "the successor $follower wrote the controllers' step (revision $rev) again ($rewrites ObserverListWritten events)"
   kubectl uncordon "${node_names[@]}" >/dev/null
   # shellcheck disable=SC2312 # message text only
   echo "DRILL D3 controllers_written_to_kill_s=$(secs "$t_ctrl" "$t_kill") kill_to_lease_taken_s=$(secs "$t_kill" "$t_takeover") kill_to_brokers_written_s=$(secs "$t_kill" "$t_brk") new_leader=$follower"
