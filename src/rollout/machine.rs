@@ -364,7 +364,7 @@ fn acknowledgements(
         });
     let (excused, pending): (Vec<_>, Vec<_>) = pending
         .into_iter()
-        .map(|p| (p, excuse(r, input.settings.mode, p, input.now)))
+        .map(|p| (p, excuse(r, input.settings.mode, p)))
         .partition(|(_, e)| e.is_some());
     let excused = excused.into_iter().filter_map(|(_, e)| e).collect();
     let pending = pending.into_iter().map(|(p, _)| p).collect();

@@ -55,24 +55,15 @@ pub struct Pod {
     pub read_hand_edit: bool,
 }
 
-/// How long the model takes silence plus Kafka's word as gone: the rule's bound, restated.
-const GONE_AFTER_SECS: i64 = 3;
-
 impl Pod {
     /// The model's own account of "cannot be reached": agent silent and node lost, or being
-    /// deleted, or gone from Kafka for the bound. (The planner decides from the same facts;
+    /// deleted, or silent while Kafka says gone. (The planner decides from the same facts;
     /// this is the reference the checks compare it with.)
-    pub fn unreachable(&self, now: Timestamp) -> bool {
+    pub fn unreachable(&self) -> bool {
         if self.responsive || !self.running {
             return false;
         }
-        let silent_for = self
-            .silent_since
-            .map_or(SignedDuration::ZERO, |s| now.duration_since(s));
-        self.node_ready == Some(false)
-            || self.terminating
-            || (self.kafka_alive == Some(false)
-                && silent_for >= SignedDuration::from_secs(GONE_AFTER_SECS))
+        self.node_ready == Some(false) || self.terminating || self.kafka_alive == Some(false)
     }
 }
 
@@ -404,7 +395,7 @@ impl World {
             assert!(!pending.iter().any(|p| p == name));
             let pod = self.pods.iter().find(|p| p.name == *name).unwrap();
             assert!(
-                self.settings.mode == AckMode::Agent && pod.unreachable(self.now),
+                self.settings.mode == AckMode::Agent && pod.unreachable(),
                 "{name} excused but reachable: {pod:?}"
             );
         }
@@ -476,7 +467,7 @@ impl World {
                     // reached, and only one whose list is at least as conservative as the
                     // brokers' new one (it still holds every id the brokers will hold).
                     assert!(
-                        kind == Some(RolloutKind::Promotion) && pod.unreachable(self.now),
+                        kind == Some(RolloutKind::Promotion) && pod.unreachable(),
                         "brokers written with revision {} {:?} ({kind:?}) before controller {} read it (history {:?}, {pod:?})",
                         w.revision,
                         w.ids,

@@ -493,7 +493,7 @@ fn run(mut w: World, ops: Vec<Op>) {
         for name in &rollout.pending {
             let pod = w.pods.iter().find(|p| &p.name == name).unwrap();
             assert!(
-                !pod.unreachable(w.now),
+                !pod.unreachable(),
                 "{name} is unreachable yet waited for: {pod:?}"
             );
         }
@@ -707,16 +707,8 @@ fn a_terminating_controller_and_one_gone_from_kafka_are_gone_on_without() {
     w.reconcile(None);
     w.sync_all();
     w.reconcile(None);
-    let r = w.status.rollout.clone().unwrap();
-    assert_eq!(
-        r.step,
-        RolloutStep::Controllers,
-        "c-2 silent only since now"
-    );
-    assert_eq!(r.pending, ["c-2"]);
-    assert_eq!(r.excused.len(), 1);
-    w.tick(3);
-    w.reconcile(None);
+    // Kafka's verdict already waited out its own timeouts: the silent pod it drops is gone on
+    // without at once, no operator-side bound on top.
     assert_eq!(
         w.status.rollout.as_ref().unwrap().step,
         RolloutStep::Brokers

@@ -17,24 +17,18 @@
 //!    would lack the demoted id and could elect it;
 //! 2. its agent is silent now (a pod whose agent answers, even with an old revision, is alive
 //!    and will catch up: it is waited for);
-//! 3. and one of: its Node is not Ready; it is terminating; or its agent has been silent for
-//!    [`GONE_AFTER`] while Kafka no longer lists the node as alive. Silence alone (or with Kafka
-//!    unknown or saying alive) is not enough: a slow or restarting agent in front of a live
-//!    JVM must be waited for.
+//! 3. and one of: its Node is not Ready; it is terminating; or Kafka no longer lists the node as
+//!    alive. Silence alone (or with Kafka unknown or saying alive) is not enough: a slow or
+//!    restarting agent in front of a live JVM must be waited for. Kafka's verdict is itself a
+//!    judgement over time (a broker is fenced after `broker.session.timeout.ms`, a voter the
+//!    quorum has not heard from for 2 s is reported behind), so the operator adds no wait of
+//!    its own on top: that wait only delayed the promotion the outage needs (it was 3 s, and
+//!    made the controllers' step of a zone outage end on the node's NotReady instead).
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
-
-use super::machine::elapsed;
 use super::model::PodObservation;
 use crate::crd::{AckMode, ExcuseReason, ExcusedPod, NodeId, RolloutKind, RolloutStatus};
-
-/// How long an agent must have been silent before Kafka's word that the node is gone excuses
-/// it: one missed answer is a blip (a GC pause, a restart of the agent), a few seconds of
-/// silence together with Kafka's own verdict is an outage.
-pub const GONE_AFTER: Duration = Duration::from_secs(3);
 
 /// Whether a rollout from the last completed set `effective` to `target` may go on without
 /// unreachable pods, given the rollout it supersedes (if any). True only for a promotion
@@ -56,12 +50,7 @@ pub fn may_excuse(
 
 /// Whether the current step of `rollout` may go on without `pod`, which has not acknowledged
 /// it, and why; `None`: the step waits for it.
-pub fn excuse(
-    rollout: &RolloutStatus,
-    mode: AckMode,
-    pod: &PodObservation,
-    now: Timestamp,
-) -> Option<ExcusedPod> {
+pub fn excuse(rollout: &RolloutStatus, mode: AckMode, pod: &PodObservation) -> Option<ExcusedPod> {
     if mode != AckMode::Agent || rollout.kind != RolloutKind::Promotion || !rollout.may_excuse {
         return None;
     }
@@ -77,7 +66,7 @@ pub fn excuse(
             ExcuseReason::Terminating,
             format!("it is being deleted and {silent}"),
         )
-    } else if pod.kafka_alive == Some(false) && elapsed(since, now) >= GONE_AFTER {
+    } else if pod.kafka_alive == Some(false) {
         (
             ExcuseReason::GoneFromKafka,
             format!("Kafka no longer lists its node as alive and {silent}"),
@@ -97,7 +86,7 @@ mod tests {
     use super::*;
     use crate::crd::RolloutStep;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-    use k8s_openapi::jiff::SignedDuration;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
     fn t0() -> Timestamp {
         "2026-12-03T09:00:00Z".parse().unwrap()
@@ -148,13 +137,8 @@ mod tests {
         }
     }
 
-    fn reason(
-        r: &RolloutStatus,
-        mode: AckMode,
-        pod: &PodObservation,
-        now: i64,
-    ) -> Option<ExcuseReason> {
-        excuse(r, mode, pod, at(now)).map(|e| e.reason)
+    fn reason(r: &RolloutStatus, mode: AckMode, pod: &PodObservation) -> Option<ExcuseReason> {
+        excuse(r, mode, pod).map(|e| e.reason)
     }
 
     #[test]
@@ -163,13 +147,7 @@ mod tests {
             node_ready: Some(false),
             ..silent(0)
         };
-        let got = excuse(
-            &rollout(RolloutKind::Promotion),
-            AckMode::Agent,
-            &pod,
-            at(0),
-        )
-        .unwrap();
+        let got = excuse(&rollout(RolloutKind::Promotion), AckMode::Agent, &pod).unwrap();
         assert_eq!(
             (got.pod.as_str(), got.reason),
             ("c-2", ExcuseReason::NodeNotReady)
@@ -188,25 +166,21 @@ mod tests {
             ..silent(0)
         };
         assert_eq!(
-            reason(&rollout(RolloutKind::Promotion), AckMode::Agent, &pod, 0),
+            reason(&rollout(RolloutKind::Promotion), AckMode::Agent, &pod),
             Some(ExcuseReason::Terminating)
         );
     }
 
     #[test]
-    fn a_pod_silent_for_the_bound_and_gone_from_kafka_is_excused() {
+    fn a_silent_pod_gone_from_kafka_is_excused_at_once() {
+        // Kafka's verdict already waited (session timeout, quorum fetch lag): no bound on top.
         let pod = PodObservation {
             kafka_alive: Some(false),
             ..silent(0)
         };
         let r = rollout(RolloutKind::Promotion);
         assert_eq!(
-            reason(&r, AckMode::Agent, &pod, 2),
-            None,
-            "not silent long enough"
-        );
-        assert_eq!(
-            reason(&r, AckMode::Agent, &pod, 3),
+            reason(&r, AckMode::Agent, &pod),
             Some(ExcuseReason::GoneFromKafka)
         );
     }
@@ -221,10 +195,10 @@ mod tests {
         };
         for kind in [RolloutKind::Demotion, RolloutKind::Mixed] {
             let mut r = rollout(kind);
-            assert_eq!(reason(&r, AckMode::Agent, &lost, 60), None, "{kind:?}");
+            assert_eq!(reason(&r, AckMode::Agent, &lost), None, "{kind:?}");
             // Not even if the flag says so (an edited status): the kind decides too.
             r.may_excuse = true;
-            assert_eq!(reason(&r, AckMode::Agent, &lost, 60), None, "{kind:?}");
+            assert_eq!(reason(&r, AckMode::Agent, &lost), None, "{kind:?}");
         }
     }
 
@@ -236,7 +210,7 @@ mod tests {
         };
         let mut r = rollout(RolloutKind::Promotion);
         r.may_excuse = false;
-        assert_eq!(reason(&r, AckMode::Agent, &lost, 60), None);
+        assert_eq!(reason(&r, AckMode::Agent, &lost), None);
     }
 
     #[test]
@@ -247,7 +221,7 @@ mod tests {
             ..silent(0)
         };
         assert_eq!(
-            reason(&rollout(RolloutKind::Promotion), AckMode::Time, &lost, 60),
+            reason(&rollout(RolloutKind::Promotion), AckMode::Time, &lost),
             None
         );
     }
@@ -262,12 +236,7 @@ mod tests {
             ..healthy()
         };
         assert_eq!(
-            reason(
-                &rollout(RolloutKind::Promotion),
-                AckMode::Agent,
-                &behind,
-                60
-            ),
+            reason(&rollout(RolloutKind::Promotion), AckMode::Agent, &behind),
             None
         );
     }
@@ -280,18 +249,14 @@ mod tests {
                 kafka_alive,
                 ..silent(0)
             };
-            assert_eq!(
-                reason(&r, AckMode::Agent, &pod, 600),
-                None,
-                "{kafka_alive:?}"
-            );
+            assert_eq!(reason(&r, AckMode::Agent, &pod), None, "{kafka_alive:?}");
         }
         // A node whose readiness is unknown (unscheduled, not read) is not "not Ready".
         let pod = PodObservation {
             node_ready: None,
             ..silent(0)
         };
-        assert_eq!(reason(&r, AckMode::Agent, &pod, 600), None);
+        assert_eq!(reason(&r, AckMode::Agent, &pod), None);
     }
 
     #[test]
