@@ -127,7 +127,7 @@ testbed-status:
 drills-kafka: testbed-up
 	bash e2e/drills/kafka/run.sh
 
-# The operator's failure drills D1-D14 on the real node (e2e/drills/operator/README.md); one line
+# The operator's failure drills D1-D19 on the real nodes (e2e/drills/operator/README.md); one line
 # each, "D<n> PASS <s>s" or "D<n> FAIL <reason>". DRILLS="D1 D7" runs a selection.
 drills: testbed-up
 	bash e2e/drills/operator/run.sh $(DRILLS)

@@ -104,7 +104,7 @@ pub(super) struct SetTask {
     glance_cost: Duration,
     /// The watched partitions whose replicas were all observers in the last scan.
     misplaced: Vec<TopicPartition>,
-    last_held_back: Option<String>,
+    last_held_back: Option<Vec<(Concern, String)>>,
     last_error: Option<String>,
     /// The `KafkaReachable` condition as last written (`kafka_health`); `None` until the first.
     kafka_health: Option<Condition>,
@@ -663,11 +663,6 @@ impl SetTask {
         Ok(())
     }
 
-    /// One Warning event when the engine holds back although partitions need an observer
-    /// (`PromotionHeldBack`), or while automatic promotions are in force and their demotion or
-    /// an unclean takeover waits or is impossible (`AutomationHeldBack`: window, cooldown,
-    /// leadership that cannot move, min ISR, takeover not allowed), each time the explanation
-    /// changes.
     /// A Warning Event and log line when the set of observer-only partitions changes to a
     /// non-empty one (the engine lets none of them trigger a promotion: `promotion::misplaced_reason`).
     async fn report_misplaced(&mut self, obs: &ObserverSet, misplaced: Vec<TopicPartition>) {
@@ -690,18 +685,24 @@ impl SetTask {
         self.misplaced = misplaced;
     }
 
+    /// One Warning event when the engine holds back although partitions need an observer
+    /// (`PromotionHeldBack`), or while automatic promotions are in force and their demotion or
+    /// an unclean takeover waits or is impossible (`AutomationHeldBack`: window, cooldown,
+    /// leadership that cannot move, min ISR, takeover not allowed), each time the explanation
+    /// changes other than in its numbers (`promotion::gist`).
     async fn report_held_back(&mut self, obs: &ObserverSet, decision: &PromotionDecision) {
         let promoting = decision.triggered_partitions() > 0;
         let demoting = !decision.next_history.auto_promotions.is_empty();
-        let held = ((promoting || demoting)
-            && decision.actions.is_empty()
-            && !decision.reasons.is_empty())
-        .then(|| promotion::joined(&decision.reasons));
-        if held == self.last_held_back {
+        let held =
+            (promoting || demoting) && decision.actions.is_empty() && !decision.reasons.is_empty();
+        // Compared by gist: a lag that shrinks scan by scan is one explanation, not a Warning a scan.
+        let gist = held.then(|| promotion::gist(&decision.reasons));
+        if gist == self.last_held_back {
             return;
         }
-        self.last_held_back = held.clone();
-        if let Some(note) = held {
+        self.last_held_back = gist;
+        if held {
+            let note = promotion::joined(&decision.reasons);
             let about_promotion = decision
                 .reasons
                 .iter()

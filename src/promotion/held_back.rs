@@ -61,6 +61,33 @@ pub fn joined(reasons: &[HeldBack]) -> String {
     texts.join("; ")
 }
 
+/// What the reasons say, their numbers left out: one entry per reason, its concern and its
+/// sentence with every run of digits as `#`. Two explanations that differ only in counts (a lag
+/// shrinking scan by scan, "1 of 2 scans") have the same gist, so the automation publishes a
+/// new Event when the gist changes, not a new Warning every scan while an observer catches up
+/// (status and the debug log keep the exact sentence). The concern keeps the broker id apart.
+pub fn gist(reasons: &[HeldBack]) -> Vec<(Concern, String)> {
+    reasons
+        .iter()
+        .map(|r| {
+            let mut out = String::with_capacity(r.text.len());
+            let mut in_digits = false;
+            for c in r.text.chars() {
+                if c.is_ascii_digit() {
+                    if !in_digits {
+                        out.push('#');
+                    }
+                    in_digits = true;
+                } else {
+                    out.push(c);
+                    in_digits = false;
+                }
+            }
+            (r.concern, out)
+        })
+        .collect()
+}
+
 impl fmt::Display for HeldBack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
@@ -100,5 +127,35 @@ mod tests {
         assert_eq!(HeldBack::new(Concern::Placement, "p").as_str(), "p");
         assert_eq!(HeldBack::new(Concern::Takeover(5), "x").broker(), Some(5));
         assert_eq!(HeldBack::new(Concern::Scan, "x").broker(), None);
+    }
+
+    #[test]
+    fn the_gist_leaves_out_counts_but_keeps_the_broker_and_the_kind_of_reason() {
+        let lag = |n: i64, x: BrokerId| {
+            HeldBack::new(
+                Concern::Promotion(x),
+                format!("needed but lagging (up to {n} messages, max 1000) on t-0"),
+            )
+        };
+        assert_eq!(gist(&[lag(5321, 4)]), gist(&[lag(1204, 4)]));
+        assert_eq!(
+            gist(&[lag(5321, 4)])[0].1,
+            "observer #: needed but lagging (up to # messages, max #) on t-#"
+        );
+        assert_ne!(
+            gist(&[lag(5321, 4)]),
+            gist(&[lag(5321, 5)]),
+            "another observer"
+        );
+        let unknown = HeldBack::new(
+            Concern::Promotion(4),
+            "needed but its lag is unknown on t-0",
+        );
+        assert_ne!(gist(&[lag(5321, 4)]), gist(&[unknown]), "another reason");
+        assert_ne!(
+            gist(&[lag(1, 4)]),
+            gist(&[lag(1, 4), lag(1, 5)]),
+            "one more reason"
+        );
     }
 }

@@ -36,7 +36,7 @@ pub use action::{PromotionAction, PromotionDecision, ReplicaOrder};
 pub use config::PolicyConfig;
 pub use decide::{decide, misplaced_reason, observer_only_partitions, triggered};
 pub use health::{assess, observer_only, Health};
-pub use held_back::{joined, Concern, HeldBack};
+pub use held_back::{gist, joined, Concern, HeldBack};
 pub use history::{auto_promotions_in, LastAction, PolicyHistory};
 pub use manual::{check_demotion, check_promotion, led_by, CheckReport};
 pub use snapshot::{

@@ -37,7 +37,8 @@ scenario_d19() {
   log "== zone d slowed to $SLOW_RATE, $SLOW_BURST messages of $SLOW_PAD bytes to $burst"
   bash "$NODE_SH" slow d "$SLOW_RATE" >&2 || fail "node.sh slow d $SLOW_RATE failed"
   dc produce "$burst" "$SLOW_BURST" all d19 "$SLOW_PAD" >&2 || fail "the burst to $burst was not acknowledged"
-  lag_cut="$(wait_lag "$(now_ms)" "lag > 2 * $max_lag" 30 "4 behind by more than twice maxLagMessages ($max_lag) on $burst")"
+  t0="$(now_ms)"
+  lag_cut="$(wait_lag "$t0" "lag > 2 * $max_lag" 30 "4 behind by more than twice maxLagMessages ($max_lag) on $burst")"
 
   log "== zone c partitioned while 4 lags ($lag_cut messages)"
   t_cut="$(now_ms)"

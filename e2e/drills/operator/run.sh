@@ -30,8 +30,10 @@ source "$here/drills-unreachable.sh"
 source "$here/drills-secured.sh"
 # shellcheck source=drills-zones.sh
 source "$here/drills-zones.sh"
+# shellcheck source=drills-slow.sh
+source "$here/drills-slow.sh"
 
-ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14 D15 D16 D17 D18)
+ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14 D15 D16 D17 D18 D19)
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL[@]}")
 for s in "${wanted[@]}"; do

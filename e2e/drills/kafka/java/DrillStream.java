@@ -5,7 +5,8 @@
  * lost, none duplicated.
  *
  *   stream <topic> <ackedFile> <stopFile> <perSecond>
- *       one record every 1/perSecond s, partitions in turn, keys k<seq>; one line per
+ *       one record every 1/perSecond s, partitions in turn, keys k<seq>, retried every 100-200 ms
+ *       (retry.backoff.max.ms 200, not the default 1 s) while refused; one line per
  *       acknowledgement "<partition> <offset> <key> <ackedAtEpochMs>"; stops when stopFile exists,
  *       waits up to 30 s for what is in flight, prints "sent=N acked=M failed=F"
  *   watch-all <topic> <outFile> <periodMs> <stopFile>
@@ -49,6 +50,9 @@ final class DrillStream {
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "3000");
         p.put(ProducerConfig.RETRIES_CONFIG, Integer.toString(Integer.MAX_VALUE));
         p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        // Retry every 100-200 ms: the client's default backoff grows to 1 s while a partition is
+        // under min ISR, and "writes resumed" would then measure the backoff, not the cluster.
+        p.put(ProducerConfig.RETRY_BACKOFF_MAX_MS_CONFIG, "200");
         AtomicInteger acked = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
         int sent = 0;
