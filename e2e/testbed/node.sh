@@ -400,7 +400,15 @@ up() {
 
 # --- zone failures ---------------------------------------------------------------------------
 
-partition() { zone_vars "$1"; ip link set "$Z_VETH" down; log "zone $1 partitioned: link $Z_VETH down, every process inside still running"; }
+# partition and power_off end their log line with "at_ms=<epoch ms>", the moment of the cut (the
+# link down; the kill), which drills take as the outage's start: gathering a zone's process ids
+# before the kill takes a second or more.
+partition() {
+  zone_vars "$1"
+  ip link set "$Z_VETH" down
+  # shellcheck disable=SC2312 # date does not fail
+  log "zone $1 partitioned: link $Z_VETH down, every process inside still running, at_ms=$(date +%s%3N)"
+}
 heal() { zone_vars "$1"; ip link set "$Z_VETH" up; log "zone $1 healed: link $Z_VETH up"; }
 
 # The pids of every container process of the zone (runc's state root; the cgroup's tasks).
@@ -444,9 +452,11 @@ power_off() {
   ((${#pids[@]} > 0)) || die "zone $z: nothing runs there"
   # One kill(1) for all: the zone's processes die together, as in a power loss.
   kill -KILL "${pids[@]}" 2>/dev/null || true
+  local at
+  at="$(date +%s%3N)"
   ip link set "$Z_VETH" down
   for name in "kubelet-$z" "kube-proxy-$z" "containerd-$z"; do rm -f "$tb/pids/$name.pid"; done
-  log "zone $z powered off: ${#pids[@]} processes SIGKILLed at once, link $Z_VETH down"
+  log "zone $z powered off: ${#pids[@]} processes SIGKILLed at once, link $Z_VETH down, at_ms=$at"
 }
 
 power_on() {

@@ -34,10 +34,17 @@ scenario_d17() {
   LEADER_LOST="$leader" zone_outage D17 "$zone" partition
 }
 
-# zone_cut MODE ZONE / zone_back MODE ZONE: the failure and its end (node.sh).
+# zone_cut MODE ZONE / zone_back MODE ZONE: the failure and its end (node.sh). zone_cut sets
+# CUT_AT to the moment node.sh cut the link or killed the zone (its at_ms=): before the kill,
+# power-off spends a second or more gathering the zone's processes, which must not count.
+CUT_AT=""
 zone_cut() {
-  if [[ "$1" == power ]]; then bash "$NODE_SH" power-off "$2" >&2 || fail "node.sh power-off $2 failed"
-  else bash "$NODE_SH" partition "$2" >&2 || fail "node.sh partition $2 failed"; fi
+  local out cmd=partition
+  [[ "$1" == power ]] && cmd=power-off
+  out="$(bash "$NODE_SH" "$cmd" "$2" 2>&1)" || { echo "$out" >&2; fail "node.sh $cmd $2 failed"; }
+  echo "$out" >&2
+  CUT_AT="$(sed -n 's/.* at_ms=\([0-9]*\)$/\1/p' <<<"$out")"
+  [[ "$CUT_AT" =~ ^[0-9]+$ ]] || fail "node.sh $cmd $2 did not say when it cut the zone (no at_ms=)"
 }
 zone_back() {
   if [[ "$1" == power ]]; then bash "$NODE_SH" power-on "$2" >&2 || fail "node.sh power-on $2 failed"
@@ -64,7 +71,7 @@ EOF
 # zone_outage LABEL ZONE partition|power: the drill described above, for the zone holding
 # controller 100+i and broker i (i the zone's position, 1-3).
 zone_outage() {
-  local label="$1" zone="$2" mode="$3" i b c x others=() o1 o2 topic t0 zone_name broker_pod ctrl_pod t_end t_cut t_under t_ctrl t_brk t_isr4 t_res0 t_res2 t_nr t_back t_rejoin t_dctrl t_dbrk t_out t_lease=""
+  local label="$1" zone="$2" mode="$3" active i b c x others=() o1 o2 topic t0 zone_name broker_pod ctrl_pod t_end t_cut t_under t_ctrl t_brk t_isr4 t_res0 t_res2 t_nr t_back t_rejoin t_dctrl t_dbrk t_out t_lease=""
   i="$(zone_index "$zone")" || fail "unknown zone $zone"
   b="$i" c=$((100 + i))
   (( b >= 1 && b <= 3 )) || fail "zone $zone holds no primary broker"
@@ -83,10 +90,13 @@ zone_outage() {
   wait_ack 0 "$t0" 60 "records acknowledged before the drill" >/dev/null
   lists_4_everywhere || fail "the ConfigMaps do not list observer 4 at the start"
   log "precondition ok: $topic ($b:$o1:4,$o1:$o2:4,$o2:$b:4), zone $zone holds controller $c and broker $b"
+  # Whether the lost zone holds the active controller shapes the timeline: the survivors first
+  # elect a new one, which then gives every broker a fresh session before it fences the lost one.
+  active="$(current_active_controller)"
 
   log "== zone $zone lost ($mode)"
-  t_cut="$(now_ms)"
   zone_cut "$mode" "$zone"
+  t_cut="$CUT_AT"
   t_under="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_cut" 'ok() && isr_min() == 1' 90 "a partition under min ISR")"
   t_ctrl="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_cut" 'lacks($2, 4)' 120 "the controllers' ConfigMap without 4")"
   t_brk="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_cut" 'lacks($3, 4)' 120 "the brokers' ConfigMap without 4")"
@@ -111,7 +121,7 @@ zone_outage() {
     t_lease="$(lease_taken_at)"
   fi
   # shellcheck disable=SC2312 # secs is awk arithmetic on two numbers: message text only
-  echo "DRILL $label mode=$mode zone=$zone cut_to_node_not_ready_s=$(secs "$t_cut" "$t_nr") cut_to_under_min_isr_s=$(secs "$t_cut" "$t_under") ${t_lease:+cut_to_lease_taken_s=$(secs "$t_cut" "$t_lease") }cut_to_controllers_cm_s=$(secs "$t_cut" "$t_ctrl") cut_to_brokers_cm_s=$(secs "$t_cut" "$t_brk") cut_to_4_in_every_isr_s=$(secs "$t_cut" "$t_isr4") cut_to_writes_resumed_s=$(secs "$t_cut" "$((t_res0 > t_res2 ? t_res0 : t_res2))")"
+  echo "DRILL $label mode=$mode zone=$zone active_controller_at_cut=${active:-?} cut_to_node_not_ready_s=$(secs "$t_cut" "$t_nr") cut_to_under_min_isr_s=$(secs "$t_cut" "$t_under") ${t_lease:+cut_to_lease_taken_s=$(secs "$t_cut" "$t_lease") }cut_to_controllers_cm_s=$(secs "$t_cut" "$t_ctrl") cut_to_brokers_cm_s=$(secs "$t_cut" "$t_brk") cut_to_4_in_every_isr_s=$(secs "$t_cut" "$t_isr4") cut_to_writes_resumed_s=$(secs "$t_cut" "$((t_res0 > t_res2 ? t_res0 : t_res2))")"
 
   log "== zone $zone back"
   t_back="$(now_ms)"
@@ -177,8 +187,8 @@ scenario_d18() {
   wait_obs 60 "ObserversAvailable True at the start" 'observers_available True'
   before="$(cm_snapshot)" || fail "the ConfigMaps cannot be read at the start"
   on_restore "bash '$NODE_SH' power-on d >&2"
-  t_cut="$(now_ms)"
   zone_cut power d
+  t_cut="$CUT_AT"
   wait_obs 60 "ObserversAvailable False" 'observers_available False'
   t_cond="$(now_ms)"
   local message events

@@ -6,7 +6,7 @@
 #   e2e/drills/operator/soak.sh SEED MINUTES      (make soak SEED=n MINUTES=m)
 #
 # For MINUTES, one fault at a time, drawn from SEED: a zone (a, b or c: a controller and a primary
-# broker each, the operator's replicas in a and b) partitioned or powered off for 15-45 s, the
+# broker each, the operator's two replicas in two of them) partitioned or powered off for 15-45 s, the
 # remote zone d slowed (a 1 Mbit/s cap), the operator's leading process SIGKILLed, kube-apiserver
 # SIGKILLed and started again; after each, every Kafka pod Ready again and a pause of 5-20 s.
 # Throughout: an acks=all idempotent producer on a topic over the three zones of primaries with
