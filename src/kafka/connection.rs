@@ -34,8 +34,13 @@ const FAILURE_DETECTION: [(&str, &str); 2] = [
     ("socket.connection.setup.timeout.ms", "3000"),
 ];
 
-/// librdkafka properties whose values `Debug` hides.
-const SECRET_PROPERTIES: [&str; 3] = ["sasl.password", "ssl.key.pem", "ssl.key.password"];
+/// librdkafka properties whose values `Debug` hides (the username too: it is a credential).
+const SECRET_PROPERTIES: [&str; 4] = [
+    "sasl.username",
+    "sasl.password",
+    "ssl.key.pem",
+    "ssl.key.password",
+];
 
 impl fmt::Debug for ConnectionSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -153,10 +158,11 @@ mod tests {
     }
 
     #[test]
-    fn debug_hides_the_password() {
+    fn debug_hides_the_username_and_the_password() {
         let shown = format!("{:?}", sasl_settings());
         assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains("alice"), "{shown}");
+        assert!(!shown.contains("alice"), "{shown}");
+        assert!(shown.contains("sasl.username"), "{shown}");
     }
 
     #[test]

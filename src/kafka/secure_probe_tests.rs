@@ -390,9 +390,14 @@ async fn sasl_plain_over_tls_reads_offsets_and_a_wrong_password_is_an_auth_error
     };
     let msg = source.to_string();
     assert!(
-        msg.contains("SASL authentication failed for user alice (PLAIN"),
+        msg.contains(
+            "SASL authentication failed for the user in Secret ns/kafka-user key username (PLAIN"
+        ),
         "{msg}"
     );
+    // The username is a credential: its Secret and key are named, never its value.
+    assert!(!msg.contains("alice"), "{msg}");
+    assert!(!format!("{bad:?}").contains("alice"), "{bad:?}");
     assert!(msg.contains("Secret ns/kafka-user key password"), "{msg}");
     assert!(msg.contains("Invalid username or password"), "{msg}");
     assert!(msg.contains("wrong password"), "{msg}");

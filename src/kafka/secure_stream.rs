@@ -68,8 +68,9 @@ pub struct TlsFailure {
 /// A refused or failed SASL exchange.
 #[derive(Debug, Error)]
 pub enum SaslError {
-    #[error("SASL authentication failed for user {user} ({mechanism}, password from {password}): {message}: wrong password, or a user the brokers do not know?")]
+    #[error("SASL authentication failed for the user in {user} ({mechanism}, password from {password}): {message}: wrong password, or a user the brokers do not know?")]
     AuthenticationFailed {
+        /// Where the username comes from ("Secret ns/name key username"), never the name itself.
         user: String,
         mechanism: &'static str,
         /// Where the password comes from ("Secret ns/name key password").
@@ -86,8 +87,9 @@ pub enum SaslError {
         "the listener does not take SASL ({error}): is spec.kafka.sasl meant for another listener?"
     )]
     NotSasl { error: String },
-    #[error("SASL {mechanism} exchange for user {user} failed: {reason}")]
+    #[error("SASL {mechanism} exchange for the user in {user} failed: {reason}")]
     Exchange {
+        /// Where the username comes from, never the name itself.
         user: String,
         mechanism: &'static str,
         reason: String,
@@ -234,7 +236,7 @@ pub(super) async fn authenticate(
     let mechanism = credentials.mechanism.as_str();
     let exchange_error = |reason: String| {
         AuthenticateError::Sasl(SaslError::Exchange {
-            user: credentials.username.clone(),
+            user: credentials.username_location.to_string(),
             mechanism,
             reason,
         })
@@ -324,13 +326,13 @@ pub(super) async fn authenticate(
                 .map_or_else(|| e.to_string(), |m| m.to_string());
             return Err(AuthenticateError::Sasl(match e {
                 ResponseError::SaslAuthenticationFailed => SaslError::AuthenticationFailed {
-                    user: credentials.username.clone(),
+                    user: credentials.username_location.to_string(),
                     mechanism,
                     password: credentials.password_location.to_string(),
                     message,
                 },
                 _ => SaslError::Exchange {
-                    user: credentials.username.clone(),
+                    user: credentials.username_location.to_string(),
                     mechanism,
                     reason: format!("{e}: {message}"),
                 },

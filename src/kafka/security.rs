@@ -110,6 +110,9 @@ pub enum SecretError {
 pub struct SaslCredentials {
     pub mechanism: SaslMechanism,
     pub username: String,
+    /// Where the username comes from: messages name this, never the username itself (status,
+    /// Events and logs are read by people who may not read the Secret).
+    pub username_location: SecretKeyLocation,
     pub password: String,
     /// Where the password comes from, for messages.
     pub password_location: SecretKeyLocation,
@@ -119,7 +122,8 @@ impl fmt::Debug for SaslCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SaslCredentials")
             .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
+            .field("username", &"<redacted>")
+            .field("username_location", &self.username_location)
             .field("password", &"<redacted>")
             .field("password_location", &self.password_location)
             .finish()
@@ -404,7 +408,7 @@ fn tls_settings(
 
 fn sasl_credentials(lookup: &Lookup<'_>, sasl: &SaslSpec) -> Result<SaslCredentials, SecretError> {
     let secret = &sasl.secret_ref;
-    let (username, _) = lookup.text(
+    let (username, username_location) = lookup.text(
         &secret.name,
         &secret.username_key,
         "spec.kafka.sasl.secretRef.name",
@@ -423,6 +427,7 @@ fn sasl_credentials(lookup: &Lookup<'_>, sasl: &SaslSpec) -> Result<SaslCredenti
     Ok(SaslCredentials {
         mechanism: sasl.mechanism,
         username: username.trim().to_string(),
+        username_location,
         password: password
             .strip_suffix('\n')
             .map(|p| p.strip_suffix('\r').unwrap_or(p))

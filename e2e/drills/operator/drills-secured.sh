@@ -33,7 +33,9 @@ scenario_d13() {
   connect_sasl_ssl "$wrong"
   wait_obs 60 "KafkaReachable False with the wrong password" '[[ "$(reachable)" == False ]]'
   t_false="$(now_ms)"
-  expect_reachable_message "SASL authentication failed for user koo-observer (SCRAM-SHA-512" "Secret $KAFKA_NS/$wrong"
+  expect_reachable_message "SASL authentication failed for the user in Secret $KAFKA_NS/$wrong key username (SCRAM-SHA-512" "Secret $KAFKA_NS/$wrong key password"
+  # The username is a credential too: named by its Secret and key, its value shown nowhere.
+  expect_not_shown koo-observer "$t0"
   expect_no_auto_promotion "something was promoted while the operator could not authenticate"
   expect_lists_unchanged "$before" "a ConfigMap changed while the operator could not authenticate"
 
@@ -110,6 +112,28 @@ expect_reachable_message() {
     [[ "$message" == *"$text"* ]] || fail "the KafkaReachable message does not say '$text': $message"
   done
   log "KafkaReachable False: $message"
+}
+
+# expect_not_shown TEXT SINCE_MS: TEXT (a credential) appears in no status of the ObserverSet, no
+# Event about it and no operator log line since SINCE_MS; each source must be readable.
+expect_not_shown() {
+  local status events logs since
+  status="$(kubectl -n "$KAFKA_NS" get obs "$OBS" -o jsonpath='{.status}')" || fail "the ObserverSet cannot be read"
+  [[ -n "$status" ]] || fail "the ObserverSet has no status to check"
+  [[ "$status" != *"$1"* ]] || fail "the ObserverSet's status shows the credential '$1'"
+  # A second early: an Event of the same second must not be left out by the string comparison.
+  since="$(date -u -d "@$(($2 / 1000 - 1))" +%Y-%m-%dT%H:%M:%SZ)" || fail "bad time $2"
+  # Events of this drill only (an earlier run's stay for an hour): by their last time.
+  events="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS" \
+    -o jsonpath='{range .items[*]}{.eventTime}{.lastTimestamp} {.message}{"\n"}{end}')" ||
+    fail "the Events of $OBS cannot be listed"
+  events="$(awk -v since="$since" '$1 >= since' <<<"$events")" || fail "the Events of $OBS cannot be filtered"
+  [[ -n "$events" ]] || fail "no Event about $OBS since $since to check (the wrong password gives a KafkaUnreachable Event)"
+  [[ "$events" != *"$1"* ]] || fail "an Event about $OBS shows the credential '$1'"
+  logs="$(kubectl -n "$OPERATOR_NS" logs -l "$OPERATOR_LABEL" --since-time="$since" --prefix)" || fail "the operator's logs cannot be read"
+  [[ -n "$logs" ]] || fail "no operator log line since $since to check"
+  # shellcheck disable=SC2312 # the failure message only: the check is the [[ ]] before it
+  [[ "$logs" != *"$1"* ]] || fail "an operator log line shows the credential '$1': $(grep -m1 -F "$1" <<<"$logs")"
 }
 
 # The operator pods' log lines since TIME (RFC 3339) about changed Kafka connection settings.

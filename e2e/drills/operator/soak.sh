@@ -12,7 +12,8 @@
 # Throughout: an acks=all idempotent producer on a topic over the three zones of primaries with
 # the observer 4 on every partition (1:2:4, 2:3:4, 3:1:4, min ISR 2), the partitions' leaders and
 # ISRs sampled every 200 ms, both observer lists every 200 ms. Checked at the end, on every sample:
-#   - the brokers' list never lacks 4 while the controllers' one lists it (controllers first);
+#   - controllers first both ways: the brokers' list never loses 4 before the controllers' one
+#     (a promotion) nor gets it back before it (a demotion), judged on consecutive samples;
 #   - 4 leads a partition only while the controllers' list lacks 4, or within 5 s after it
 #     listed 4 again (the demotion moves leadership away first): no observer ever leads;
 #   - every acknowledged record read back exactly once;
@@ -125,9 +126,20 @@ scenario_soak() {
 # soak_invariants FROM_MS TO_MS: the checks above, on the whole sample logs.
 SOAK_PROMOTIONS=0
 soak_invariants() {
-  never_sample "$SCENARIO_DIR/cm.log" "$1" "$2" 'lacks($3, 4) && lists($2, 4)' \
-    "a sample shows the brokers promoted while the controllers still list 4"
   local out
+  # Controllers first, both ways, judged on the changes between readable samples: from both lists
+  # holding 4, the brokers' may not lose it first (a promotion); from both lacking it, the
+  # brokers' may not get it back first (a demotion). The other half-way states are a rollout's
+  # legitimate middle: a promotion's (controllers lack 4, brokers list it) and a demotion's
+  # (controllers list 4, brokers lack it). There must be samples to judge.
+  out="$(awk -v a="$1" -v b="$2" "$AWK_CM"'
+    $1 < a || $1 > b || $0 ~ /[?]/ { next }
+    { n++; c = lists($2, 4); k = lists($3, 4) }
+    n > 1 && pc && pk && c && !k { print "the brokers lost 4 before the controllers (a promotion out of order): " prev " then " $0; bad = 1; exit }
+    n > 1 && !pc && !pk && !c && k { print "the brokers got 4 back before the controllers (a demotion out of order): " prev " then " $0; bad = 1; exit }
+    { pc = c; pk = k; prev = $0 }
+    END { if (bad) exit 1; if (n == 0) { print "no readable sample of the lists"; exit 1 } }' "$SCENARIO_DIR/cm.log")" ||
+    fail "controllers first: $out"
   # 4 leads only while the controllers' list lacks it (or up to 5 s after it listed 4 again).
   out="$(awk "$AWK_ISR $AWK_CM"'
     FILENAME ~ /cm.log$/ { if ($2 ~ /[?]/) next; n++; t[n] = $1; promoted[n] = lacks($2, 4); next }
