@@ -139,6 +139,21 @@ check "assert_each_list_changed_once: each list once: passes" 0 "" "$rc" "$out"
 in_scenario cm_changes "$work/cm.log" 5000
 check "assert_each_list_changed_once: no sample since: fails" nonzero "the ConfigMaps' changes cannot be counted: no readable cm.log sample since 5000" "$rc" "$out"
 
+cf() { controllers_first_both_ways "$1" 0 99999; }
+printf '%s\n' "1000 controller=4 broker=4" "1200 controller= broker=4" "1400 controller= broker=" \
+  "1600 controller=4 broker=" "1700 controller=? broker=?" "1800 controller=4 broker=4" > "$work/cf-ok.log"
+in_scenario cf "$work/cf-ok.log"
+check "controllers_first_both_ways: a promotion and a demotion in order: passes" 0 "" "$rc" "$out"
+printf '%s\n' "1000 controller=4 broker=4" "1100 controller=? broker=?" "1200 controller=4 broker=" > "$work/cf-p.log"
+in_scenario cf "$work/cf-p.log"
+check "controllers_first_both_ways: brokers promoted first: fails" nonzero "controllers first: the brokers lost 4 before the controllers *" "$rc" "$out"
+printf '%s\n' "1000 controller= broker=" "1200 controller= broker=4" > "$work/cf-d.log"
+in_scenario cf "$work/cf-d.log"
+check "controllers_first_both_ways: brokers demoted first: fails" nonzero "controllers first: the brokers got 4 back before the controllers *" "$rc" "$out"
+printf '%s\n' "1000 controller=? broker=?" > "$work/cf-none.log"
+in_scenario cf "$work/cf-none.log"
+check "controllers_first_both_ways: no readable sample: fails" nonzero "controllers first: no readable sample of the lists" "$rc" "$out"
+
 watch_in() { WATCH_OUT="$1"; shift; never_in_watch "$@"; }
 printf '%s\n' "1000 leader=1 isr=1,2,3 hw=5" > "$work/watch.txt"
 in_scenario watch_in "$work/watch.txt" ' leader=4 ' "the observer was leader"

@@ -192,6 +192,23 @@ never_sample() {
   ((n > 0)) || fail "$5: cannot be checked, no readable sample in the window of $(secs "$2" "$3") s ($bad unreadable) in $(basename "$1")"
   [[ -z "$hit" ]] || fail "$5 (sample: $hit)"
 }
+# controllers_first_both_ways CM_LOG FROM_MS TO_MS: controllers first in both directions, judged
+# on the changes between consecutive readable samples of the window: from both lists holding 4,
+# the brokers' may not lose it first (a promotion); from both lacking it, the brokers' may not
+# get it back first (a demotion). The other half-way states are a rollout's legitimate middle: a
+# promotion's (controllers lack 4, brokers list it) and a demotion's (controllers list 4,
+# brokers lack it). Fails the drill on a violation, and when the window holds no readable sample.
+controllers_first_both_ways() {
+  local out
+  out="$(awk -v a="$2" -v b="$3" "$AWK_CM"'
+    $1 < a || $1 > b || $0 ~ /[?]/ { next }
+    { n++; c = lists($2, 4); k = lists($3, 4) }
+    n > 1 && pc && pk && c && !k { print "the brokers lost 4 before the controllers (a promotion out of order): " prev " then " $0; bad = 1; exit }
+    n > 1 && !pc && !pk && !c && k { print "the brokers got 4 back before the controllers (a demotion out of order): " prev " then " $0; bad = 1; exit }
+    { pc = c; pk = k; prev = $0 }
+    END { if (bad) exit 1; if (n == 0) { print "no readable sample of the lists"; exit 1 } }' "$1" 2>&1)" ||
+    fail "controllers first: ${out:-cannot be checked (awk failed on $1)}"
+}
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1000 }'; }
 
 # ---- message accounting -------------------------------------------------------------------------

@@ -127,19 +127,7 @@ scenario_soak() {
 SOAK_PROMOTIONS=0
 soak_invariants() {
   local out
-  # Controllers first, both ways, judged on the changes between readable samples: from both lists
-  # holding 4, the brokers' may not lose it first (a promotion); from both lacking it, the
-  # brokers' may not get it back first (a demotion). The other half-way states are a rollout's
-  # legitimate middle: a promotion's (controllers lack 4, brokers list it) and a demotion's
-  # (controllers list 4, brokers lack it). There must be samples to judge.
-  out="$(awk -v a="$1" -v b="$2" "$AWK_CM"'
-    $1 < a || $1 > b || $0 ~ /[?]/ { next }
-    { n++; c = lists($2, 4); k = lists($3, 4) }
-    n > 1 && pc && pk && c && !k { print "the brokers lost 4 before the controllers (a promotion out of order): " prev " then " $0; bad = 1; exit }
-    n > 1 && !pc && !pk && !c && k { print "the brokers got 4 back before the controllers (a demotion out of order): " prev " then " $0; bad = 1; exit }
-    { pc = c; pk = k; prev = $0 }
-    END { if (bad) exit 1; if (n == 0) { print "no readable sample of the lists"; exit 1 } }' "$SCENARIO_DIR/cm.log")" ||
-    fail "controllers first: $out"
+  controllers_first_both_ways "$SCENARIO_DIR/cm.log" "$1" "$2"
   # 4 leads only while the controllers' list lacks it (or up to 5 s after it listed 4 again).
   out="$(awk "$AWK_ISR $AWK_CM"'
     FILENAME ~ /cm.log$/ { if ($2 ~ /[?]/) next; n++; t[n] = $1; promoted[n] = lacks($2, 4); next }
