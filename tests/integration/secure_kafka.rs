@@ -503,7 +503,8 @@ async fn watcher_and_probe_over_sasl_ssl_scram_and_mutual_tls() {
     let mtls_address = kafka.address(kafka.mtls);
     assert_eq!(log_end_offset(&mtls, &mtls_address).await.unwrap(), RECORDS);
 
-    // A wrong password: the SASL authentication error, naming the user and the Secret.
+    // A wrong password: the SASL authentication error, naming where the username and the
+    // password come from, never the username itself (a credential).
     let wrong = sasl_ssl_settings(&kafka, &ca.pem, "not-the-password");
     let result = log_end_offset(&wrong, &sasl_address).await;
     eprintln!("wrong password: {result:?}");
@@ -511,11 +512,12 @@ async fn watcher_and_probe_over_sasl_ssl_scram_and_mutual_tls() {
         Err(ProbeError::Sasl {
             source: SaslError::AuthenticationFailed { user, .. },
             ..
-        }) => assert_eq!(user, USER),
+        }) => assert_eq!(user, "Secret ns/kafka-user key username"),
         other => panic!("expected the SASL authentication error, got {other:?}"),
     }
     let msg = result.unwrap_err().to_string();
     assert!(msg.contains("Secret ns/kafka-user key password"), "{msg}");
+    assert!(!msg.contains(USER), "{msg}");
 
     // A CA that did not sign the broker's certificate: the TLS error, naming the CA's Secret.
     let stranger = Ca::new("a-ca-kafka-does-not-use");
