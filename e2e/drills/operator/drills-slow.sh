@@ -16,7 +16,7 @@
 SLOW_RATE="${SLOW_RATE:-2mbit}" SLOW_BURST="${SLOW_BURST:-8000}" SLOW_PAD=1000
 
 scenario_d19() {
-  local max_lag topic burst t0 t_cut t_under t_held t_ctrl t_brk t_isr4 t_res t_back t_dctrl t_dbrk t_out t_end lag_cut lag_held lag_promoted
+  local max_lag topic burst t0 t_cut t_under t_held t_ctrl t_brk t_isr4 t_res t_back lag_cut lag_held lag_promoted
   max_lag="$(obs_get '{.spec.promotion.maxLagMessages}')" || fail "the ObserverSet cannot be read"
   [[ "$max_lag" =~ ^[0-9]+$ ]] || fail "spec.promotion.maxLagMessages is '$max_lag', not a number"
   # The stream's partition is led in zone c (3) with a follower in a (1); the burst topic lives
@@ -66,14 +66,9 @@ scenario_d19() {
   t_back="$(now_ms)"
   bash "$NODE_SH" unslow d >&2 || fail "node.sh unslow d failed"
   bash "$NODE_SH" heal c >&2 || fail "node.sh heal c failed"
-  t_dctrl="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_back" 'lists($2, 4)' 300 "the controllers' ConfigMap lists 4 again (demotion)")"
-  t_dbrk="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_back" 'lists($3, 4)' 300 "the brokers' ConfigMap lists 4 again (demotion)")"
-  ((t_dctrl <= t_dbrk)) || fail "demotion: the brokers' ConfigMap changed before the controllers' one"
-  t_out="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_dbrk" 'isr_none(4)' 120 "4 out of the ISR")"
-  t_end="$(now_ms)"
-  never_sample "$SCENARIO_DIR/isr.log" "$t_dctrl" "$t_end" 'leads(4)' "4 leads a partition after its demotion began"
+  wait_demotion "$t_back"
   # shellcheck disable=SC2312 # secs is awk arithmetic on two numbers: message text only
-  echo "DRILL D19 back_to_controllers_cm_s=$(secs "$t_back" "$t_dctrl") back_to_4_out_of_isr_s=$(secs "$t_back" "$t_out")"
+  echo "DRILL D19 back_to_controllers_cm_s=$(secs "$t_back" "$T_DCTRL") back_to_4_out_of_isr_s=$(secs "$t_back" "$T_OUT")"
   touch "$SCENARIO_DIR/isr.stop" "$SCENARIO_DIR/lag.stop"
   drill_accounting D19 "$topic"
 }
@@ -114,8 +109,7 @@ wait_lag() {
 wait_held_back_lagging() {
   local deadline=$((SECONDS + $2)) events
   while :; do
-    events="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=PromotionHeldBack" \
-      -o jsonpath='{range .items[*]}{.type} {.message}{"\n"}{end}' 2>/dev/null)" || events=""
+    events="$(obs_events PromotionHeldBack 2>/dev/null)" || events=""
     if grep -q "^Warning .*lagging.*$1-0" <<<"$events"; then now_ms; return; fi
     ((SECONDS < deadline)) || fail "no Warning Event PromotionHeldBack says observer 4 lags on $1 within $2s (got: ${events:-none})"
     sleep 0.3

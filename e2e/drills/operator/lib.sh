@@ -209,6 +209,25 @@ controllers_first_both_ways() {
     END { if (bad) exit 1; if (n == 0) { print "no readable sample of the lists"; exit 1 } }' "$1" 2>&1)" ||
     fail "controllers first: ${out:-cannot be checked (awk failed on $1)}"
 }
+# wait_demotion AFTER_MS: the automatic demotion of 4 after AFTER_MS, as the zone drills expect it:
+# both lists list 4 again, the controllers' first; 4 out of every ISR of isr.log; 4 leads nothing
+# from the controllers' write on. Sets T_DCTRL, T_DBRK, T_OUT (epoch ms).
+# shellcheck disable=SC2034 # read by the drills that call wait_demotion
+T_DCTRL="" T_DBRK="" T_OUT=""
+wait_demotion() {
+  local end
+  T_DCTRL="$(wait_sample "$SCENARIO_DIR/cm.log" "$1" 'lists($2, 4)' 300 "the controllers' ConfigMap lists 4 again (demotion)")"
+  T_DBRK="$(wait_sample "$SCENARIO_DIR/cm.log" "$1" 'lists($3, 4)' 300 "the brokers' ConfigMap lists 4 again (demotion)")"
+  ((T_DCTRL <= T_DBRK)) || fail "demotion: the brokers' ConfigMap changed before the controllers' one"
+  T_OUT="$(wait_sample "$SCENARIO_DIR/isr.log" "$T_DBRK" 'isr_none(4)' 120 "4 out of every ISR")"
+  end="$(now_ms)"
+  never_sample "$SCENARIO_DIR/isr.log" "$T_DCTRL" "$end" 'leads(4)' "4 leads a partition after its demotion began"
+}
+# obs_events REASON: the Events about the ObserverSet with REASON, "<type> <message>" a line.
+obs_events() {
+  kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS,reason=$1" \
+    -o jsonpath='{range .items[*]}{.type} {.message}{"\n"}{end}'
+}
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1000 }'; }
 
 # ---- message accounting -------------------------------------------------------------------------
