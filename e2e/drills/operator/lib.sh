@@ -212,8 +212,9 @@ controllers_first_both_ways() {
 # wait_demotion AFTER_MS: the automatic demotion of 4 after AFTER_MS, as the zone drills expect it:
 # both lists list 4 again, the controllers' first; 4 out of every ISR of isr.log; 4 leads nothing
 # from the controllers' write on. Sets T_DCTRL, T_DBRK, T_OUT (epoch ms).
-# shellcheck disable=SC2034 # read by the drills that call wait_demotion
+# shellcheck disable=SC2034 # T_OUT and the others are read by the drills that call wait_demotion
 T_DCTRL="" T_DBRK="" T_OUT=""
+# shellcheck disable=SC2034 # the same, for the assignments below
 wait_demotion() {
   local end
   T_DCTRL="$(wait_sample "$SCENARIO_DIR/cm.log" "$1" 'lists($2, 4)' 300 "the controllers' ConfigMap lists 4 again (demotion)")"
