@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
@@ -15,6 +15,13 @@ use super::snapshot::Report;
 /// reconcile loop asks again on its next pass, so a slow agent never stalls the operator.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// The largest reply read from an agent. A report is a few hundred bytes; the agent runs in a
+/// tenant's pod, so a bigger answer is refused before it is buffered, whatever the agent sends.
+pub const MAX_REPLY_BYTES: usize = 64 * 1024;
+
+/// How much of an error reply's body an error message quotes (it reaches status and Events).
+const QUOTED_ERROR_CHARS: usize = 200;
 
 /// HTTP client for the observer-agent sidecars (plain HTTP on the pod network).
 #[derive(Clone)]
@@ -48,17 +55,23 @@ impl AgentClient {
                 .await
                 .map_err(|e| format!("{e}"))?;
             let status = response.status();
-            let body = response
-                .into_body()
+            let body = Limited::new(response.into_body(), MAX_REPLY_BYTES)
                 .collect()
                 .await
-                .map_err(|e| format!("{e}"))?
+                .map_err(
+                    |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                        Some(_) => format!("the reply is larger than {MAX_REPLY_BYTES} bytes"),
+                        None => format!("{e}"),
+                    },
+                )?
                 .to_bytes();
             if !status.is_success() {
-                return Err(format!(
-                    "HTTP {status}: {}",
-                    String::from_utf8_lossy(&body).trim()
-                ));
+                let text: String = String::from_utf8_lossy(&body)
+                    .trim()
+                    .chars()
+                    .take(QUOTED_ERROR_CHARS)
+                    .collect();
+                return Err(format!("HTTP {status}: {text}"));
             }
             serde_json::from_slice(&body).map_err(|e| format!("unexpected answer: {e}"))
         };
@@ -66,5 +79,77 @@ impl AgentClient {
             Ok(result) => result.map_err(|e| format!("{uri}: {e}")),
             Err(_) => Err(format!("{uri}: no answer within {REQUEST_TIMEOUT:?}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A one-shot HTTP server on loopback that answers with `status` and `body_len` bytes of 'x'.
+    async fn serve(status: &'static str, body_len: usize) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = socket.read(&mut request).await;
+            let head = format!("HTTP/1.1 {status}\r\ncontent-length: {body_len}\r\n\r\n");
+            if socket.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let chunk = vec![b'x'; 16 * 1024];
+            let mut left = body_len;
+            while left > 0 {
+                let n = left.min(chunk.len());
+                // The client hangs up once it has read past its limit.
+                if socket.write_all(&chunk[..n]).await.is_err() {
+                    return;
+                }
+                left -= n;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_reply_over_the_limit_is_refused_before_it_is_buffered() {
+        let port = serve("200 OK", 8 * 1024 * 1024).await;
+        let error = AgentClient::default()
+            .report("127.0.0.1", port)
+            .await
+            .unwrap_err();
+        assert!(
+            error.contains(&format!("larger than {MAX_REPLY_BYTES} bytes")),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reply_under_the_limit_is_read_and_judged() {
+        // Not a report, but read whole: the error is the JSON parser's, not the limit's.
+        let port = serve("200 OK", MAX_REPLY_BYTES).await;
+        let error = AgentClient::default()
+            .report("127.0.0.1", port)
+            .await
+            .unwrap_err();
+        assert!(error.contains("unexpected answer"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_error_reply_is_quoted_short() {
+        let port = serve("500 Internal Server Error", 10_000).await;
+        let error = AgentClient::default()
+            .report("127.0.0.1", port)
+            .await
+            .unwrap_err();
+        assert!(error.contains("HTTP 500"), "{error}");
+        assert!(
+            error.len() < QUOTED_ERROR_CHARS + 100,
+            "{} bytes",
+            error.len()
+        );
     }
 }

@@ -3,11 +3,14 @@
 use kube::KubeSchema;
 
 use super::bootstrap::{BOOTSTRAP_FORM, BOOTSTRAP_PATTERN};
+use super::validation::SASL_WITHOUT_TLS;
 use serde::{Deserialize, Serialize};
 
-/// Connection to the Kafka cluster the observers belong to.
+/// Connection to the Kafka cluster the observers belong to. SASL only over TLS: the brokers
+/// must prove themselves with a certificate the set's CA signed before any credential is sent.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.sasl) || has(self.tls)").message(SASL_WITHOUT_TLS))]
 pub struct KafkaConnection {
     /// Comma-separated `host:port` list of brokers, as in Kafka's `bootstrap.servers`: host a
     /// DNS name, an IPv4 address or an `[IPv6]` address, port 1-65535; no spaces, no scheme, no

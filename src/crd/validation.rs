@@ -83,7 +83,12 @@ pub enum SpecViolation {
         "spec.rollout.timeout must be longer than settleTime, or Time-mode rollouts always degrade"
     )]
     TimeoutNotAfterSettle,
+    #[error("{SASL_WITHOUT_TLS}")]
+    SaslWithoutTls,
 }
+
+/// Why `sasl` needs `tls`, as the CRD's CEL rule and the operator both say it.
+pub const SASL_WITHOUT_TLS: &str = "spec.kafka.sasl needs spec.kafka.tls: without TLS the operator would send the Secret's credentials (with PLAIN the password itself, in clear text) to whatever host bootstrapServers names; add kafka.tls.caSecretRef with the CA that signed the brokers' certificates";
 
 /// Every problem found in a spec, so the user fixes them in one edit rather than one per reconcile.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -260,6 +265,9 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
         .filter(|&port| port > 0);
     if agent_port.is_none() {
         errors.push(SpecViolation::AgentPort(spec.rollout.agent_port));
+    }
+    if spec.kafka.sasl.is_some() && spec.kafka.tls.is_none() {
+        errors.push(SpecViolation::SaslWithoutTls);
     }
     if spec.rollout.acknowledgement == AckMode::Time && timeout <= settle_time {
         errors.push(SpecViolation::TimeoutNotAfterSettle);

@@ -315,3 +315,40 @@ fn every_problem_is_reported_at_once() {
     });
     assert_eq!(v.len(), 4, "{v:?}");
 }
+
+#[test]
+fn sasl_is_refused_without_tls_for_every_mechanism() {
+    use crate::crd::{SaslMechanism, SaslSecretRef, SaslSpec, SecretKeyRef, TlsSpec};
+    for mechanism in [
+        SaslMechanism::Plain,
+        SaslMechanism::ScramSha256,
+        SaslMechanism::ScramSha512,
+    ] {
+        let sasl = SaslSpec {
+            mechanism,
+            secret_ref: SaslSecretRef {
+                name: "kafka-user".into(),
+                username_key: "username".into(),
+                password_key: "password".into(),
+            },
+        };
+        let without = sasl.clone();
+        let msg = message(|o| o.spec.kafka.sasl = Some(without));
+        assert!(
+            msg.starts_with("spec.kafka.sasl needs spec.kafka.tls"),
+            "{msg}"
+        );
+        assert!(msg.contains("add kafka.tls.caSecretRef"), "{msg}");
+        let with_tls = violations(|o| {
+            o.spec.kafka.sasl = Some(sasl);
+            o.spec.kafka.tls = Some(TlsSpec {
+                ca_secret_ref: SecretKeyRef {
+                    name: "kafka-ca".into(),
+                    key: "ca.crt".into(),
+                },
+                client_cert_secret_ref: None,
+            });
+        });
+        assert!(with_tls.is_empty(), "{with_tls:?}");
+    }
+}

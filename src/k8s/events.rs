@@ -56,6 +56,24 @@ pub const AUTOMATE: &str = "Automate";
 /// window, after which it would start a new Event anyway.
 const RECORDER_TTL: Duration = Duration::from_secs(6 * 60);
 
+/// Most (reason, note) recorders kept at once, whatever the TTL says.
+const MAX_RECORDERS: usize = 1024;
+
+/// The API server refuses an Event whose note is over 1 KiB (bytes, not characters).
+const MAX_NOTE_BYTES: usize = 1000;
+
+/// The note cut to [`MAX_NOTE_BYTES`] at a character boundary.
+fn bounded_note(mut note: String) -> String {
+    if note.len() > MAX_NOTE_BYTES {
+        let mut end = MAX_NOTE_BYTES;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    note
+}
+
 /// A recorder per (reason, note), with when it was last used.
 type Recorders = HashMap<(String, String), (Recorder, Instant)>;
 
@@ -86,14 +104,24 @@ impl Events {
     fn recorder(&self, reason: &str, note: &str, now: Instant) -> Recorder {
         let mut recorders = self.recorders.lock().unwrap_or_else(|e| e.into_inner());
         recorders.retain(|_, (_, used)| now.duration_since(*used) < RECORDER_TTL);
-        let (recorder, used) = recorders
-            .entry((reason.to_string(), note.to_string()))
-            .or_insert_with(|| {
-                (
-                    Recorder::new(self.client.clone(), self.reporter.clone()),
-                    now,
-                )
-            });
+        let key = (reason.to_string(), note.to_string());
+        if recorders.len() >= MAX_RECORDERS && !recorders.contains_key(&key) {
+            // Notes come from tenants' specs and clusters: a stream of distinct ones must not
+            // grow the map without bound. The least recently used series ends early.
+            if let Some(oldest) = recorders
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+            {
+                recorders.remove(&oldest);
+            }
+        }
+        let (recorder, used) = recorders.entry(key).or_insert_with(|| {
+            (
+                Recorder::new(self.client.clone(), self.reporter.clone()),
+                now,
+            )
+        });
         *used = now;
         recorder.clone()
     }
@@ -118,8 +146,7 @@ impl Events {
         action: &str,
         note: String,
     ) {
-        // Event notes are limited to 1 KiB by the API server.
-        let note: String = note.chars().take(1000).collect();
+        let note = bounded_note(note);
         let recorder = self.recorder(reason, &note, Instant::now());
         let event = Event {
             type_,
@@ -161,6 +188,37 @@ mod tests {
             3,
             "another note or reason: another Event"
         );
+    }
+
+    #[test]
+    fn notes_are_cut_to_the_api_servers_limit_in_bytes_at_a_character_boundary() {
+        let short = "observer 4 lags".to_string();
+        assert_eq!(bounded_note(short.clone()), short);
+        // 600 three-byte characters: 1800 bytes, under 1000 characters.
+        let wide = "\u{20ac}".repeat(600);
+        let cut = bounded_note(wide);
+        assert!(cut.len() <= MAX_NOTE_BYTES, "{} bytes", cut.len());
+        assert_eq!(cut.len(), 999, "333 whole characters");
+        assert!(cut.chars().all(|c| c == '\u{20ac}'));
+    }
+
+    #[tokio::test]
+    async fn distinct_notes_never_keep_more_than_the_cap_of_recorders() {
+        let (events, now) = (events(), Instant::now());
+        for i in 0..MAX_RECORDERS + 50 {
+            events.recorder(
+                "A",
+                &format!("note {i}"),
+                now + Duration::from_millis(i as u64),
+            );
+        }
+        let recorders = events.recorders.lock().unwrap();
+        assert_eq!(recorders.len(), MAX_RECORDERS);
+        assert!(
+            !recorders.contains_key(&("A".to_string(), "note 0".to_string())),
+            "the least recently used went first"
+        );
+        assert!(recorders.contains_key(&("A".to_string(), format!("note {}", MAX_RECORDERS + 49))));
     }
 
     #[tokio::test]

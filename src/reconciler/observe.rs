@@ -141,6 +141,29 @@ pub async fn roles(
     .await
 }
 
+/// Refuses an observer list that names every broker the set selects: an observer never joins
+/// an ISR, so with every broker one no partition could take an `acks=all` write (nor, once
+/// promoted, would the list be of any use). Pods of every phase count: a broker whose pod is
+/// still Pending is a broker. No brokers selected (yet) is no verdict.
+pub fn every_broker_an_observer(
+    observers: &BTreeSet<crate::crd::NodeId>,
+    roles: &[ObservedRole],
+) -> Option<String> {
+    let brokers: BTreeSet<_> = roles
+        .iter()
+        .filter(|r| r.role == Role::Broker)
+        .flat_map(|r| r.pods.iter().map(|p| p.node_id))
+        .collect();
+    if brokers.is_empty() || !brokers.is_subset(observers) {
+        return None;
+    }
+    let ids: Vec<String> = brokers.iter().map(ToString::to_string).collect();
+    Some(format!(
+        "spec.observers lists every broker the set selects ({}): an observer never joins an ISR, so no partition could take acks=all writes; list only the brokers that should follow from afar",
+        ids.join(", ")
+    ))
+}
+
 /// How the pods of the awaited step were judged in this pass: the pods whose JVM reports
 /// nothing, acknowledged (or waited for) on the file plus `rollout.jvmCacheTtl`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,6 +294,58 @@ mod tests {
         // The other role's name or another ObserverSet: not ours as it stands.
         assert!(!live_list(&built(), "kafka", Role::Controller).managed);
         assert!(!live_list(&built(), "other", Role::Broker).managed);
+    }
+
+    fn role_with(role: Role, ids: &[crate::crd::NodeId]) -> ObservedRole {
+        ObservedRole {
+            observer_set: "kafka".into(),
+            role,
+            pods: ids
+                .iter()
+                .map(|&node_id| KafkaPod {
+                    name: format!("{role}-{node_id}"),
+                    node_id,
+                    ip: None,
+                    nudged_revision: None,
+                    nudged_at: None,
+                    running: false,
+                    terminating: false,
+                    node_name: None,
+                    uid: None,
+                })
+                .collect(),
+            config_map: None,
+        }
+    }
+
+    #[test]
+    fn an_observer_list_naming_every_selected_broker_is_refused() {
+        let observers = BTreeSet::from([1, 2, 3, 4]);
+        let roles = [
+            role_with(Role::Controller, &[101, 102, 103]),
+            role_with(Role::Broker, &[1, 2, 3, 4]),
+        ];
+        let problem = every_broker_an_observer(&observers, &roles).expect("refused");
+        assert!(
+            problem.contains("every broker the set selects (1, 2, 3, 4)"),
+            "{problem}"
+        );
+        // One broker left to hold the ISR: accepted, as is a list naming brokers not selected.
+        let roles = [role_with(Role::Broker, &[1, 2, 3, 4, 5])];
+        assert_eq!(every_broker_an_observer(&observers, &roles), None);
+        assert_eq!(
+            every_broker_an_observer(&BTreeSet::from([4]), &[role_with(Role::Broker, &[1, 4])]),
+            None
+        );
+        // No broker pods yet: nothing to judge (controllers are never brokers here).
+        let roles = [
+            role_with(Role::Controller, &[1, 2]),
+            role_with(Role::Broker, &[]),
+        ];
+        assert_eq!(
+            every_broker_an_observer(&BTreeSet::from([1, 2]), &roles),
+            None
+        );
     }
 
     #[test]

@@ -130,6 +130,10 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         }
         Err(e) => return Err(e),
     };
+    if let Some(problem) = observe::every_broker_an_observer(&validated.observers, &observed) {
+        let retry = Some(INVALID_PODS_RETRY);
+        return invalid(&api, &fresh, &previous, problem, retry, ctx).await;
+    }
 
     let desired = effective_set(
         &validated.observers,

@@ -360,8 +360,14 @@ impl World {
                 _ => {}
             }
         }
+        // A role's record carried over unchanged from the persisted state was checked by the
+        // reconcile that made it: it is history (an excused pod may have come back since).
         let roles = [&d.state.roles.controller, &d.state.roles.broker];
-        for rs in roles.into_iter().flatten() {
+        let before = [&self.status.roles.controller, &self.status.roles.broker];
+        for (rs, old) in roles.into_iter().zip(before) {
+            let Some(rs) = rs.as_ref().filter(|&rs| old.as_ref() != Some(rs)) else {
+                continue;
+            };
             self.check_role(rs.revision, &rs.acknowledged, &rs.pending, &rs.excused);
         }
         if let Some(r) = &d.state.rollout {

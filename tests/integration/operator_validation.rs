@@ -126,6 +126,16 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
             "bootstrapServers must list at least one host:port",
         ),
         (
+            "SASL without TLS",
+            with(good.clone(), |b| {
+                b["spec"]["kafka"]["sasl"] = serde_json::json!({
+                    "mechanism": "PLAIN",
+                    "secretRef": {"name": "kafka-user"}
+                })
+            }),
+            "spec.kafka.sasl needs spec.kafka.tls",
+        ),
+        (
             "unknown policy",
             with(good.clone(), |b| {
                 b["spec"]["promotion"]["policy"] = serde_json::json!("Sometimes")
