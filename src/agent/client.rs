@@ -41,9 +41,26 @@ impl Default for AgentClient {
     }
 }
 
+/// The budget for a pod that was silent in the last round and may be gone anyway (its node
+/// not Ready, being deleted, or no longer listed by Kafka): an agent on the pod network answers
+/// in a few milliseconds, and a pass of a step's fast poll must not wait out the connect
+/// timeout on a zone that is gone (300 ms a pass, about a second a step in the zone drills).
+pub const QUICK_TIMEOUT: Duration = Duration::from_millis(100);
+
 impl AgentClient {
     /// Fetches one agent's report.
     pub async fn report(&self, ip: &str, port: u16) -> Result<Report, String> {
+        self.report_within(ip, port, REQUEST_TIMEOUT).await
+    }
+
+    /// Fetches one agent's report, giving up after `budget` (at most the request timeout).
+    pub async fn report_within(
+        &self,
+        ip: &str,
+        port: u16,
+        budget: Duration,
+    ) -> Result<Report, String> {
+        let budget = budget.min(REQUEST_TIMEOUT);
         let ip: IpAddr = ip
             .parse()
             .map_err(|_| format!("pod IP {ip:?} is not an IP address"))?;
@@ -75,9 +92,9 @@ impl AgentClient {
             }
             serde_json::from_slice(&body).map_err(|e| format!("unexpected answer: {e}"))
         };
-        match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        match tokio::time::timeout(budget, request).await {
             Ok(result) => result.map_err(|e| format!("{uri}: {e}")),
-            Err(_) => Err(format!("{uri}: no answer within {REQUEST_TIMEOUT:?}")),
+            Err(_) => Err(format!("{uri}: no answer within {budget:?}")),
         }
     }
 }

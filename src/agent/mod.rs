@@ -26,7 +26,7 @@ use axum::{Json, Router};
 use k8s_openapi::jiff::Timestamp;
 use tokio::net::TcpListener;
 
-pub use client::AgentClient;
+pub use client::{AgentClient, QUICK_TIMEOUT};
 pub use snapshot::{Report, Snapshot, Source};
 use watch::Followed;
 

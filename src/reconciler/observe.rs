@@ -211,11 +211,13 @@ pub fn gather(expectation: Expectation, verdicts: &[(String, Verdict)]) -> Gathe
 
 /// Agent mode: asks the running pods of the awaited role whether they use the expected
 /// revision and ids. Time mode needs no answers.
+/// `quick` names the pods asked with [`crate::agent::QUICK_TIMEOUT`] ([`quick_asks`]).
 pub async fn acknowledgements(
     obs: &ValidatedObserverSet,
     observed: &[ObservedRole],
     awaited: Option<Expectation>,
     agents: &AgentClient,
+    quick: &BTreeSet<String>,
 ) -> Option<Gathered> {
     let expectation = awaited?;
     if obs.rollout.acknowledgement != AckMode::Agent {
@@ -230,6 +232,7 @@ pub async fn acknowledgements(
         &format!("{}/{}", obs.namespace, obs.name),
         &expectation,
         obs.rollout.jvm_cache_ttl,
+        quick,
     )
     .await;
     for (pod, verdict) in verdicts.iter().filter(|(_, v)| !v.is_acknowledged()) {
@@ -243,7 +246,34 @@ pub async fn acknowledgements(
     Some(gather(expectation, &verdicts))
 }
 
-/// Asks every pod's agent at once and judges each answer.
+/// The pods of `role` whose agent is asked with the short budget: silent in the previous
+/// round (`was_silent`) and excusable if silent again, by the same facts the planner excuses on
+/// (`crate::rollout::unreachable`): the node not Ready (as last read), being deleted, or Kafka
+/// no longer listing the node. Such a pod can only hold the pass up (every other answer waits
+/// for the slowest), never make the step go on sooner; if it answers late it stays excused for
+/// this step, which is what happens to any pod that cannot be reached. A pod Kafka calls alive
+/// on a Ready node is always asked with the full timeout: it is waited for.
+pub fn quick_asks(
+    role: &ObservedRole,
+    was_silent: impl Fn(&KafkaPod) -> bool,
+    node_ready: impl Fn(&str) -> Option<bool>,
+    kafka: Option<&LivenessView>,
+    now: Instant,
+) -> BTreeSet<String> {
+    role.pods
+        .iter()
+        .filter(|p| p.running && was_silent(p))
+        .filter(|p| {
+            p.terminating
+                || p.node_name.as_deref().and_then(&node_ready) == Some(false)
+                || kafka.and_then(|k| k.alive(role.role, p.node_id, now)) == Some(false)
+        })
+        .map(|p| p.name.clone())
+        .collect()
+}
+
+/// Asks every pod's agent at once and judges each answer; the pods in `quick` get
+/// [`crate::agent::QUICK_TIMEOUT`].
 pub async fn verdicts(
     agents: &AgentClient,
     pods: &[KafkaPod],
@@ -251,11 +281,16 @@ pub async fn verdicts(
     observer_set: &str,
     expected: &Expectation,
     jvm_cache_ttl: Duration,
+    quick: &BTreeSet<String>,
 ) -> Vec<(String, Verdict)> {
     let asks = pods.iter().map(|pod| async move {
+        let budget = match quick.contains(&pod.name) {
+            true => crate::agent::QUICK_TIMEOUT,
+            false => Duration::MAX,
+        };
         let verdict = match &pod.ip {
             None => Verdict::Unreachable("pod has no IP yet".into()),
-            Some(ip) => match agents.report(ip, port).await {
+            Some(ip) => match agents.report_within(ip, port, budget).await {
                 Ok(report) => judge(
                     &report,
                     observer_set,
@@ -316,6 +351,79 @@ mod tests {
                 .collect(),
             config_map: None,
         }
+    }
+
+    #[test]
+    fn only_pods_silent_last_round_and_excusable_anyway_are_asked_quickly() {
+        let mut role = role_with(Role::Broker, &[1, 2, 3, 4]);
+        for (i, p) in role.pods.iter_mut().enumerate() {
+            p.running = true;
+            p.node_name = Some(format!("node-{}", i + 1));
+        }
+        role.pods[2].terminating = true; // broker 3 being deleted
+        let now = Instant::now();
+        let kafka = LivenessView {
+            at: now,
+            interval: Duration::from_secs(1),
+            brokers: BTreeSet::from([1, 3, 4]), // 2 fenced
+            voters: BTreeMap::new(),
+        };
+        let silent = |p: &KafkaPod| p.node_id != 1;
+        let ready = |n: &str| Some(n != "node-4"); // 4's node NotReady
+        let quick = quick_asks(&role, silent, ready, Some(&kafka), now);
+        assert_eq!(
+            quick,
+            BTreeSet::from(["broker-2".into(), "broker-3".into(), "broker-4".into()])
+        );
+        // Silent, but Kafka lists it and its node is Ready: waited for, the full timeout.
+        let quick = quick_asks(&role, |p| p.node_id == 1, ready, Some(&kafka), now);
+        assert!(quick.is_empty(), "{quick:?}");
+        // Excusable but it answered last round: the full timeout too.
+        let quick = quick_asks(&role, |_| false, ready, Some(&kafka), now);
+        assert!(quick.is_empty(), "{quick:?}");
+        // Kafka's view stale and the node's readiness unknown: silence alone is not enough.
+        let stale = now + Duration::from_secs(10);
+        let quick = quick_asks(&role, |p| p.node_id == 2, |_| None, Some(&kafka), stale);
+        assert!(quick.is_empty(), "{quick:?}");
+    }
+
+    #[tokio::test]
+    async fn a_quick_ask_gives_up_after_its_budget_not_the_connect_timeout() {
+        // A listener that accepts and never answers: the full budget would be 800 ms.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let mut role = role_with(Role::Broker, &[1]);
+        role.pods[0].ip = Some("127.0.0.1".into());
+        role.pods[0].running = true;
+        let expected = Expectation {
+            role: Role::Broker,
+            revision: 7,
+            ids: BTreeSet::from([4]),
+        };
+        let quick = BTreeSet::from(["broker-1".to_string()]);
+        let started = Instant::now();
+        let got = verdicts(
+            &AgentClient::default(),
+            &role.pods,
+            port,
+            "kafka/kafka",
+            &expected,
+            Duration::from_secs(1),
+            &quick,
+        )
+        .await;
+        let took = started.elapsed();
+        match &got[0].1 {
+            Verdict::Unreachable(why) => assert!(why.contains("no answer within 100ms"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(took < Duration::from_millis(700), "took {took:?}");
     }
 
     #[test]
@@ -505,6 +613,7 @@ mod tests {
             "kafka/kafka",
             &expected,
             Duration::from_secs(1),
+            &BTreeSet::new(),
         )
         .await;
         assert!(matches!(&got[0].1, Verdict::Unreachable(_)), "{got:?}");

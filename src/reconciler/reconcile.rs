@@ -141,9 +141,10 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         previous.auto_promotions.iter().map(|a| a.node_id),
     );
     let state = outcome::state_of(&previous);
+    let awaited = rollout::awaited(&state);
+    let quick = quick_asks(ctx, &namespace, &name, &observed, awaited.as_ref());
     let gathered =
-        observe::acknowledgements(&validated, &observed, rollout::awaited(&state), &ctx.agents)
-            .await;
+        observe::acknowledgements(&validated, &observed, awaited, &ctx.agents, &quick).await;
     let acks = gathered.as_ref().map(|g| g.acks.clone());
     let basis = gathered.as_ref().map(|g| &g.basis);
     let facts = facts(ctx, &namespace, &name, &observed, gathered.as_ref(), now).await;
@@ -267,6 +268,39 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     Ok(Action::requeue(
         decision.requeue_after(now).unwrap_or(ctx.resync),
     ))
+}
+
+/// The pods of the awaited role asked with the short budget this pass
+/// ([`observe::quick_asks`]), from the context's memory: which agents were silent last round,
+/// the Nodes' readiness as last read, and the automation's latest view of Kafka.
+fn quick_asks(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    observed: &[ObservedRole],
+    awaited: Option<&rollout::Expectation>,
+) -> BTreeSet<String> {
+    let Some(role) = awaited.and_then(|e| observed.iter().find(|o| o.role == e.role)) else {
+        return BTreeSet::new();
+    };
+    let silence = ctx.silence.lock().unwrap_or_else(|e| e.into_inner());
+    let nodes = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
+    let kafka = ctx
+        .liveness
+        .view(&(namespace.to_string(), name.to_string()));
+    let now = Timestamp::now();
+    observe::quick_asks(
+        role,
+        |p| {
+            let key = p.uid.clone().unwrap_or_else(|| p.name.clone());
+            silence
+                .get(&key)
+                .is_some_and(|s| crate::rollout::machine::elapsed(s.last, now) < silence::GAP)
+        },
+        |n| nodes.get(n).map(|(_, ready)| *ready),
+        kafka.as_ref(),
+        Instant::now(),
+    )
 }
 
 /// What `crate::rollout::unreachable` decides from, for the pods asked this pass: since when
