@@ -246,23 +246,22 @@ pub async fn acknowledgements(
     Some(gather(expectation, &verdicts))
 }
 
-/// The pods of `role` whose agent is asked with the short budget: silent in the previous
-/// round (`was_silent`) and excusable if silent again, by the same facts the planner excuses on
-/// (`crate::rollout::unreachable`): the node not Ready (as last read), being deleted, or Kafka
-/// no longer listing the node. Such a pod can only hold the pass up (every other answer waits
-/// for the slowest), never make the step go on sooner; if it answers late it stays excused for
-/// this step, which is what happens to any pod that cannot be reached. A pod Kafka calls alive
-/// on a Ready node is always asked with the full timeout: it is waited for.
+/// The pods of `role` whose agent is asked with the short budget: those the planner would
+/// excuse if they stay silent, by the same facts (`crate::rollout::unreachable`): being
+/// deleted, the node not Ready (as last read), or Kafka no longer listing the node. Such a pod
+/// can only hold the pass up (every other answer waits for the slowest), never make the step go
+/// on sooner; if it answers late it stays excused for this step, which is what happens to any
+/// pod that cannot be reached. A pod Kafka lists as alive on a Ready node (or whose state is not
+/// known) is always asked with the full timeout: it is waited for.
 pub fn quick_asks(
     role: &ObservedRole,
-    was_silent: impl Fn(&KafkaPod) -> bool,
     node_ready: impl Fn(&str) -> Option<bool>,
     kafka: Option<&LivenessView>,
     now: Instant,
 ) -> BTreeSet<String> {
     role.pods
         .iter()
-        .filter(|p| p.running && was_silent(p))
+        .filter(|p| p.running)
         .filter(|p| {
             p.terminating
                 || p.node_name.as_deref().and_then(&node_ready) == Some(false)
@@ -354,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn only_pods_silent_last_round_and_excusable_anyway_are_asked_quickly() {
+    fn only_pods_excusable_by_kubernetes_or_kafka_are_asked_quickly() {
         let mut role = role_with(Role::Broker, &[1, 2, 3, 4]);
         for (i, p) in role.pods.iter_mut().enumerate() {
             p.running = true;
@@ -368,22 +367,20 @@ mod tests {
             brokers: BTreeSet::from([1, 3, 4]), // 2 fenced
             voters: BTreeMap::new(),
         };
-        let silent = |p: &KafkaPod| p.node_id != 1;
         let ready = |n: &str| Some(n != "node-4"); // 4's node NotReady
-        let quick = quick_asks(&role, silent, ready, Some(&kafka), now);
+        let quick = quick_asks(&role, ready, Some(&kafka), now);
+        // 1: listed by Kafka, node Ready, not deleted: waited for, the full timeout.
         assert_eq!(
             quick,
             BTreeSet::from(["broker-2".into(), "broker-3".into(), "broker-4".into()])
         );
-        // Silent, but Kafka lists it and its node is Ready: waited for, the full timeout.
-        let quick = quick_asks(&role, |p| p.node_id == 1, ready, Some(&kafka), now);
-        assert!(quick.is_empty(), "{quick:?}");
-        // Excusable but it answered last round: the full timeout too.
-        let quick = quick_asks(&role, |_| false, ready, Some(&kafka), now);
-        assert!(quick.is_empty(), "{quick:?}");
-        // Kafka's view stale and the node's readiness unknown: silence alone is not enough.
+        // Kafka's view stale and the nodes' readiness unknown: only the deleted pod.
         let stale = now + Duration::from_secs(10);
-        let quick = quick_asks(&role, |p| p.node_id == 2, |_| None, Some(&kafka), stale);
+        let quick = quick_asks(&role, |_| None, Some(&kafka), stale);
+        assert_eq!(quick, BTreeSet::from(["broker-3".into()]));
+        // Not running: not asked at all, so not in the set.
+        role.pods[2].running = false;
+        let quick = quick_asks(&role, |_| None, None, now);
         assert!(quick.is_empty(), "{quick:?}");
     }
 

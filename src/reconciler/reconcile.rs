@@ -271,8 +271,8 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
 }
 
 /// The pods of the awaited role asked with the short budget this pass
-/// ([`observe::quick_asks`]), from the context's memory: which agents were silent last round,
-/// the Nodes' readiness as last read, and the automation's latest view of Kafka.
+/// ([`observe::quick_asks`]), from the Nodes' readiness as last read and the automation's
+/// latest view of Kafka.
 fn quick_asks(
     ctx: &Context,
     namespace: &str,
@@ -283,20 +283,12 @@ fn quick_asks(
     let Some(role) = awaited.and_then(|e| observed.iter().find(|o| o.role == e.role)) else {
         return BTreeSet::new();
     };
-    let silence = ctx.silence.lock().unwrap_or_else(|e| e.into_inner());
     let nodes = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
     let kafka = ctx
         .liveness
         .view(&(namespace.to_string(), name.to_string()));
-    let now = Timestamp::now();
     observe::quick_asks(
         role,
-        |p| {
-            let key = p.uid.clone().unwrap_or_else(|| p.name.clone());
-            silence
-                .get(&key)
-                .is_some_and(|s| crate::rollout::machine::elapsed(s.last, now) < silence::GAP)
-        },
         |n| nodes.get(n).map(|(_, ready)| *ready),
         kafka.as_ref(),
         Instant::now(),
