@@ -44,7 +44,7 @@ stage "real node: operator installed by its Helm chart" bash -c 'bash e2e/testbe
 # the chart: the ObserverSet CRD is then the chart's, which strimzi-check leaves alone (a CRD it
 # created itself it would delete afterwards).
 stage "Strimzi example: server-side dry run" bash e2e/strimzi-check.sh server "$KOO_TESTBED/kubeconfig"
-stage "real node: the operator's failure drills (D1-D19)" bash e2e/drills/operator/run.sh
+stage "real node: the operator's failure drills (D1-D20)" bash e2e/drills/operator/run.sh
 # A short run of the seeded fault schedule (make soak runs it for 20 minutes by default).
 stage "real node: soak, seed 1, 3 minutes" bash e2e/drills/operator/soak.sh 1 3
 # Every command of docs/runbooks.md, against the chart's operator (helm upgrade, its Lease, logs).

@@ -12,6 +12,8 @@
 #       Lease and promotes
 #   D18 the observer's own zone d powered off: nothing is promoted (no partition goes under min
 #       ISR), and the operator says so: the observer is not alive in Kafka
+#   D20 the zone of the active KRaft controller (a, b or c) partitioned: the survivors elect a
+#       new active controller first, which then fences the lost broker; D15's expectations
 #
 # The expectations of D15-D17 are D1's (the operator promotes 4 on its own, controllers' list
 # first, writes resume, 4 demoted again after the zone returns, every acknowledged record read
@@ -32,6 +34,17 @@ scenario_d17() {
   zone="${zone#koo-}"
   [[ "$zone" == a || "$zone" == b || "$zone" == c ]] || fail "the leader $leader runs in zone '$zone', not a, b or c (e2e/testbed/operator-values.yaml)"
   LEADER_LOST="$leader" zone_outage D17 "$zone" partition
+}
+scenario_d20() {
+  local active zone
+  active="$(current_active_controller)" || fail "the active controller cannot be read"
+  case "$active" in
+    101) zone=a ;;
+    102) zone=b ;;
+    103) zone=c ;;
+    *) fail "the active controller is '$active', not one of 101-103" ;;
+  esac
+  ACTIVE_LOST="$active" zone_outage D20 "$zone" partition
 }
 
 # zone_cut MODE ZONE / zone_back MODE ZONE: the failure and its end (node.sh). zone_cut sets
@@ -93,6 +106,9 @@ zone_outage() {
   # Whether the lost zone holds the active controller shapes the timeline: the survivors first
   # elect a new one, which then gives every broker a fresh session before it fences the lost one.
   active="$(current_active_controller)"
+  # D20 must lose the active controller: if it moved since the drill picked the zone, say so.
+  [[ -z "${ACTIVE_LOST:-}" || "$active" == "$c" ]] ||
+    fail "the active controller is $active at the cut, not $c of zone $zone: D20 would not lose it"
 
   log "== zone $zone lost ($mode)"
   zone_cut "$mode" "$zone"
