@@ -247,27 +247,18 @@ pub async fn acknowledgements(
 }
 
 /// The pods of `role` whose agent is asked with the short budget: those the planner would
-/// excuse if they stay silent, by the same facts (`crate::rollout::unreachable`): being
-/// deleted, the node not Ready (as last read), or Kafka no longer listing the node. Such a pod
-/// can only hold the pass up (every other answer waits for the slowest), never make the step go
-/// on sooner; if it answers late it stays excused for this step, which is what happens to any
-/// pod that cannot be reached. A pod Kafka lists as alive on a Ready node (or whose state is not
+/// excuse if they stay silent, by the same facts ([`crate::rollout::unreachable::lost`]: being
+/// deleted, the node not Ready as last read, or Kafka no longer listing the node). Such a pod can
+/// only hold the pass up (every other answer waits for the slowest), never make the step go on
+/// sooner; if it answers late it stays excused for this step, which is what happens to any pod
+/// that cannot be reached. A pod Kafka lists as alive on a Ready node (or whose state is not
 /// known) is always asked with the full timeout: it is waited for.
-pub fn quick_asks(
-    role: &ObservedRole,
-    node_ready: impl Fn(&str) -> Option<bool>,
-    kafka: Option<&LivenessView>,
-    now: Instant,
-) -> BTreeSet<String> {
-    role.pods
-        .iter()
-        .filter(|p| p.running)
-        .filter(|p| {
-            p.terminating
-                || p.node_name.as_deref().and_then(&node_ready) == Some(false)
-                || kafka.and_then(|k| k.alive(role.role, p.node_id, now)) == Some(false)
-        })
-        .map(|p| p.name.clone())
+pub fn quick_asks(role: &ObservedRole, facts: &Facts) -> BTreeSet<String> {
+    role.to_plan(facts)
+        .pods
+        .into_iter()
+        .filter(|p| p.running && crate::rollout::unreachable::lost(p).is_some())
+        .map(|p| p.name)
         .collect()
 }
 
@@ -336,17 +327,7 @@ mod tests {
             role,
             pods: ids
                 .iter()
-                .map(|&node_id| KafkaPod {
-                    name: format!("{role}-{node_id}"),
-                    node_id,
-                    ip: None,
-                    nudged_revision: None,
-                    nudged_at: None,
-                    running: false,
-                    terminating: false,
-                    node_name: None,
-                    uid: None,
-                })
+                .map(|&node_id| KafkaPod::bare(&format!("{role}-{node_id}"), node_id))
                 .collect(),
             config_map: None,
         }
@@ -367,20 +348,30 @@ mod tests {
             brokers: BTreeSet::from([1, 3, 4]), // 2 fenced
             voters: BTreeMap::new(),
         };
-        let ready = |n: &str| Some(n != "node-4"); // 4's node NotReady
-        let quick = quick_asks(&role, ready, Some(&kafka), now);
+        let nodes = (1..=4).map(|i| (format!("node-{i}"), i != 4)); // 4's node NotReady
+        let facts = Facts {
+            node_ready: nodes.collect(),
+            kafka: Some(kafka),
+            now: Some(now),
+            ..Facts::default()
+        };
+        let quick = quick_asks(&role, &facts);
         // 1: listed by Kafka, node Ready, not deleted: waited for, the full timeout.
         assert_eq!(
             quick,
             BTreeSet::from(["broker-2".into(), "broker-3".into(), "broker-4".into()])
         );
         // Kafka's view stale and the nodes' readiness unknown: only the deleted pod.
-        let stale = now + Duration::from_secs(10);
-        let quick = quick_asks(&role, |_| None, Some(&kafka), stale);
+        let stale = Facts {
+            now: Some(now + Duration::from_secs(10)),
+            node_ready: BTreeMap::new(),
+            ..facts
+        };
+        let quick = quick_asks(&role, &stale);
         assert_eq!(quick, BTreeSet::from(["broker-3".into()]));
         // Not running: not asked at all, so not in the set.
         role.pods[2].running = false;
-        let quick = quick_asks(&role, |_| None, None, now);
+        let quick = quick_asks(&role, &Facts::default());
         assert!(quick.is_empty(), "{quick:?}");
     }
 
@@ -588,15 +579,9 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let pods = [KafkaPod {
-            name: "p".into(),
-            node_id: 1,
             ip: Some("127.0.0.1".into()),
-            nudged_revision: None,
-            nudged_at: None,
             running: true,
-            terminating: false,
-            node_name: None,
-            uid: None,
+            ..KafkaPod::bare("p", 1)
         }];
         let expected = Expectation {
             role: Role::Broker,

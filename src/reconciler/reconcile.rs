@@ -283,16 +283,22 @@ fn quick_asks(
     let Some(role) = awaited.and_then(|e| observed.iter().find(|o| o.role == e.role)) else {
         return BTreeSet::new();
     };
-    let nodes = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
-    let kafka = ctx
-        .liveness
-        .view(&(namespace.to_string(), name.to_string()));
-    observe::quick_asks(
-        role,
-        |n| nodes.get(n).map(|(_, ready)| *ready),
-        kafka.as_ref(),
-        Instant::now(),
-    )
+    let node_ready = {
+        let nodes = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        nodes
+            .iter()
+            .map(|(n, (_, ready))| (n.clone(), *ready))
+            .collect()
+    };
+    let facts = observe::Facts {
+        node_ready,
+        kafka: ctx
+            .liveness
+            .view(&(namespace.to_string(), name.to_string())),
+        now: Some(Instant::now()),
+        ..observe::Facts::default()
+    };
+    observe::quick_asks(role, &facts)
 }
 
 /// What `crate::rollout::unreachable` decides from, for the pods asked this pass: since when

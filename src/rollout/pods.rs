@@ -35,6 +35,24 @@ pub struct KafkaPod {
     pub uid: Option<String>,
 }
 
+#[cfg(test)]
+impl KafkaPod {
+    /// A pod with only a name and a node id: not running, no IP, never nudged (tests).
+    pub fn bare(name: &str, node_id: NodeId) -> Self {
+        KafkaPod {
+            name: name.into(),
+            node_id,
+            ip: None,
+            nudged_revision: None,
+            nudged_at: None,
+            running: false,
+            terminating: false,
+            node_name: None,
+            uid: None,
+        }
+    }
+}
+
 /// Why a selected pod cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DereferenceError {

@@ -48,6 +48,24 @@ pub fn may_excuse(
         && superseded.is_none_or(|r| r.may_excuse && target.iter().all(|id| r.target.contains(id)))
 }
 
+/// Why Kubernetes or Kafka say `pod` is lost, if they do: its Node not Ready, its deletion, or
+/// Kafka no longer listing its node as alive. The facts of an excusal, silence aside; also what
+/// makes the shell ask the pod's agent with a short budget (`reconciler::observe::quick_asks`).
+pub fn lost(pod: &PodObservation) -> Option<(ExcuseReason, &'static str)> {
+    if pod.node_ready == Some(false) {
+        Some((ExcuseReason::NodeNotReady, "its node is not Ready"))
+    } else if pod.terminating {
+        Some((ExcuseReason::Terminating, "it is being deleted"))
+    } else if pod.kafka_alive == Some(false) {
+        Some((
+            ExcuseReason::GoneFromKafka,
+            "Kafka no longer lists its node as alive",
+        ))
+    } else {
+        None
+    }
+}
+
 /// Whether the current step of `rollout` may go on without `pod`, which has not acknowledged
 /// it, and why; `None`: the step waits for it.
 pub fn excuse(rollout: &RolloutStatus, mode: AckMode, pod: &PodObservation) -> Option<ExcusedPod> {
@@ -55,25 +73,8 @@ pub fn excuse(rollout: &RolloutStatus, mode: AckMode, pod: &PodObservation) -> O
         return None;
     }
     let since = pod.agent_silent_since?;
-    let silent = format!("its agent has not answered since {since}");
-    let (reason, message) = if pod.node_ready == Some(false) {
-        (
-            ExcuseReason::NodeNotReady,
-            format!("its node is not Ready and {silent}"),
-        )
-    } else if pod.terminating {
-        (
-            ExcuseReason::Terminating,
-            format!("it is being deleted and {silent}"),
-        )
-    } else if pod.kafka_alive == Some(false) {
-        (
-            ExcuseReason::GoneFromKafka,
-            format!("Kafka no longer lists its node as alive and {silent}"),
-        )
-    } else {
-        return None;
-    };
+    let (reason, why) = lost(pod)?;
+    let message = format!("{why} and its agent has not answered since {since}");
     Some(ExcusedPod {
         pod: pod.name.clone(),
         reason,
