@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs the real test bed, all on its real node and its Kafka StatefulSets
 # (namespace kafka): the Helm chart checked by a real apiserver; the operator installed by its
-# chart, the operator's failure drills and the runbooks' commands; then the operator as a local process
+# chart, the operator's failure drills (the first phase on kafka and a second cluster kafka-2 side
+# by side, with the examples' clusters beside them) and the runbooks' commands; then the operator as a local process
 # with exactly the chart's permissions for the Rust integration tests (they kill and restart
 # it), with the Kafka failure suite S1-S10 on a second cluster beside them. Expects the bed up (make test brings it up first). Prints each stage's duration.
 set -euo pipefail
@@ -30,6 +31,12 @@ kafka_versions_result() {
   cat "$kv_log"
   return "$rc"
 }
+# The drills' second cluster (namespace kafka-2: run.sh runs some drills on it beside the others)
+# comes up beside the first stages; the drills' stage waits for it (run.sh's own `kafka.sh up`
+# then finds it up, or tries again and says why not).
+KOO_KAFKA_NAMESPACE=kafka-2 setsid bash e2e/testbed/kafka.sh up > "$KOO_TESTBED/kafka-2-up.log" 2>&1 &
+k2_pid=$!
+trap '[[ -z "$kv_pid" ]] || kill -- "-$kv_pid" 2>/dev/null || true; kill -- "-$k2_pid" 2>/dev/null || true' EXIT
 stage() { # name, command...
   local name="$1" t=$SECONDS; shift
   echo "== $name"
@@ -44,15 +51,11 @@ stage "real node: operator installed by its Helm chart" bash -c 'bash e2e/testbe
 # the chart: the ObserverSet CRD is then the chart's, which strimzi-check leaves alone (a CRD it
 # created itself it would delete afterwards).
 stage "Strimzi example: server-side dry run" bash e2e/strimzi-check.sh server "$KOO_TESTBED/kubeconfig"
-stage "real node: the operator's failure drills (D1-D20)" bash e2e/drills/operator/run.sh
-# A short run of the seeded fault schedule (make soak runs it for 20 minutes by default).
-stage "real node: soak, seed 1, 3 minutes" bash e2e/drills/operator/soak.sh 1 3
-# Every command of docs/runbooks.md, against the chart's operator (helm upgrade, its Lease, logs).
-stage "real node: the runbooks' commands" bash e2e/drills/operator/runbooks.sh
 # examples/kafka-two-observers/ (RF4, observers 4 and 5) and examples/kafka-combined/ (KRaft
 # combined mode), each a cluster of its own in its own namespace (kafka-two, kafka-combined), with
-# the chart's operator: applied, a promotion of 4 and back, removed again. Side by side: they share
-# nothing but the node and the operator.
+# the chart's operator: applied, a promotion of 4 and back, removed again. They stop no node and
+# touch neither the operator nor the apiserver, so they run beside the drills' first phase; their
+# lines are printed after it.
 examples() {
   local pids=() p rc=0
   bash e2e/example-two-observers.sh & pids+=($!)
@@ -60,7 +63,28 @@ examples() {
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   return "$rc"
 }
-stage "real node: examples/kafka-two-observers/ and kafka-combined/" examples
+# The drills in two phases (e2e/drills/operator/run.sh): first, side by side, those that touch only
+# their own cluster, on kafka and on kafka-2 (brought up beside the first stages), with the
+# examples beside them; then, one at a time, those that kill the operator's leader or the
+# apiserver, or fail whole zones.
+drills_side_by_side() {
+  local ex rc=0
+  wait "$k2_pid" || echo "== the second cluster's first bring-up failed (run.sh tries again):"
+  cat "$KOO_TESTBED/kafka-2-up.log"
+  examples > "$KOO_TESTBED/examples.log" 2>&1 &
+  ex=$!
+  bash e2e/drills/operator/run.sh --side-by-side || rc=1
+  wait "$ex" || rc=1
+  echo "== the examples, beside them:"
+  cat "$KOO_TESTBED/examples.log"
+  return "$rc"
+}
+stage "real node: drills D1, D2, D4, D6-D11, D13, D14 side by side, and the examples" drills_side_by_side
+stage "real node: drills D3, D5, D12, D15-D20 one at a time" bash e2e/drills/operator/run.sh --alone
+# A short run of the seeded fault schedule (make soak runs it for 20 minutes by default).
+stage "real node: soak, seed 1, 3 minutes" bash e2e/drills/operator/soak.sh 1 3
+# Every command of docs/runbooks.md, against the chart's operator (helm upgrade, its Lease, logs).
+stage "real node: the runbooks' commands" bash e2e/drills/operator/runbooks.sh
 # The local-process operator below campaigns for the same Lease and watches every namespace: the
 # chart's operator pods make way; the chart's ServiceAccount and RBAC stay, and the local operator
 # runs with that ServiceAccount's token, so every test runs against exactly the chart's permissions.

@@ -12,14 +12,17 @@
 #                                 operator: e2e/testbed/operator-chart.sh up)
 #   kafka.sh kill ID              SIGKILL node ID's JVM in its container: a crash, the kubelet
 #                                 restarts the container
-#   kafka.sh stop ID...           nodes down until `start`: their pods' bed nodes cordoned, the
-#                                 JVM killed with SIGKILL, the pod force-deleted (its replacement
-#                                 stays Pending). The kind version of a lost zone (for a zone lost
-#                                 as clouds lose one, see node.sh partition / power-off); several
-#                                 nodes may be stopped at once.
-#   kafka.sh start ID...          bring stopped nodes back: uncordon and wait until their pods are
-#                                 Ready (KAFKA_START_WAIT=0: do not wait). Every stopped node must
-#                                 be named: uncordoning lets all of them start.
+#   kafka.sh stop ID...           nodes down until `start`: their pods' bed nodes labelled
+#                                 bed.kafkaobserver.io/hold-<namespace> (which this namespace's pods
+#                                 require absent: manifests/kafka-bed/; other namespaces' pods are
+#                                 not held), the JVM killed with SIGKILL, the pod force-deleted (its
+#                                 replacement stays Pending). The kind version of a lost zone (for
+#                                 a zone lost as clouds lose one, see node.sh partition / power-off);
+#                                 several nodes may be stopped at once.
+#   kafka.sh start ID...          bring stopped nodes back: the hold label removed, then wait until
+#                                 their pods are Ready (KAFKA_START_WAIT=0: do not wait). Every
+#                                 stopped node of the namespace must be named: a node's label holds
+#                                 all of the namespace's pods there.
 #   kafka.sh restart ID           graceful: delete the pod (controlled shutdown), wait for its
 #                                 replacement Ready
 #   kafka.sh patched ID...        exit 0 when each node's current kafka container log shows the
@@ -54,6 +57,8 @@ source "$here/kafka/pki.sh"
 log_tag="kafka.sh" log_time="%T"
 ns="${KOO_KAFKA_NAMESPACE:-kafka}"
 if [[ "$ns" == kafka ]]; then state="$tb/kafka"; else state="$tb/kafka.$ns"; fi
+# The node label that keeps this namespace's stopped pods Pending (stop/start, manifests/kafka-bed).
+hold_label="bed.kafkaobserver.io/hold-$ns"
 # Set by in_pod_zone: the containerd of the bed node that runs the pod in question.
 sock=""
 timeout="${KOO_KAFKA_TIMEOUT:-300}"
@@ -218,7 +223,7 @@ wrappers() {
 # Kafka JVM gets that heap and its container a memory limit of heap + 256 MiB (the bench at
 # 50,000 partitions needs more than the example's 256 MiB).
 manifests() {
-  kubectl kustomize "$root/examples/kafka-secured" |
+  kubectl kustomize "$here/manifests/kafka-bed" | sed "s#bed\.kafkaobserver\.io/hold-HOLD_NAMESPACE#$hold_label#" |
     if [[ -n "${KOO_KAFKA_HEAP_MIB:-}" ]]; then
       sed -e "s/-Xmx256m/-Xmx${KOO_KAFKA_HEAP_MIB}m/" \
         -e "/^ *limits:$/,/memory:/ s/memory: 512Mi/memory: $((KOO_KAFKA_HEAP_MIB + 256))Mi/"
@@ -296,7 +301,7 @@ stop_nodes() {
   for id in "$@"; do nodes+=("koo-$(zone_of_id "$id")"); done
   # shellcheck disable=SC2312 # printf and sort of a non-empty list: nothing to fail
   mapfile -t nodes < <(printf '%s\n' "${nodes[@]}" | sort -u)
-  kubectl cordon "${nodes[@]}" >/dev/null
+  kubectl label node "${nodes[@]}" "$hold_label=stopped" --overwrite >/dev/null
   { cat "$stopped_file" 2>/dev/null || true; printf '%s\n' "$@"; } | sort -nu > "$stopped_file.tmp"
   mv "$stopped_file.tmp" "$stopped_file"
   for id in "$@"; do
@@ -305,20 +310,20 @@ stop_nodes() {
     killed+=("${pid:-(none)}")
   done
   kubectl -n "$ns" delete pod "${pods[@]}" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
-  log "node(s) $* stopped: ${nodes[*]} cordoned, JVM(s) ${killed[*]} killed, pod(s) ${pods[*]} deleted (replacements stay Pending)"
+  log "node(s) $* stopped: ${nodes[*]} hold $ns's pods ($hold_label), JVM(s) ${killed[*]} killed, pod(s) ${pods[*]} deleted (replacements stay Pending)"
 }
 
 start_nodes() {
   local id left nodes=()
   for id in "$@"; do check_id "$id"; done
   left="$(grep -vxF -f <(printf '%s\n' "$@") "$stopped_file" 2>/dev/null || true)"
-  [[ -z "$left" ]] || die "nodes ${left//$'\n'/,} are stopped too: uncordoning would start them as well; start them together"
+  [[ -z "$left" ]] || die "nodes ${left//$'\n'/,} are stopped too: a node of theirs may be one being released, which would start them as well; start them together"
   rm -f "$stopped_file"
   for id in "$@"; do nodes+=("koo-$(zone_of_id "$id")"); done
   # shellcheck disable=SC2312 # printf and sort of a non-empty list: nothing to fail
   mapfile -t nodes < <(printf '%s\n' "${nodes[@]}" | sort -u)
-  kubectl uncordon "${nodes[@]}" >/dev/null
-  log "nodes $* back: ${nodes[*]} uncordoned"
+  kubectl label node "${nodes[@]}" "$hold_label-" >/dev/null
+  log "nodes $* back: ${nodes[*]} no longer hold $ns's pods"
   [[ "${KAFKA_START_WAIT:-1}" == 0 ]] && return 0
   local pod
   for id in "$@"; do pod="$(node_pod "$id")"; wait_for "$start_timeout" "node $id Ready" pod_ready "$pod"; done
@@ -342,6 +347,7 @@ down() {
   kubectl get namespace "$ns" >/dev/null 2>&1 || return 0
   kubectl -n "$ns" delete obs --all --wait=true --timeout=60s >/dev/null 2>&1 || true
   kubectl -n "$ns" delete statefulset,service,pdb --all --wait=true --timeout=120s >/dev/null 2>&1 || true
+  kubectl label node --all "$hold_label-" >/dev/null 2>&1 || true
   rm -f "$stopped_file"
   log "workloads in $ns deleted (claims and volumes kept)"
 }

@@ -91,9 +91,9 @@ dc() {
 }
 
 # ---- nodes --------------------------------------------------------------------------------------
-# node_stop <id>: kill -9 the node's JVM and keep it down until node_up (kafka.sh stop: koo-node
-# cordoned, the JVM SIGKILLed in its container, the pod force-deleted; its replacement stays
-# Pending). A plain `kafka.sh kill` would let the kubelet restart the container within seconds,
+# node_stop <id>: kill -9 the node's JVM and keep it down until node_up (kafka.sh stop: its zone's
+# node labelled to hold this namespace's pods, the JVM SIGKILLed in its container, the pod
+# force-deleted; its replacement stays Pending). A plain `kafka.sh kill` would let the kubelet restart the container within seconds,
 # while every scenario decides itself when the node comes back.
 node_stop() {
   bash "$KAFKA_SH" stop "$1" >&2 || fail "kafka.sh stop $1 failed"
@@ -104,8 +104,8 @@ node_stop() {
 # The nodes stopped with `kafka.sh stop` and not started since (kafka.sh's own record).
 stopped_nodes() { cat "$kstate/stopped" 2>/dev/null || true; }
 # node_up <id>...: start stopped nodes and wait until their pods are Ready (KAFKA_START_WAIT=0:
-# do not wait). Uncordoning the node lets every stopped pod start, so kafka.sh wants all of them
-# named at once: the other stopped nodes are added here (they would start anyway).
+# do not wait). Releasing a node lets every stopped pod of the namespace there start, so kafka.sh
+# wants all of them named at once: the other stopped nodes are added here (they would start anyway).
 node_up() {
   local ids
   ids="$( { printf '%s\n' "$@"; stopped_nodes; } | sort -nu | paste -sd' ' -)"

@@ -44,7 +44,7 @@ zone_lost_and_back() {
   t_isr4="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_kill" 'isr_all(4)' 120 "4 in every ISR")"
   t_res0="$(wait_ack 0 "$t_under" 120 "writes resumed")"
   t_res2="$(wait_ack 2 "$t_under" 120 "writes resumed")"
-  node_scheduled 1 && fail "node 1 came back during the outage (someone uncordoned the node): timings invalid"
+  node_scheduled 1 && fail "node 1 came back during the outage (someone removed its node's hold label): timings invalid"
   # shellcheck disable=SC2312 # message text only
   echo "DRILL $label kill_to_under_min_isr_s=$(secs "$t_kill" "$t_under") kill_to_controllers_cm_s=$(secs "$t_kill" "$t_ctrl") kill_to_brokers_cm_s=$(secs "$t_kill" "$t_brk") kill_to_4_in_every_isr_s=$(secs "$t_kill" "$t_isr4") kill_to_writes_resumed_s=$(secs "$t_kill" "$((t_res0 > t_res2 ? t_res0 : t_res2))")"
 

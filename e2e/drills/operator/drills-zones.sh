@@ -4,10 +4,11 @@
 # Terminating) while its node turns NotReady/Unknown, and the zone holds one of the three KRaft
 # controllers besides a primary broker. Sourced by run.sh.
 #
-#   D15 zone c partitioned: its link cut while its kubelet, containerd and JVMs keep running,
-#       cut off; then the link back (the zone's controller and broker rejoin with the lists they
-#       held in memory)
-#   D16 zone c powered off: every process of the zone SIGKILLed at once, link down; then on again
+#   D15 zone c partitioned (or, when c holds the active KRaft controller, a zone that holds
+#       neither it nor the operator's leader: quiet_zone): its link cut while its kubelet,
+#       containerd and JVMs keep running, cut off; then the link back (the zone's controller
+#       and broker rejoin with the lists they held in memory)
+#   D16 the same zone powered off: every process of the zone SIGKILLed at once, link down; then on again
 #   D17 the zone of the operator's leader (a, b or c) partitioned: the other replica takes the
 #       Lease and promotes
 #   D18 the observer's own zone d powered off: nothing is promoted (no partition goes under min
@@ -24,8 +25,21 @@
 # shellcheck disable=SC2154 # root, tb: set by e2e/lib.sh, sourced by run.sh before this file
 NODE_SH="$root/e2e/testbed/node.sh"
 
-scenario_d15() { zone_outage D15 c partition; }
-scenario_d16() { zone_outage D16 c power; }
+scenario_d15() { local z; z="$(quiet_zone)" || fail "the active controller cannot be read"; ACTIVE_KEPT=1 zone_outage D15 "$z" partition; }
+scenario_d16() { local z; z="$(quiet_zone)" || fail "the active controller cannot be read"; ACTIVE_KEPT=1 zone_outage D16 "$z" power; }
+# The zone D15 and D16 lose: c, unless c holds the active KRaft controller (that is D20's case,
+# with a timeline of its own: the survivors elect a new active controller first); then the one
+# of a and b that does not run the operator's leader (that is D17's case). The active controller
+# moves between runs (a drill that restarts a controller, a controller that was cut off).
+quiet_zone() {
+  local active leader node z
+  active="$(current_active_controller)" && [[ -n "$active" ]] || return 1
+  [[ "$active" == 103 ]] || { echo c; return 0; }
+  leader="$(operator_leader)" || leader=""
+  node=""
+  [[ -z "$leader" ]] || node="$(kubectl -n "$OPERATOR_NS" get pod "$leader" -o jsonpath='{.spec.nodeName}' 2>/dev/null)" || node=""
+  for z in a b; do [[ "koo-$z" == "$node" ]] || { echo "$z"; return 0; }; done
+}
 scenario_d17() {
   local leader zone
   leader="$(operator_leader)"
@@ -109,6 +123,9 @@ zone_outage() {
   # D20 must lose the active controller: if it moved since the drill picked the zone, say so.
   [[ -z "${ACTIVE_LOST:-}" || "$active" == "$c" ]] ||
     fail "the active controller is $active at the cut, not $c of zone $zone: D20 would not lose it"
+  # D15 and D16 must keep it: if it moved into the zone since the drill picked it, say so.
+  [[ -z "${ACTIVE_KEPT:-}" || "$active" != "$c" ]] ||
+    fail "the active controller moved to $c of zone $zone before the cut: that is D20's outage, not $label's"
 
   log "== zone $zone lost ($mode)"
   zone_cut "$mode" "$zone"

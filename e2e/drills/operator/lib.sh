@@ -15,7 +15,8 @@ here_lib="$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=../kafka/lib.sh
 source "$here_lib/../kafka/lib.sh"
 # DRILL_WORK: another work directory (accounting-selftest.sh uses a temporary one).
-drill_work="${DRILL_WORK:-$tb/drills/operator}"
+# Another namespace (the second lane of run.sh) works in a directory of its own.
+if [[ "$KAFKA_NS" == kafka ]]; then drill_work="${DRILL_WORK:-$tb/drills/operator}"; else drill_work="${DRILL_WORK:-$tb/drills/operator.$KAFKA_NS}"; fi
 mkdir -p "$drill_work"
 OBS="kafka"
 OPERATOR_NS="kafka-observer-system"

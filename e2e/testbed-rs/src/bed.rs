@@ -260,14 +260,15 @@ impl TestBed {
         ))
     }
 
-    /// A lost zone, the kind way (`kafka.sh stop`): the pod's bed node cordoned, the JVM killed with SIGKILL (no
-    /// controlled shutdown), the pod force-deleted; its replacement stays Pending until the
-    /// guard drops or [`RestartOnDrop::start`] (`kafka.sh start`: uncordon, wait Ready). The
+    /// A lost zone, the kind way (`kafka.sh stop`): the pod's bed node labelled to hold the
+    /// namespace's pods, the JVM killed with SIGKILL (no controlled shutdown), the pod
+    /// force-deleted; its replacement stays Pending until the
+    /// guard drops or [`RestartOnDrop::start`] (`kafka.sh start`: label removed, wait Ready). The
     /// replacement pod has a new IP. Until then the bed's ObserverSet is held at a Manual policy
     /// ([`TestBed::hold_manual_policy`]).
     pub fn stop_node(&self, id: i32) -> Result<RestartOnDrop<'_>, Error> {
         KafkaNode::get(id)?;
-        // A `stop` that failed half way (the node cordoned, the JVM perhaps killed) is undone
+        // A `stop` that failed half way (the node labelled, the JVM perhaps killed) is undone
         // (and the policy given back) by the guard, dropped before the error is returned.
         let hold = self.hold_manual_policy()?;
         let guard = RestartOnDrop::new(self, id, Down::Stopped, hold);
@@ -275,7 +276,7 @@ impl TestBed {
         Ok(guard)
     }
 
-    /// Starts a node stopped by [`TestBed::stop_node`] (`kafka.sh start`: uncordons its bed node)
+    /// Starts a node stopped by [`TestBed::stop_node`] (`kafka.sh start`: releases its bed node)
     /// and waits until its pod is Ready.
     pub fn start_node(&self, id: i32) -> Result<(), Error> {
         self.kafka_node_action(NodeAction::Start, id)

@@ -119,10 +119,11 @@ impl KafkaNode {
 /// A `kafka.sh` node command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeAction {
-    /// Uncordon `koo-node` and wait until the (stopped) node's pod is Ready.
+    /// Release the node's bed node (its hold label removed) and wait until the (stopped) node's
+    /// pod is Ready.
     Start,
-    /// A lost zone: cordon `koo-node`, SIGKILL the JVM, force-delete the pod; its replacement
-    /// stays Pending until `start`.
+    /// A lost zone: label its bed node to hold the namespace's pods, SIGKILL the JVM,
+    /// force-delete the pod; its replacement stays Pending until `start`.
     Stop,
     /// SIGKILL of the JVM in its container (a crash): the kubelet restarts the container.
     Kill,
