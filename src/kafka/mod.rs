@@ -1,12 +1,14 @@
 //! The Kafka shell: watches a cluster's replication state for the policy engine and runs the
-//! leader elections and reorder-only reassignments the engine asks for. librdkafka (rdkafka) reads metadata and configs; a
-//! small hand-written ListOffsets client reads each replica's log end offset (see
-//! `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
+//! leader elections and reorder-only reassignments the engine asks for. librdkafka (rdkafka)
+//! reads metadata and configs (the metadata also through the probe when librdkafka is slow:
+//! `hedged_metadata`); a small hand-written ListOffsets client reads each replica's log end
+//! offset (see `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
 //! both get their settings from `security` (the ObserverSet's Secrets); the probe's TLS and SASL
 //! are in `secure_stream` (docs/kafka-security.md).
 
 mod connection;
 mod election;
+mod hedged_metadata;
 mod list_offsets;
 mod offset_probe;
 pub mod quorum;

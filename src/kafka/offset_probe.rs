@@ -21,7 +21,7 @@ use super::secure_stream::{
 use super::security::ProbeSecurity;
 
 /// Largest answer accepted: ~28 bytes a partition, so this covers well over a million.
-const MAX_RESPONSE_BYTES: usize = 64 << 20;
+pub(super) const MAX_RESPONSE_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Error)]
 pub enum ProbeError {

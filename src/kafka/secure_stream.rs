@@ -370,17 +370,27 @@ pub(super) fn request_frame(
     Ok(buf.to_vec())
 }
 
-/// Sends a frame and reads the answer's body (the bytes after its length prefix).
+/// Sends a frame and reads the answer's body (the bytes after its length prefix), at most
+/// 64 KiB: what the SASL exchange and the small admin requests get back.
 pub(super) async fn round_trip(
     stream: &mut (impl Stream + ?Sized),
     frame: &[u8],
+) -> io::Result<Bytes> {
+    round_trip_up_to(stream, frame, MAX_SASL_RESPONSE_BYTES).await
+}
+
+/// [`round_trip`] for an answer of up to `max_bytes` (a whole cluster's metadata).
+pub(super) async fn round_trip_up_to(
+    stream: &mut (impl Stream + ?Sized),
+    frame: &[u8],
+    max_bytes: usize,
 ) -> io::Result<Bytes> {
     stream.write_all(frame).await?;
     stream.flush().await?;
     let size = stream.read_i32().await?;
     let size = usize::try_from(size)
         .ok()
-        .filter(|&s| s <= MAX_SASL_RESPONSE_BYTES)
+        .filter(|&s| s <= max_bytes)
         .ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,

@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
+use super::hedged_metadata::{self, hedge, HEDGE_AFTER};
 use super::offset_probe::{OffsetProbe, ProbeError, DEFAULT_CONNECT_TIMEOUT};
 use super::quorum::{self, QuorumError};
 use super::reassignment::{self, ReassignmentError, ReorderOutcome};
@@ -60,6 +61,9 @@ pub struct KafkaWatcher {
     options: WatcherOptions,
     min_isr: HashMap<Arc<str>, u32>,
     min_isr_read_at: Option<Instant>,
+    /// The brokers (id, `host:port`) that answered the last scan's probe: whom the probe asks
+    /// for the metadata when librdkafka is slow (`hedged_metadata`).
+    answered: Vec<(i32, String)>,
 }
 
 impl KafkaWatcher {
@@ -79,6 +83,7 @@ impl KafkaWatcher {
             options,
             min_isr: HashMap::new(),
             min_isr_read_at: None,
+            answered: Vec::new(),
         })
     }
 
@@ -89,7 +94,7 @@ impl KafkaWatcher {
         orders: &[crate::promotion::ReplicaOrder],
     ) -> Result<Vec<ReorderOutcome>, ReassignmentError> {
         let probe = self.probe.as_ref().ok_or(ReassignmentError::NoProbe)?;
-        let md = read_metadata(&self.admin, self.options.request_timeout).await?;
+        let md = self.metadata(self.options.request_timeout).await?;
         reassignment::reorder(probe, &md.brokers, orders).await
     }
 
@@ -100,7 +105,7 @@ impl KafkaWatcher {
         brokers: &std::collections::BTreeSet<i32>,
     ) -> Result<BTreeMap<i32, bool>, QuorumError> {
         let probe = self.probe.as_ref().ok_or(QuorumError::NoProbe)?;
-        let md = read_metadata(&self.admin, self.options.request_timeout).await?;
+        let md = self.metadata(self.options.request_timeout).await?;
         let alive: BTreeMap<i32, String> = md
             .brokers
             .into_iter()
@@ -119,7 +124,7 @@ impl KafkaWatcher {
     pub async fn scan(&mut self) -> ClusterSnapshot {
         // Stamped with the start: what the engine sees is at least this old.
         let started = Timestamp::now();
-        let mut md = match read_metadata(&self.admin, self.options.request_timeout).await {
+        let mut md = match self.metadata(self.options.request_timeout).await {
             Ok(md) => md,
             Err(e) => {
                 return ClusterSnapshot {
@@ -149,16 +154,44 @@ impl KafkaWatcher {
             // A broker kept the probe waiting (a stopped pod until the controller fences it):
             // the ISR and leaders are read again so that what the fencing changed meanwhile is
             // seen now, not a scan later. Offsets stay those of the probe.
-            if let Ok(fresh) = read_metadata(
-                &self.admin,
-                self.options.request_timeout.min(REREAD_TIMEOUT),
-            )
-            .await
+            if let Ok(fresh) = self
+                .metadata(self.options.request_timeout.min(REREAD_TIMEOUT))
+                .await
             {
                 md = fresh;
             }
         }
+        self.answered = md
+            .brokers
+            .iter()
+            .filter(|(b, _)| offsets.reachable.get(b) == Some(&true))
+            .map(|(&b, address)| (b, address.clone()))
+            .collect();
         assemble(started, &md, &self.min_isr, &offsets)
+    }
+
+    /// The metadata: librdkafka's, or, when that has not come within [`HEDGE_AFTER`], the first
+    /// answer the probe gets from brokers that answered the last scan (`hedged_metadata`).
+    async fn metadata(&self, timeout: Duration) -> Result<Metadata, KafkaError> {
+        let librdkafka = read_metadata(&self.admin, timeout);
+        let Some(probe) = &self.probe else {
+            return librdkafka.await;
+        };
+        hedge(librdkafka, HEDGE_AFTER, || async {
+            match hedged_metadata::first_answer(probe, &self.answered).await? {
+                Ok(md) => {
+                    tracing::debug!(
+                        "metadata from the probe: librdkafka had not answered within {HEDGE_AFTER:?}"
+                    );
+                    Some(md)
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "the probe's metadata request failed too");
+                    None
+                }
+            }
+        })
+        .await
     }
 
     /// Why the metadata could not be read. librdkafka's error for an untrusted certificate or a
@@ -191,7 +224,7 @@ impl KafkaWatcher {
     /// engine decides only on full scans.
     pub async fn glance(&self) -> Result<ClusterSnapshot, KafkaError> {
         let started = Timestamp::now();
-        let md = read_metadata(&self.admin, self.options.request_timeout).await?;
+        let md = self.metadata(self.options.request_timeout).await?;
         let offsets = Offsets {
             reachable: md.brokers.keys().map(|&b| (b, true)).collect(),
             ..Offsets::default()
