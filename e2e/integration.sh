@@ -2,7 +2,7 @@
 # Everything that needs the real test bed, all on its real node and its Kafka StatefulSets
 # (namespace kafka): the Helm chart checked by a real apiserver; the operator installed by its
 # chart, the operator's failure drills (the first phase on kafka and a second cluster kafka-2 side
-# by side, with the examples' clusters beside them) and the runbooks' commands; then the operator as a local process
+# by side) and the runbooks' commands; then the operator as a local process
 # with exactly the chart's permissions for the Rust integration tests (they kill and restart
 # it), with the Kafka failure suite S1-S10 on a second cluster beside them. Expects the bed up (make test brings it up first). Prints each stage's duration.
 set -euo pipefail
@@ -51,35 +51,15 @@ stage "real node: operator installed by its Helm chart" bash -c 'bash e2e/testbe
 # the chart: the ObserverSet CRD is then the chart's, which strimzi-check leaves alone (a CRD it
 # created itself it would delete afterwards).
 stage "Strimzi example: server-side dry run" bash e2e/strimzi-check.sh server "$KOO_TESTBED/kubeconfig"
-# examples/kafka-two-observers/ (RF4, observers 4 and 5) and examples/kafka-combined/ (KRaft
-# combined mode), each a cluster of its own in its own namespace (kafka-two, kafka-combined), with
-# the chart's operator: applied, a promotion of 4 and back, removed again. They stop no node and
-# touch neither the operator nor the apiserver, so they run beside the drills' first phase; their
-# lines are printed after it.
-examples() {
-  local pids=() p rc=0
-  bash e2e/example-two-observers.sh & pids+=($!)
-  bash e2e/example-combined.sh & pids+=($!)
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  return "$rc"
-}
 # The drills in two phases (e2e/drills/operator/run.sh): first, side by side, those that touch only
-# their own cluster, on kafka and on kafka-2 (brought up beside the first stages), with the
-# examples beside them; then, one at a time, those that kill the operator's leader or the
-# apiserver, or fail whole zones.
+# their own cluster, on kafka and on kafka-2 (brought up beside the first stages); then, one at a
+# time, those that kill the operator's leader or the apiserver, or fail whole zones.
 drills_side_by_side() {
-  local ex rc=0
   wait "$k2_pid" || echo "== the second cluster's first bring-up failed (run.sh tries again):"
   cat "$KOO_TESTBED/kafka-2-up.log"
-  examples > "$KOO_TESTBED/examples.log" 2>&1 &
-  ex=$!
-  bash e2e/drills/operator/run.sh --side-by-side || rc=1
-  wait "$ex" || rc=1
-  echo "== the examples, beside them:"
-  cat "$KOO_TESTBED/examples.log"
-  return "$rc"
+  bash e2e/drills/operator/run.sh --side-by-side
 }
-stage "real node: drills D1, D2, D4, D6-D11, D13, D14 side by side, and the examples" drills_side_by_side
+stage "real node: drills D1, D2, D4, D6-D11, D13, D14 side by side" drills_side_by_side
 stage "real node: drills D3, D5, D12, D15-D20 one at a time" bash e2e/drills/operator/run.sh --alone
 # A short run of the seeded fault schedule (make soak runs it for 20 minutes by default).
 stage "real node: soak, seed 1, 3 minutes" bash e2e/drills/operator/soak.sh 1 3
@@ -98,12 +78,23 @@ stage "operator on the bed, chart's RBAC (operator.sh up)" bash e2e/testbed/oper
 # second cluster (namespace kafka-s, purged afterwards) beside the Rust tests, which use the bed's
 # kafka (and kafka-j): they share the node and the apiserver, nothing else. Each side's duration
 # is printed with the stages; the stage fails if either does.
+# Then, in the same lane, examples/kafka-two-observers/ (RF4, observers 4 and 5) and
+# examples/kafka-combined/ (KRaft combined mode), one after the other, each a cluster of its own in
+# its own namespace (kafka-two, kafka-combined): applied, a promotion of 4 and back by the operator
+# the tests run (the chart's permissions), removed again. They stop no node and touch neither the
+# operator nor the apiserver; by then the tests that pause the operator (alphabetically first)
+# are done, and their waits outlast the restarts of the later ones.
 kafka_suite_beside() {
-  local t=$SECONDS rc=0
+  local t=$SECONDS rc=0 ex
   KOO_KAFKA_NAMESPACE=kafka-s bash e2e/testbed/kafka.sh up || rc=$?
   [[ $rc != 0 ]] || KOO_KAFKA_NAMESPACE=kafka-s bash e2e/drills/kafka/run.sh || rc=$?
   KOO_KAFKA_NAMESPACE=kafka-s bash e2e/testbed/kafka.sh purge || true
   echo "== Kafka observer failure suite (S1-S10) on kafka-s: status $rc in $((SECONDS - t))s"
+  for ex in two-observers combined; do
+    t=$SECONDS
+    bash "e2e/example-$ex.sh" || rc=1
+    echo "== examples/kafka-$ex/ in $((SECONDS - t))s"
+  done
   return "$rc"
 }
 rust_tests_and_kafka_suite() {
@@ -111,12 +102,12 @@ rust_tests_and_kafka_suite() {
   kafka_suite_beside > "$KOO_TESTBED/kafka-suite.log" 2>&1 &
   suite=$!
   env KOO_JVM_ACK_TEST=1 cargo test --workspace --release --test '*' -- --test-threads=1 || rc=1
-  echo "== Rust integration tests: status $rc in $((SECONDS - t))s; the Kafka failure suite beside them:"
+  echo "== Rust integration tests: status $rc in $((SECONDS - t))s; the Kafka failure suite and the examples beside them:"
   wait "$suite" || rc=1
   cat "$KOO_TESTBED/kafka-suite.log"
   return "$rc"
 }
-stage "Rust integration tests, and S1-S10 beside them" rust_tests_and_kafka_suite
+stage "Rust integration tests; S1-S10, then the examples, beside them" rust_tests_and_kafka_suite
 [[ -z "$kv_pid" ]] || stage "kafka-versions (run beside the stages above)" kafka_versions_result
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"

@@ -9,6 +9,7 @@
 //! reconciler's share of that status as sent (pure); `reconcile` applies it. `pods` routes pod events
 //! to the ObserverSets selecting them.
 
+mod backoff;
 mod conditions;
 pub mod conflict;
 mod observe;
@@ -42,9 +43,6 @@ use crate::rollout::config_map::LABEL_MANAGED_BY;
 use crate::shutdown::Shutdown;
 use crate::writers::OPERATOR as FIELD_MANAGER;
 
-/// How long a failed reconcile waits before the retry.
-const ERROR_RETRY: Duration = Duration::from_secs(5);
-
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
@@ -65,6 +63,8 @@ pub struct Context {
     /// Node name -> when its Ready condition was read and what it said (silent pods' Nodes
     /// only; reused for a second while a step polls fast).
     pub nodes: Mutex<HashMap<String, (Instant, bool)>>,
+    /// Failed reconciles in a row per ObserverSet: the wait before each retry (`backoff`).
+    failures: Mutex<backoff::Backoff<ObjectRef<ObserverSet>>>,
 }
 
 impl Context {
@@ -98,12 +98,14 @@ impl Context {
             silence: Mutex::new(silence::Memory::new()),
             liveness: KafkaLiveness::default(),
             nodes: Mutex::new(HashMap::new()),
+            failures: Mutex::default(),
         }
     }
 }
 
 /// Logs, counts by category, publishes a Warning Event `ReconcileFailed` with the error (what
-/// `kubectl describe` shows; the recorder folds repeats into one series) and retries.
+/// `kubectl describe` shows; the recorder folds repeats into one series) and retries: after 5 s,
+/// doubling with each failure of the same set in a row up to 5 minutes (`backoff`).
 pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> Action {
     let object = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
     tracing::warn!(observerset = %object, category = error.category(), %error, "reconcile failed; retrying");
@@ -117,7 +119,12 @@ pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> 
             .warning(&regarding, reason::RECONCILE_FAILED, note)
             .await;
     });
-    Action::requeue(ERROR_RETRY)
+    let wait = ctx
+        .failures
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .failed(ObjectRef::from_obj(obj.as_ref()));
+    Action::requeue(wait)
 }
 
 /// Runs the controller until `shutdown` (or until the future is dropped on loss of leadership).
@@ -157,11 +164,17 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(async move { shutdown.wait().await })
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((object, action)) => tracing::debug!(%object, ?action, "reconciled"),
-                Err(error) => tracing::debug!(%error, "controller stream"),
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            if let Ok((object, _)) = &result {
+                let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
+                failures.succeeded(object);
+            }
+            async move {
+                match result {
+                    Ok((object, action)) => tracing::debug!(%object, ?action, "reconciled"),
+                    Err(error) => tracing::debug!(%error, "controller stream"),
+                }
             }
         })
         .await;

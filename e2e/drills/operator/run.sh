@@ -13,8 +13,8 @@
 #
 # All of them run in two phases. First, side by side, the drills that touch only
 # their own cluster: SIDE_A on the bed's kafka and SIDE_B on a second copy of the example cluster
-# in namespace kafka-2 (KOO_DRILLS_SECOND_NAMESPACE; brought up here if it is not, and its
-# workloads deleted afterwards). The clusters share the nodes and the operator, nothing else:
+# in namespace kafka-2 (KOO_DRILLS_SECOND_NAMESPACE; brought up here if it is not, and purged
+# afterwards). The clusters share the nodes and the operator, nothing else:
 # `kafka.sh stop` holds a stopped pod per namespace (manifests/kafka-bed/), not by cordoning the
 # node, and every check reads its own namespace. Then, one at a time, ALONE: the drills that
 # kill the operator's leader or the apiserver, or fail whole zones, which would hit any drill
@@ -89,8 +89,8 @@ side_by_side() {
   echo "== beside them, on namespace $second_ns:"
   cat "$lane_b_log"
   # Its pods would be partitioned with the zones of the second phase, and its ObserverSet would
-  # promote: its workloads go first.
-  KOO_KAFKA_NAMESPACE="$second_ns" bash "$KAFKA_SH" down >&2 || rc=1
+  # promote: the cluster goes first (purge: no controlled shutdown, its data gone).
+  KOO_KAFKA_NAMESPACE="$second_ns" bash "$KAFKA_SH" purge >&2 || rc=1
   return "$rc"
 }
 
