@@ -18,8 +18,8 @@ use futures::future::select_ok;
 use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
 
 use super::offset_probe::{OffsetProbe, ProbeError, MAX_RESPONSE_BYTES};
+use super::probe_exchange::ExchangeError;
 use super::scan::{MetaPartition, Metadata};
-use super::secure_stream::{decode_response, request_frame, round_trip_up_to};
 
 /// How long librdkafka's metadata request may take before the probe asks too: far above a
 /// healthy answer (milliseconds), far below `socket.timeout.ms`.
@@ -101,44 +101,23 @@ pub(super) async fn ask(
     broker: i32,
     address: &str,
 ) -> Result<Metadata, ProbeError> {
-    let (correlation, connect_timeout) = probe.next_request(broker);
-    let timeout = probe.timeout();
-    let exchange = async {
-        let mut stream = probe
-            .connect(broker, address, connect_timeout, correlation)
-            .await?;
-        let frame = request_frame(
-            ApiKey::Metadata,
-            VERSION,
-            correlation,
-            probe.client_id(),
+    let answer: Result<MetadataResponse, _> = probe
+        .exchange(
+            broker,
+            address,
+            (ApiKey::Metadata, VERSION),
             &request(),
+            MAX_RESPONSE_BYTES,
         )
-        .map_err(|e| protocol(broker, address, e.to_string()))?;
-        let answer = round_trip_up_to(&mut *stream, &frame, MAX_RESPONSE_BYTES)
-            .await
-            .map_err(|e| probe.io_error(broker, address, e))?;
-        let response: MetadataResponse =
-            decode_response(ApiKey::Metadata, VERSION, correlation, answer)
-                .map_err(|reason| protocol(broker, address, reason))?;
-        Ok(to_metadata(&response))
-    };
-    tokio::time::timeout(timeout, exchange)
-        .await
-        .unwrap_or_else(|_| {
-            Err(ProbeError::Timeout {
-                broker,
-                address: address.to_string(),
-                timeout,
-            })
-        })
-}
-
-fn protocol(broker: i32, address: &str, reason: String) -> ProbeError {
-    ProbeError::Io {
-        broker,
-        address: address.to_string(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+        .await;
+    match answer {
+        Ok(response) => Ok(to_metadata(&response)),
+        Err(ExchangeError::Connection(e)) => Err(e),
+        Err(ExchangeError::Protocol(reason)) => Err(ProbeError::Io {
+            broker,
+            address: address.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+        }),
     }
 }
 

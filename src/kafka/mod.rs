@@ -11,6 +11,7 @@ mod election;
 mod hedged_metadata;
 mod list_offsets;
 mod offset_probe;
+mod probe_exchange;
 pub mod quorum;
 mod reassignment;
 mod scan;

@@ -12,7 +12,8 @@ use kafka_protocol::protocol::StrBytes;
 use thiserror::Error;
 
 use super::offset_probe::{OffsetProbe, ProbeError};
-use super::secure_stream::{decode_response, request_frame, round_trip};
+use super::probe_exchange::ExchangeError;
+use super::secure_stream::MAX_SASL_RESPONSE_BYTES;
 
 /// v1 is the first version with `lastFetchTimestamp` (KIP-836); Kafka 4.x serves v0 to v2.
 const VERSION: i16 = 1;
@@ -101,44 +102,28 @@ pub async fn describe(
     probe: &OffsetProbe,
     brokers: &BTreeMap<i32, String>,
 ) -> Result<BTreeMap<i32, bool>, QuorumError> {
-    let timeout = probe.timeout();
     let body = request();
     let mut last = QuorumError::NoBroker;
     for (&broker, address) in brokers {
-        let (correlation, connect_timeout) = probe.next_request(broker);
-        let exchange = async {
-            let mut stream = probe
-                .connect(broker, address, connect_timeout, correlation)
-                .await?;
-            let protocol = |reason: String| QuorumError::Protocol { broker, reason };
-            let frame = request_frame(
-                ApiKey::DescribeQuorum,
-                VERSION,
-                correlation,
-                probe.client_id(),
+        let answer = probe
+            .exchange(
+                broker,
+                address,
+                (ApiKey::DescribeQuorum, VERSION),
                 &body,
+                MAX_SASL_RESPONSE_BYTES,
             )
-            .map_err(|e| protocol(e.to_string()))?;
-            let answer = round_trip(&mut *stream, &frame)
-                .await
-                .map_err(|e| QuorumError::Connection(probe.io_error(broker, address, e)))?;
-            let response: DescribeQuorumResponse =
-                decode_response(ApiKey::DescribeQuorum, VERSION, correlation, answer)
-                    .map_err(protocol)?;
-            live_voters(&response)
+            .await;
+        let outcome = match answer {
+            Ok(response) => live_voters(&response),
+            Err(ExchangeError::Connection(e)) => Err(QuorumError::Connection(e)),
+            Err(ExchangeError::Protocol(reason)) => Err(QuorumError::Protocol { broker, reason }),
         };
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(voters)) => return Ok(voters),
+        match outcome {
+            Ok(voters) => return Ok(voters),
             // The controller's own answer: another broker would forward to the same one.
-            Ok(Err(e @ QuorumError::Refused(_))) => return Err(e),
-            Ok(Err(e)) => last = e,
-            Err(_) => {
-                last = QuorumError::Connection(ProbeError::Timeout {
-                    broker,
-                    address: address.clone(),
-                    timeout,
-                })
-            }
+            Err(e @ QuorumError::Refused(_)) => return Err(e),
+            Err(e) => last = e,
         }
     }
     Err(last)

@@ -17,7 +17,8 @@ use kafka_protocol::protocol::StrBytes;
 use thiserror::Error;
 
 use super::offset_probe::{OffsetProbe, ProbeError};
-use super::secure_stream::{decode_response, request_frame, round_trip};
+use super::probe_exchange::ExchangeError;
+use super::secure_stream::MAX_SASL_RESPONSE_BYTES;
 use crate::promotion::{ReplicaOrder, TopicPartition};
 
 const VERSION: i16 = 0;
@@ -122,45 +123,28 @@ pub async fn reorder(
     let body = request(orders, timeout_ms);
     let mut last = ReassignmentError::NoBroker;
     for (&broker, address) in brokers {
-        let (correlation, connect_timeout) = probe.next_request(broker);
-        let exchange = async {
-            let mut stream = probe
-                .connect(broker, address, connect_timeout, correlation)
-                .await?;
-            let protocol = |reason: String| ReassignmentError::Protocol { broker, reason };
-            let frame = request_frame(
-                ApiKey::AlterPartitionReassignments,
-                VERSION,
-                correlation,
-                probe.client_id(),
+        let answer = probe
+            .exchange(
+                broker,
+                address,
+                (ApiKey::AlterPartitionReassignments, VERSION),
                 &body,
+                MAX_SASL_RESPONSE_BYTES,
             )
-            .map_err(|e| protocol(e.to_string()))?;
-            let answer = round_trip(&mut *stream, &frame)
-                .await
-                .map_err(|e| ReassignmentError::Connection(probe.io_error(broker, address, e)))?;
-            let response: AlterPartitionReassignmentsResponse = decode_response(
-                ApiKey::AlterPartitionReassignments,
-                VERSION,
-                correlation,
-                answer,
-            )
-            .map_err(protocol)?;
-            outcomes(&response)
+            .await;
+        let outcome = match answer {
+            Ok(response) => outcomes(&response),
+            Err(ExchangeError::Connection(e)) => Err(ReassignmentError::Connection(e)),
+            Err(ExchangeError::Protocol(reason)) => {
+                Err(ReassignmentError::Protocol { broker, reason })
+            }
         };
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(done)) => return Ok(done),
+        match outcome {
+            Ok(done) => return Ok(done),
             // Kafka refused the request itself: another broker would forward it to the same
             // controller and get the same answer.
-            Ok(Err(e @ ReassignmentError::Refused(_))) => return Err(e),
-            Ok(Err(e)) => last = e,
-            Err(_) => {
-                last = ReassignmentError::Connection(ProbeError::Timeout {
-                    broker,
-                    address: address.clone(),
-                    timeout,
-                })
-            }
+            Err(e @ ReassignmentError::Refused(_)) => return Err(e),
+            Err(e) => last = e,
         }
     }
     Err(last)

@@ -33,7 +33,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 /// Largest answer accepted on the small request-response exchanges (SASL, reassignments): a
 /// SCRAM server message is a few hundred bytes, a reassignment answer ~10 bytes a partition.
-const MAX_SASL_RESPONSE_BYTES: usize = 64 << 10;
+pub(super) const MAX_SASL_RESPONSE_BYTES: usize = 64 << 10;
 const SASL_HANDSHAKE_VERSION: i16 = 1;
 const SASL_AUTHENTICATE_VERSION: i16 = 2;
 /// SCRAM takes two round trips, PLAIN one; a broker that asks for more is not following either.
