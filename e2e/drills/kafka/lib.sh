@@ -340,6 +340,15 @@ set_observers_all() { set_observers controller "$1" && set_observers broker "$1"
 run_scenarios() {
   local s started rc took reason failed=0
   declare -F restore_scenario >/dev/null || restore_scenario() { restore_default; }
+  # Called in an if, a ! or an && / || list, bash ignores set -e in everything below, the
+  # scenario's subshell included: an assertion whose failure only set -e catches (a failed
+  # `t=$(wait_sample ...)`) would not stop its drill. Refused rather than run half-blind.
+  ( set -e; false; exit 0 )
+  # shellcheck disable=SC2181 # the status of the probe just above, which cannot sit in an if
+  if (($? == 0)); then
+    echo "run_scenarios: called where set -e is ignored (inside an if, a ! or an && / || list): call it on its own line" >&2
+    return 2
+  fi
   for s in "$@"; do
     s="${s^^}"
     SCENARIO_DIR="$drill_work/$s"
@@ -356,6 +365,9 @@ run_scenarios() {
     ) > "$SCENARIO_DIR/log" 2>&1
     rc=$?
     took=$(($(date +%s) - started))
+    # A fail inside a command substitution leaves its reason but may not end the subshell's
+    # status: the reason alone fails the scenario.
+    [[ $rc -ne 0 || ! -s "$SCENARIO_DIR/reason" ]] || rc=1
     if [[ $rc -eq 0 ]]; then
       echo "$s PASS ${took}s"
     else
@@ -363,6 +375,7 @@ run_scenarios() {
       echo "$s FAIL ${reason:-exit $rc, see $SCENARIO_DIR/log} (${took}s)"
       # The log's end goes to CI's record too: the bed (and this file) is gone after the run.
       tail -n 25 "$SCENARIO_DIR/log" | sed "s/^/    $s| /"
+      [[ ! -s "$SCENARIO_DIR/diagnosis" ]] || sed "s/^/    $s diagnosis| /" "$SCENARIO_DIR/diagnosis"
       failed=$((failed + 1))
     fi
   done
@@ -372,7 +385,14 @@ run_scenarios() {
 # fail <reason>: ends the scenario (run in a subshell by run.sh) with that one-line reason. The
 # first reason stays: a failing restore after a failed scenario does not hide why it failed.
 fail() {
-  [[ -s "$SCENARIO_DIR/reason" ]] || echo "$*" > "$SCENARIO_DIR/reason"
+  if [[ ! -s "$SCENARIO_DIR/reason" ]]; then
+    echo "$*" > "$SCENARIO_DIR/reason"
+    # The state at the first failure, before the restore changes it (a suite may define
+    # diagnose_failure; into a file: fail may run inside a command substitution).
+    if declare -F diagnose_failure >/dev/null; then
+      diagnose_failure > "$SCENARIO_DIR/diagnosis" 2>&1 || true
+    fi
+  fi
   log "FAIL: $*"
   exit 1
 }

@@ -106,6 +106,16 @@ check "drill: the producer exits non-zero: FAIL" nonzero "X1 FAIL message accoun
 run_drill "$f/good.log" 0 1
 check "drill: the topic cannot be read back: FAIL" nonzero "X1 FAIL message accounting: drill-x1 cannot be read back to its end *" "$rc" "$out"
 
+# ---- run_scenarios: a failure that set -e cannot see still fails the drill ----------------------
+scenario_x2() { local t; t="$(fail "an assertion inside a command substitution")" || true; echo "went on: $t"; }
+out="$(run_scenarios X2)"
+rc=$?
+out="$(head -n1 <<<"$out")"
+check "run_scenarios: a fail whose status is dropped: FAIL with its reason" nonzero "X2 FAIL an assertion inside a command substitution *" "$rc" "$out"
+# Inside an if, bash ignores set -e all the way down: run_scenarios refuses to run there.
+if out="$(run_scenarios X1 2>&1)"; then rc=0; else rc=$?; fi
+check "run_scenarios: called where set -e is ignored: refused" nonzero "run_scenarios: called where set -e is ignored *" "$rc" "$out"
+
 # ---- "never" checks on empty windows ------------------------------------------------------------
 # in_scenario COMMAND...: runs it as a drill step does (a subshell that fail ends); sets rc and
 # out (the reason fail wrote, if any).

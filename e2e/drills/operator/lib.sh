@@ -108,6 +108,32 @@ operator_pods() { kubectl -n "$OPERATOR_NS" get pods -l "$OPERATOR_LABEL" --fiel
 operator_leader() { kubectl -n "$OPERATOR_NS" get lease kafka-observer-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 operator_log() { kubectl -n "$OPERATOR_NS" logs -l "$OPERATOR_LABEL" --tail=3000 --prefix 2>/dev/null; }
 
+# What CI's record shows of a failed drill (kafka/lib.sh's fail calls it once, at the first
+# failure, before the restore): the ObserverSet's phase, conditions and automatic promotions,
+# its latest Events, the samplers' latest lines, and the operator leader's last lines about this
+# namespace. Bounded, best effort: each read times out after 5 s.
+diagnose_failure() {
+  local leader f
+  echo "ObserverSet $KAFKA_NS/$OBS:"
+  kubectl --request-timeout=5s -n "$KAFKA_NS" get obs "$OBS" -o go-template='  phase={{.status.phase}} autoPromotions={{range .status.autoPromotions}}{{.nodeId}} {{end}}
+{{range .status.conditions}}  {{.type}}={{.status}} {{.reason}}: {{.message}}
+{{end}}' 2>&1 | cut -c1-400
+  echo "its Events (latest 8):"
+  kubectl --request-timeout=5s -n "$KAFKA_NS" get events --field-selector "involvedObject.kind=ObserverSet,involvedObject.name=$OBS" \
+    --sort-by=.metadata.creationTimestamp -o go-template='{{range .items}}  {{or .lastTimestamp .eventTime .metadata.creationTimestamp}} {{.type}} {{.reason}}: {{.message}}
+{{end}}' 2>&1 | tail -n 8 | cut -c1-400
+  for f in cm isr; do
+    [[ -f "$SCENARIO_DIR/$f.log" ]] || continue
+    # shellcheck disable=SC2312 # a diagnosis: a failed count shows as empty
+    echo "$f.log: $(wc -l < "$SCENARIO_DIR/$f.log") samples, $(grep -c '?' "$SCENARIO_DIR/$f.log") unreadable, the latest 3:"
+    tail -n 3 "$SCENARIO_DIR/$f.log" | cut -c1-300 | sed 's/^/  /'
+  done
+  leader="$(operator_leader)" || leader=""
+  echo "operator leader ${leader:-unknown}, its last lines about namespace $KAFKA_NS (latest 30):"
+  [[ -z "$leader" ]] || kubectl --request-timeout=5s -n "$OPERATOR_NS" logs "$leader" --tail=4000 2>&1 |
+    grep -E "namespace=$KAFKA_NS( |$)|observerset=$KAFKA_NS/|ObserverSet[.a-z0-9]*/$OBS\.$KAFKA_NS([^-a-z0-9]|$)| ERROR " | tail -n 30 | cut -c1-400
+}
+
 # ---- samplers (one line per sample, the first field the sample time in epoch ms) -----------------
 # start_bg NAME COMMAND: a background process group, stopped by stop_bg (and by restore).
 start_bg() {

@@ -84,7 +84,9 @@ side_by_side() {
   KOO_KAFKA_NAMESPACE="$second_ns" bash "$KAFKA_SH" up >&2 || { echo "the second cluster (namespace $second_ns) does not come up"; return 1; }
   KOO_KAFKA_NAMESPACE="$second_ns" KOO_DRILLS_CHART_READY=1 bash "$here/run.sh" "${SIDE_B[@]}" > "$lane_b_log" 2>&1 &
   lane_b=$!
-  run_scenarios "${SIDE_A[@]}" || rc=1
+  # On its own line, as every run_scenarios call: in an || list bash would ignore the drills' set -e.
+  run_scenarios "${SIDE_A[@]}"
+  (($? == 0)) || rc=1
   wait "$lane_b" || rc=1
   echo "== beside them, on namespace $second_ns:"
   cat "$lane_b_log"
@@ -98,5 +100,10 @@ case "$mode" in
   names) run_scenarios "${wanted[@]}" ;;
   side) side_by_side ;;
   alone) run_scenarios "${ALONE[@]}" ;;
-  all) rc=0; side_by_side || rc=1; run_scenarios "${ALONE[@]}" || rc=1; exit "$rc" ;;
+  all)
+    side_by_side
+    rc=$?
+    run_scenarios "${ALONE[@]}"
+    (($? == 0)) || rc=1
+    exit "$rc" ;;
 esac
