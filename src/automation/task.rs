@@ -27,7 +27,7 @@ use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus, Validate
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
 use crate::k8s::secrets;
-use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
+use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::kafka_liveness::{KafkaLiveness, LivenessView, SetKey};
 use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
 use crate::promotion::{
@@ -410,7 +410,6 @@ impl SetTask {
         let Some((_, watcher)) = &self.watcher else {
             return;
         };
-        let admin = watcher.admin();
         for action in &decision.actions {
             if let PromotionAction::ReorderReplicas { orders, .. } = action {
                 let failures = failures(watcher.reorder_replicas(orders).await.map(|outcomes| {
@@ -467,7 +466,8 @@ impl SetTask {
             };
             let kind_name = format!("{kind:?}");
             let failures = failures(
-                elect_leaders(admin.clone(), kind, partitions.clone(), ELECTION_TIMEOUT)
+                watcher
+                    .elect_leaders(kind, partitions, ELECTION_TIMEOUT)
                     .await
                     .map(|outcomes| {
                         outcomes

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
 use crate::k8s::secrets::connection_settings;
-use crate::kafka::{elect_leaders, ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
+use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::promotion::{
     assess, auto_promotions_in, check_demotion, check_promotion, led_by, CheckReport,
     ClusterSnapshot, Health, PolicyConfig, PolicyHistory, SourceHealth,
@@ -359,13 +359,9 @@ async fn move_leadership_off(
     if led.is_empty() {
         return Ok(snapshot);
     }
-    for outcome in elect_leaders(
-        watcher.admin(),
-        ElectionKind::Preferred,
-        led,
-        Duration::from_secs(30),
-    )
-    .await?
+    for outcome in watcher
+        .elect_leaders(ElectionKind::Preferred, &led, Duration::from_secs(30))
+        .await?
     {
         if let Err(e) = outcome.result {
             eprintln!(

@@ -1,21 +1,28 @@
-//! Leader elections through librdkafka's `rd_kafka_ElectLeaders` (librdkafka >= 2.4), which the
-//! rdkafka crate does not wrap. Preferred elections move leadership off a broker before it is
-//! demoted; unclean elections are the opt-in takeover when every primary replica is lost.
-//!
-//! The unsafe code is confined to `elect_blocking`; every pointer it creates it also frees, on
-//! every path, and nothing borrowed from librdkafka outlives the event that owns it.
+//! Leader elections (ElectLeaders v2), sent on the offset probe's connection (its TLS and SASL)
+//! with the wire format of the `kafka-protocol` crate, as the reorder-only reassignments are.
+//! Preferred elections move leadership off a broker before it is demoted; unclean elections are
+//! the opt-in takeover when every primary replica is lost. Kafka forwards the request from any
+//! broker to the active controller and answers once the elections are done (or its timeout).
 
-use std::ffi::CStr;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rdkafka::admin::AdminClient;
-use rdkafka::bindings as rdsys;
-use rdkafka::client::DefaultClientContext;
-use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::TopicPartitionList;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use thiserror::Error;
 
+use super::offset_probe::{OffsetProbe, ProbeError};
+use super::probe_exchange::ExchangeError;
+use super::secure_stream::MAX_SASL_RESPONSE_BYTES;
 use crate::promotion::TopicPartition;
+
+/// ElectLeaders v2 (Kafka 2.4 and later): the election type, flexible encoding.
+const VERSION: i16 = 2;
+/// Kafka's answer comes at the latest when its own timeout fires; the connection waits this
+/// much longer before it gives up.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 
 /// Which election Kafka runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +31,16 @@ pub enum ElectionKind {
     Preferred,
     /// Elect a replica outside the ISR for a partition without leader (may lose data).
     Unclean,
+}
+
+impl ElectionKind {
+    /// The request's `election_type`.
+    fn code(self) -> i8 {
+        match self {
+            ElectionKind::Preferred => 0,
+            ElectionKind::Unclean => 1,
+        }
+    }
 }
 
 /// One partition's election result.
@@ -36,142 +53,207 @@ pub struct ElectionOutcome {
 
 #[derive(Debug, Error)]
 pub enum ElectionError {
-    #[error("leader election request failed: {0}")]
-    Request(String),
-    #[error(
-        "no answer to the leader election request within {0:?}: check that the brokers are reachable"
-    )]
-    Timeout(Duration),
-    #[error("leader election task failed: {0}")]
-    Join(String),
+    #[error("no broker to send the leader election to (the metadata lists none)")]
+    NoBroker,
+    #[error("the offset probe is off (TLS or SASL set without Secrets), so no leader election can be sent: set spec.kafka.tls / spec.kafka.sasl")]
+    NoProbe,
+    #[error(transparent)]
+    Connection(#[from] ProbeError),
+    #[error(transparent)]
+    Metadata(#[from] super::KafkaError),
+    #[error("broker {broker}: {reason}")]
+    Protocol { broker: i32, reason: String },
+    #[error("the leader election request was refused: {0}")]
+    Refused(String),
 }
 
-/// Runs an election for `partitions` and returns one outcome per partition Kafka reported.
-pub async fn elect_leaders(
-    admin: std::sync::Arc<AdminClient<DefaultClientContext>>,
+/// The request body: `partitions` grouped by topic, in the order given.
+pub fn request(
     kind: ElectionKind,
-    partitions: Vec<TopicPartition>,
-    timeout: Duration,
-) -> Result<Vec<ElectionOutcome>, ElectionError> {
-    tokio::task::spawn_blocking(move || elect_blocking(&admin, kind, &partitions, timeout))
-        .await
-        .map_err(|e| ElectionError::Join(e.to_string()))?
+    partitions: &[TopicPartition],
+    timeout_ms: i32,
+) -> ElectLeadersRequest {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for p in partitions {
+        by_topic
+            .entry(p.topic.as_str())
+            .or_default()
+            .push(p.partition);
+    }
+    ElectLeadersRequest::default()
+        .with_election_type(kind.code())
+        .with_timeout_ms(timeout_ms)
+        .with_topic_partitions(Some(
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    TopicPartitions::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        ))
 }
 
-fn elect_blocking(
-    admin: &AdminClient<DefaultClientContext>,
+/// Per partition: `Ok` (elected, or `ELECTION_NOT_NEEDED`) or Kafka's error (code and
+/// message); a top-level error refuses them all.
+pub fn outcomes(response: &ElectLeadersResponse) -> Result<Vec<ElectionOutcome>, ElectionError> {
+    if response.error_code != 0 {
+        return Err(ElectionError::Refused(error_text(
+            response.error_code,
+            None,
+        )));
+    }
+    let not_needed = ResponseError::ElectionNotNeeded.code();
+    Ok(response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| {
+            t.partition_result.iter().map(move |p| {
+                let partition = TopicPartition {
+                    topic: t.topic.to_string(),
+                    partition: p.partition_id,
+                };
+                let result = match p.error_code {
+                    0 => Ok(()),
+                    code if code == not_needed => Ok(()),
+                    code => Err(error_text(code, p.error_message.as_deref())),
+                };
+                ElectionOutcome { partition, result }
+            })
+        })
+        .collect())
+}
+
+fn error_text(code: i16, message: Option<&str>) -> String {
+    let name = ResponseError::try_from_code(code)
+        .map(|e| format!("{e:?}"))
+        .unwrap_or_else(|| format!("error {code}"));
+    match message {
+        Some(m) if !m.is_empty() => format!("{name}: {m}"),
+        _ => name,
+    }
+}
+
+/// Runs a `kind` election for `partitions` through the first of `brokers` (id, `host:port`)
+/// that answers; Kafka waits up to `timeout` for the elections. One outcome per partition Kafka
+/// reported.
+pub async fn elect(
+    probe: &OffsetProbe,
+    brokers: &BTreeMap<i32, String>,
     kind: ElectionKind,
     partitions: &[TopicPartition],
     timeout: Duration,
 ) -> Result<Vec<ElectionOutcome>, ElectionError> {
-    let mut list = TopicPartitionList::with_capacity(partitions.len());
-    for p in partitions {
-        list.add_partition(&p.topic, p.partition);
-    }
-    let election_type = match kind {
-        ElectionKind::Preferred => rdsys::rd_kafka_ElectionType_t::RD_KAFKA_ELECTION_TYPE_PREFERRED,
-        ElectionKind::Unclean => rdsys::rd_kafka_ElectionType_t::RD_KAFKA_ELECTION_TYPE_UNCLEAN,
-    };
     let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    let rk = admin.inner().native_ptr();
-    // SAFETY: `rk` is a live client owned by `admin`, which outlives this call. The request and
-    // the options are copied by librdkafka inside `rd_kafka_ElectLeaders` (rdkafka_admin.c), so
-    // they are destroyed right after it; the partition list is copied by `_new`, and `list` stays
-    // ours. The queue is destroyed after its event. Result pointers belong to the event and are
-    // read before `rd_kafka_event_destroy`.
-    unsafe {
-        let request = rdsys::rd_kafka_ElectLeaders_new(election_type, list.ptr());
-        if request.is_null() {
-            return Err(ElectionError::Request(
-                "librdkafka rejected the election type".into(),
-            ));
-        }
-        let options = rdsys::rd_kafka_AdminOptions_new(
-            rk,
-            rdsys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_ELECTLEADERS,
-        );
-        let mut errstr = [0 as std::ffi::c_char; 256];
-        rdsys::rd_kafka_AdminOptions_set_request_timeout(
-            options,
-            timeout_ms,
-            errstr.as_mut_ptr(),
-            errstr.len(),
-        );
-        rdsys::rd_kafka_AdminOptions_set_operation_timeout(
-            options,
-            timeout_ms,
-            errstr.as_mut_ptr(),
-            errstr.len(),
-        );
-        let queue = rdsys::rd_kafka_queue_new(rk);
-        rdsys::rd_kafka_ElectLeaders(rk, request, options, queue);
-        rdsys::rd_kafka_ElectLeaders_destroy(request);
-        rdsys::rd_kafka_AdminOptions_destroy(options);
-
-        // librdkafka always answers (at the latest when its own request timeout fires); the extra
-        // second only guards against waiting forever.
-        let event = rdsys::rd_kafka_queue_poll(queue, timeout_ms.saturating_add(1000));
-        let outcome = if event.is_null() {
-            Err(ElectionError::Timeout(timeout))
-        } else {
-            read_result(event)
+    let body = request(kind, partitions, timeout_ms);
+    let mut last = ElectionError::NoBroker;
+    for (&broker, address) in brokers {
+        let answer = probe
+            .exchange_within(
+                broker,
+                address,
+                (ApiKey::ElectLeaders, VERSION),
+                &body,
+                MAX_SASL_RESPONSE_BYTES,
+                timeout + ANSWER_GRACE,
+            )
+            .await;
+        let outcome = match answer {
+            Ok(response) => outcomes(&response),
+            Err(ExchangeError::Connection(e)) => Err(ElectionError::Connection(e)),
+            Err(ExchangeError::Protocol(reason)) => Err(ElectionError::Protocol { broker, reason }),
         };
-        if !event.is_null() {
-            rdsys::rd_kafka_event_destroy(event);
+        match outcome {
+            Ok(done) => return Ok(done),
+            // Kafka refused the request itself: another broker would forward it to the same
+            // controller and get the same answer.
+            Err(e @ ElectionError::Refused(_)) => return Err(e),
+            Err(e) => last = e,
         }
-        rdsys::rd_kafka_queue_destroy(queue);
-        outcome
     }
+    Err(last)
 }
 
-/// Reads an ElectLeaders result event. Safety: `event` is a live, non-null event.
-unsafe fn read_result(
-    event: *mut rdsys::rd_kafka_event_t,
-) -> Result<Vec<ElectionOutcome>, ElectionError> {
-    unsafe {
-        if rdsys::rd_kafka_event_error(event)
-            != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
-        {
-            return Err(ElectionError::Request(c_text(
-                rdsys::rd_kafka_event_error_string(event),
-            )));
-        }
-        let result = rdsys::rd_kafka_event_ElectLeaders_result(event);
-        if result.is_null() {
-            return Err(ElectionError::Request(
-                "the answer was not an ElectLeaders result".into(),
-            ));
-        }
-        let mut count = 0usize;
-        let items = rdsys::rd_kafka_ElectLeaders_result_partitions(result, &mut count);
-        let mut out = Vec::with_capacity(count);
-        for i in 0..count {
-            let item = *items.add(i);
-            let tp = &*rdsys::rd_kafka_topic_partition_result_partition(item);
-            let error = rdsys::rd_kafka_topic_partition_result_error(item);
-            let code: RDKafkaErrorCode = rdsys::rd_kafka_error_code(error).into();
-            let result = match code {
-                RDKafkaErrorCode::NoError | RDKafkaErrorCode::ElectionNotNeeded => Ok(()),
-                _ => Err(c_text(rdsys::rd_kafka_error_string(error))),
-            };
-            out.push(ElectionOutcome {
-                partition: TopicPartition {
-                    topic: c_text(tp.topic),
-                    partition: tp.partition,
-                },
-                result,
-            });
-        }
-        Ok(out)
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::elect_leaders_response::{
+        PartitionResult, ReplicaElectionResult,
+    };
+    use kafka_protocol::protocol::Encodable;
 
-/// Copies a C string owned by librdkafka. Safety: `ptr` is null or a valid NUL-terminated string.
-unsafe fn c_text(ptr: *const std::ffi::c_char) -> String {
-    if ptr.is_null() {
-        return String::new();
+    fn tp(topic: &str, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
     }
-    unsafe { CStr::from_ptr(ptr) }
-        .to_string_lossy()
-        .into_owned()
+
+    #[test]
+    fn request_carries_the_kind_and_groups_partitions_by_topic() {
+        let partitions = [tp("b", 1), tp("a", 0), tp("b", 0)];
+        for (kind, code) in [(ElectionKind::Preferred, 0), (ElectionKind::Unclean, 1)] {
+            let req = request(kind, &partitions, 30_000);
+            assert_eq!(req.election_type, code);
+            assert_eq!(req.timeout_ms, 30_000);
+            let topics: Vec<(String, Vec<i32>)> = req
+                .topic_partitions
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|t| (t.topic.to_string(), t.partitions.clone()))
+                .collect();
+            assert_eq!(
+                topics,
+                vec![("a".to_string(), vec![0]), ("b".to_string(), vec![1, 0])]
+            );
+            // On the wire (v2, flexible: varint lengths, tagged fields): the election type
+            // first, then 2 topics, "a" with 1 partition and "b" with 2, then the timeout.
+            let mut buf = BytesMut::new();
+            req.encode(&mut buf, VERSION).unwrap();
+            let topic = |partitions: usize| (1 + 1) + (1 + 4 * partitions) + 1;
+            assert_eq!(buf.len(), 1 + 1 + topic(1) + topic(2) + 4 + 1);
+            assert_eq!(buf[0], code as u8);
+            assert_eq!(buf[buf.len() - 5..buf.len() - 1], 30_000i32.to_be_bytes());
+        }
+    }
+
+    #[test]
+    fn outcomes_accept_not_needed_name_errors_per_partition_and_a_refusal_as_a_whole() {
+        let partition = |id, code, message: Option<&str>| {
+            PartitionResult::default()
+                .with_partition_id(id)
+                .with_error_code(code)
+                .with_error_message(message.map(|m| StrBytes::from_string(m.into())))
+        };
+        let response = ElectLeadersResponse::default().with_replica_election_results(vec![
+            ReplicaElectionResult::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_result(vec![
+                    partition(0, 0, None),
+                    partition(1, ResponseError::ElectionNotNeeded.code(), None),
+                    partition(
+                        2,
+                        ResponseError::PreferredLeaderNotAvailable.code(),
+                        Some("Failed to elect leader for partition t-2"),
+                    ),
+                ]),
+        ]);
+        let got = outcomes(&response).unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].result, Ok(()));
+        assert_eq!(got[1].result, Ok(()));
+        assert_eq!(got[2].partition.to_string(), "t-2");
+        let err = got[2].result.clone().unwrap_err();
+        assert!(
+            err.contains("PreferredLeaderNotAvailable") && err.contains("Failed to elect"),
+            "{err}"
+        );
+
+        let refused = response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        let e = outcomes(&refused).unwrap_err();
+        assert!(e.to_string().contains("ClusterAuthorizationFailed"), "{e}");
+    }
 }

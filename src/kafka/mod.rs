@@ -1,5 +1,6 @@
 //! The Kafka shell: watches a cluster's replication state for the policy engine and runs the
-//! leader elections and reorder-only reassignments the engine asks for. librdkafka (rdkafka)
+//! leader elections and reorder-only reassignments the engine asks for (both with the
+//! `kafka-protocol` crate on the probe's connection: `election`, `reassignment`). librdkafka (rdkafka)
 //! reads metadata and configs (the metadata also through the probe when librdkafka is slow:
 //! `hedged_metadata`); a small hand-written ListOffsets client reads each replica's log end
 //! offset (see `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
@@ -24,7 +25,7 @@ mod watcher;
 use thiserror::Error;
 
 pub use connection::ConnectionSettings;
-pub use election::{elect_leaders, ElectionError, ElectionKind, ElectionOutcome};
+pub use election::{ElectionError, ElectionKind, ElectionOutcome};
 pub use list_offsets::{OffsetKind, PartitionOffset};
 pub use offset_probe::{OffsetProbe, ProbeError};
 pub use reassignment::{ReassignmentError, ReorderOutcome};

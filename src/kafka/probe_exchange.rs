@@ -1,6 +1,6 @@
 //! One request and its answer on a fresh connection of the offset probe (its TLS and SASL),
-//! the whole exchange within the probe's timeout: what the admin requests librdkafka cannot send
-//! (`quorum`, `reassignment`) and the hedged metadata read (`hedged_metadata`) share. Each
+//! the whole exchange within the probe's timeout (or a longer one): what the admin requests
+//! (`quorum`, `reassignment`, `election`) and the hedged metadata read (`hedged_metadata`) share. Each
 //! caller turns an [`ExchangeError`] into its own error.
 
 use kafka_protocol::messages::ApiKey;
@@ -20,17 +20,31 @@ pub(super) enum ExchangeError {
 
 impl OffsetProbe {
     /// Sends `body` as API `key` version `version` to `broker` at `address` and decodes the
-    /// answer, of at most `max_bytes`.
+    /// answer, of at most `max_bytes`, within the probe's timeout.
     pub(super) async fn exchange<Req: Encodable, Resp: Decodable>(
+        &self,
+        broker: i32,
+        address: &str,
+        api: (ApiKey, i16),
+        body: &Req,
+        max_bytes: usize,
+    ) -> Result<Resp, ExchangeError> {
+        self.exchange_within(broker, address, api, body, max_bytes, self.timeout())
+            .await
+    }
+
+    /// [`Self::exchange`] within `timeout` instead of the probe's: for a request Kafka answers
+    /// only once it is carried out (a leader election).
+    pub(super) async fn exchange_within<Req: Encodable, Resp: Decodable>(
         &self,
         broker: i32,
         address: &str,
         (key, version): (ApiKey, i16),
         body: &Req,
         max_bytes: usize,
+        timeout: std::time::Duration,
     ) -> Result<Resp, ExchangeError> {
         let (correlation, connect_timeout) = self.next_request(broker);
-        let timeout = self.timeout();
         let exchange = async {
             let mut stream = self
                 .connect(broker, address, connect_timeout, correlation)

@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
+use super::election::{self, ElectionError, ElectionKind, ElectionOutcome};
 use super::hedged_metadata::{self, hedge, HEDGE_AFTER};
 use super::offset_probe::{OffsetProbe, ProbeError, DEFAULT_CONNECT_TIMEOUT};
 use super::quorum::{self, QuorumError};
@@ -98,6 +99,19 @@ impl KafkaWatcher {
         reassignment::reorder(probe, &md.brokers, orders).await
     }
 
+    /// Runs a `kind` leader election for `partitions` through any registered broker; Kafka
+    /// waits up to `timeout` for the elections. One result per partition Kafka answered for.
+    pub async fn elect_leaders(
+        &self,
+        kind: ElectionKind,
+        partitions: &[crate::promotion::TopicPartition],
+        timeout: Duration,
+    ) -> Result<Vec<ElectionOutcome>, ElectionError> {
+        let probe = self.probe.as_ref().ok_or(ElectionError::NoProbe)?;
+        let md = self.metadata(self.options.request_timeout).await?;
+        election::elect(probe, &md.brokers, kind, partitions, timeout).await
+    }
+
     /// Each KRaft voter and whether the quorum still hears from it (`quorum`), asked through
     /// the first of `brokers` (ids the scan found alive) that answers.
     pub async fn live_voters(
@@ -112,11 +126,6 @@ impl KafkaWatcher {
             .filter(|(id, _)| brokers.contains(id))
             .collect();
         quorum::describe(probe, &alive).await
-    }
-
-    /// The admin client, shared with the leader elections.
-    pub fn admin(&self) -> Admin {
-        self.admin.clone()
     }
 
     /// One scan. Never fails: a scan that cannot read the metadata yields an unhealthy snapshot,

@@ -307,12 +307,13 @@ async fn under_min_isr_after_kill_then_recovery_and_the_dry_run_matches_the_live
     let _ = admin.delete_topics(&[topic], &AdminOptions::new()).await;
 }
 
-/// The ElectLeaders FFI wrapper against the real controller: after a controlled shutdown moved
+/// The leader election (ElectLeaders v2 on the probe's connection) against the real controller:
+/// after a controlled shutdown moved
 /// leadership off broker 1 (its pod deleted gracefully and replaced), a preferred election gives
 /// it back; a second one is "not needed".
 #[tokio::test(flavor = "multi_thread")]
 async fn preferred_election_moves_leadership_back() {
-    use kafka_observer_operator::kafka::{elect_leaders, ElectionKind};
+    use kafka_observer_operator::kafka::ElectionKind;
     use kafka_observer_operator::promotion::TopicPartition;
     let Some(bed) = TestBed::require() else {
         return;
@@ -342,28 +343,20 @@ async fn preferred_election_moves_leadership_back() {
         topic: topic.into(),
         partition: 0,
     }];
-    let outcome = elect_leaders(
-        w.admin(),
-        ElectionKind::Preferred,
-        tp.clone(),
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let outcome = w
+        .elect_leaders(ElectionKind::Preferred, &tp, Duration::from_secs(30))
+        .await
+        .unwrap();
     assert_eq!(outcome.len(), 1);
     assert_eq!(outcome[0].result, Ok(()), "{outcome:?}");
     scan_until(&mut w, topic, Duration::from_secs(30), |s| {
         part(s, topic).is_some_and(|p| p.leader == Some(1))
     })
     .await;
-    let again = elect_leaders(
-        w.admin(),
-        ElectionKind::Preferred,
-        tp,
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let again = w
+        .elect_leaders(ElectionKind::Preferred, &tp, Duration::from_secs(30))
+        .await
+        .unwrap();
     assert_eq!(
         again[0].result,
         Ok(()),
@@ -373,13 +366,9 @@ async fn preferred_election_moves_leadership_back() {
         topic: "policy-test-no-such-topic".into(),
         partition: 0,
     }];
-    let refused = elect_leaders(
-        w.admin(),
-        ElectionKind::Preferred,
-        missing,
-        Duration::from_secs(30),
-    )
-    .await;
+    let refused = w
+        .elect_leaders(ElectionKind::Preferred, &missing, Duration::from_secs(30))
+        .await;
     assert!(
         refused.is_err() || refused.as_ref().unwrap().iter().all(|o| o.result.is_err()),
         "{refused:?}"
