@@ -6,6 +6,9 @@
 //! machine and the objects it reads and writes) and `promotion` (the promotion engine) are pure;
 //! `reconciler` and `automation` are their two loops; `k8s` and `kafka` do the I/O.
 
+// No unsafe code: the Kafka requests librdkafka does not wrap go through kafka-protocol.
+#![forbid(unsafe_code)]
+
 pub mod crd;
 pub mod history;
 pub mod observer_ids;

@@ -1,6 +1,9 @@
 //! Entry point: wiring only. `run` starts the operator, `agent` the observer-agent sidecar,
 //! `crd` prints the CustomResourceDefinition. Flags are documented in docs/operator.md.
 
+// No unsafe code: the Kafka requests librdkafka does not wrap go through kafka-protocol.
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

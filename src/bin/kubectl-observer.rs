@@ -1,5 +1,8 @@
 //! `kubectl observer`: the kubectl plugin for ObserverSets (status, promote, demote, plan).
 
+// No unsafe code: the Kafka requests librdkafka does not wrap go through kafka-protocol.
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use kafka_observer_operator::cli::{run, Cli};
 
