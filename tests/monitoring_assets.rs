@@ -54,6 +54,7 @@ fn rendered_registry() -> String {
     a.demoted(&set, 4);
     a.elected(&set, "Preferred", true);
     a.reordered(&set, true);
+    a.failed(&set, "kafka");
     a.state_written(&set, "changed", 4096);
     a.set_observers_in_isr(&set, &BTreeMap::from([(4, 1)]));
     m.render()

@@ -59,6 +59,24 @@ pub enum AutomationError {
     StaleCrd(String, String),
 }
 
+impl AutomationError {
+    /// The error's metric label (`kafka_observer_automation_errors_total{category}`), one of
+    /// [`AutomationError::CATEGORIES`].
+    pub fn category(&self) -> &'static str {
+        match self {
+            AutomationError::Invalid(_) => "invalid_spec",
+            AutomationError::Secret(_) => "secret",
+            AutomationError::Kafka(_) => "kafka",
+            AutomationError::Status(..) => "kube_api",
+            AutomationError::StaleCrd(..) => "stale_crd",
+        }
+    }
+
+    /// Every category, for the metric series a forgotten ObserverSet loses.
+    pub const CATEGORIES: [&'static str; 5] =
+        ["invalid_spec", "secret", "kafka", "kube_api", "stale_crd"];
+}
+
 struct Running {
     spec: watch::Sender<Arc<ObserverSet>>,
     abort: AbortHandle,

@@ -822,7 +822,8 @@ impl SetTask {
 
     async fn report_error(&mut self, obs: &ObserverSet, e: &AutomationError) {
         let text = e.to_string();
-        tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, error = %text, "automation step failed");
+        tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, category = e.category(), error = %text, "automation step failed");
+        self.metrics.automation().failed(&self.labels, e.category());
         if self.last_error.as_deref() != Some(text.as_str()) {
             self.last_error = Some(text.clone());
             self.publish(obs, EventType::Warning, reason::AUTOMATION_FAILED, text)

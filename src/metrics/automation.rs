@@ -39,6 +39,13 @@ struct ElectionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    namespace: String,
+    observerset: String,
+    category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     namespace: String,
     observerset: String,
@@ -54,6 +61,7 @@ pub struct AutomationMetrics {
     demotions: Family<NodeLabels, Counter>,
     elections: Family<ElectionLabels, Counter>,
     reassignments: Family<OutcomeLabels, Counter>,
+    errors: Family<ErrorLabels, Counter>,
     decision_latency: Family<ObserverSetLabels, Histogram>,
     state_writes: Family<StateWriteLabels, Counter>,
     state_bytes: Family<ObserverSetLabels, Gauge>,
@@ -96,6 +104,7 @@ impl AutomationMetrics {
             demotions: Family::default(),
             elections: Family::default(),
             reassignments: Family::default(),
+            errors: Family::default(),
             decision_latency: Family::new_with_constructor(latency_histogram),
             state_writes: Family::default(),
             state_bytes: Family::default(),
@@ -131,6 +140,11 @@ impl AutomationMetrics {
             "automation_reassignments",
             "Reorder-only partition reassignments run by the automation (a primary made preferred leader before leadership moves off a broker to be demoted), by outcome",
             m.reassignments.clone(),
+        );
+        registry.register(
+            "automation_errors",
+            "Failed automation steps (the step is retried after 5 s), by category: invalid_spec, secret, kafka, kube_api, stale_crd",
+            m.errors.clone(),
         );
         registry.register(
             "automation_decision_latency_seconds",
@@ -235,8 +249,16 @@ impl AutomationMetrics {
         self.reassignments.get_or_create(&labels).inc();
     }
 
+    /// Counts one failed automation step of `set`; `category` is the error's metric label.
+    pub fn failed(&self, set: &ObserverSetLabels, category: &str) {
+        self.errors.get_or_create(&error(set, category)).inc();
+    }
+
     /// Stops exporting the series of a deleted ObserverSet (or one back on the Manual policy).
     pub fn forget(&self, set: &ObserverSetLabels) {
+        for category in crate::automation::AutomationError::CATEGORIES {
+            self.errors.remove(&error(set, category));
+        }
         self.triggered_partitions.remove(set);
         self.decision_latency.remove(set);
         self.state_bytes.remove(set);
@@ -244,6 +266,14 @@ impl AutomationMetrics {
         for id in known.remove(set).unwrap_or_default() {
             self.observers_in_isr.remove(&node(set, id));
         }
+    }
+}
+
+fn error(set: &ObserverSetLabels, category: &str) -> ErrorLabels {
+    ErrorLabels {
+        namespace: set.namespace.clone(),
+        observerset: set.observerset.clone(),
+        category: category.to_owned(),
     }
 }
 
@@ -258,6 +288,27 @@ fn node(set: &ObserverSetLabels, node_id: i32) -> NodeLabels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_count_by_category_and_go_with_the_set() {
+        let mut registry = Registry::with_prefix("kafka_observer");
+        let m = AutomationMetrics::register(&mut registry);
+        let set = ObserverSetLabels::new("team-a", "orders");
+        m.failed(&set, "kafka");
+        m.failed(&set, "kafka");
+        m.failed(&set, "secret");
+        let render = |registry: &Registry| {
+            let mut out = String::new();
+            prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
+            out
+        };
+        let text = render(&registry);
+        assert!(text.contains("kafka_observer_automation_errors_total{namespace=\"team-a\",observerset=\"orders\",category=\"kafka\"} 2"), "{text}");
+        assert!(text.contains("category=\"secret\"} 1"), "{text}");
+        m.forget(&set);
+        let text = render(&registry);
+        assert!(!text.contains("automation_errors_total{"), "{text}");
+    }
 
     #[test]
     fn detections_count_rising_edges_only() {
