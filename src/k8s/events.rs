@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 
+use crate::metrics::{Metrics, ObserverSetLabels};
 use crate::writers;
 
 /// Reason strings (PascalCase, as `kubectl describe` shows them).
@@ -78,23 +79,26 @@ fn bounded_note(mut note: String) -> String {
 type Recorders = HashMap<(String, String), (Recorder, Instant)>;
 
 /// Publishes events about ObserverSets, for both loops: one reporting controller, one instance
-/// name (this replica's Lease identity).
+/// name (this replica's Lease identity). The one path every Event takes, so every one is
+/// counted in `kafka_observer_events_total`.
 #[derive(Clone)]
 pub struct Events {
     client: Client,
     reporter: Reporter,
+    metrics: Metrics,
     /// One recorder per (reason, note) published within [`RECORDER_TTL`], with its last use.
     recorders: Arc<Mutex<Recorders>>,
 }
 
 impl Events {
-    pub fn new(client: Client, instance: Option<String>) -> Self {
+    pub fn new(client: Client, instance: Option<String>, metrics: Metrics) -> Self {
         Events {
             client,
             reporter: Reporter {
                 controller: writers::OPERATOR.into(),
                 instance,
             },
+            metrics,
             recorders: Arc::default(),
         }
     }
@@ -137,7 +141,8 @@ impl Events {
     }
 
     /// One Event about `regarding`; `action` says which loop acted ([`RECONCILE`] or
-    /// [`AUTOMATE`]). Best effort: a failure is logged, never returned.
+    /// [`AUTOMATE`]). Counted whether or not the apiserver takes it (the count is of what
+    /// the operator had to say). Best effort: a failure is logged, never returned.
     pub async fn publish(
         &self,
         regarding: &ObjectReference,
@@ -146,6 +151,13 @@ impl Events {
         action: &str,
         note: String,
     ) {
+        self.metrics.event_published(
+            &ObserverSetLabels::new(
+                regarding.namespace.as_deref().unwrap_or_default(),
+                regarding.name.as_deref().unwrap_or_default(),
+            ),
+            reason,
+        );
         let note = bounded_note(note);
         let recorder = self.recorder(reason, &note, Instant::now());
         let event = Event {
@@ -168,7 +180,40 @@ mod tests {
     fn events() -> Events {
         // Never contacted: the test only looks at which recorder a note gets.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        Events::new(Client::try_from(config).unwrap(), Some("pod-0".into()))
+        Events::new(
+            Client::try_from(config).unwrap(),
+            Some("pod-0".into()),
+            Metrics::new(),
+        )
+    }
+
+    #[tokio::test]
+    async fn every_event_is_counted_by_its_set_and_reason_even_one_the_apiserver_refuses() {
+        let metrics = Metrics::new();
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let events = Events::new(Client::try_from(config).unwrap(), None, metrics.clone());
+        let regarding = ObjectReference {
+            namespace: Some("team-a".into()),
+            name: Some("orders".into()),
+            ..Default::default()
+        };
+        for reason in ["AutoPromoted", "AutoPromoted", "RolloutStarted"] {
+            events
+                .publish(&regarding, EventType::Normal, reason, AUTOMATE, "x".into())
+                .await;
+        }
+        let text = metrics.render();
+        let series = |reason: &str| {
+            format!("kafka_observer_events_total{{namespace=\"team-a\",observerset=\"orders\",reason=\"{reason}\"}}")
+        };
+        assert!(
+            text.contains(&format!("{} 2", series("AutoPromoted"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 1", series("RolloutStarted"))),
+            "{text}"
+        );
     }
 
     #[tokio::test]

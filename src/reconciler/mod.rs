@@ -87,7 +87,7 @@ impl Context {
         instance: Option<String>,
         resync: Duration,
     ) -> Self {
-        let events = Events::new(client.clone(), instance);
+        let events = Events::new(client.clone(), instance, metrics.clone());
         Context {
             client,
             metrics,

@@ -486,8 +486,6 @@ async fn invalid(
         ctx.events
             .warning(&fresh.object_ref(&()), reason::INVALID, problem)
             .await;
-        ctx.metrics
-            .event_published(&ObserverSetLabels::new(&namespace, &name), reason::INVALID);
     }
     Ok(retry
         .map(Action::requeue)
@@ -521,8 +519,6 @@ async fn conflicted(
         ctx.events
             .warning(&fresh.object_ref(&()), reason::CONFLICT, message)
             .await;
-        ctx.metrics
-            .event_published(&ObserverSetLabels::new(&namespace, &name), reason::CONFLICT);
     }
     Ok(Action::requeue(ctx.resync))
 }
@@ -566,7 +562,6 @@ async fn report(
         } else {
             ctx.events.normal(&reference, note.reason, note.text).await;
         }
-        ctx.metrics.event_published(&labels, note.reason);
     }
     ctx.metrics.set_observer_set_state(
         &labels,

@@ -73,7 +73,7 @@ impl Drop for OperatorPaused {
 pub fn spawn_automation(bed: &Bed, ns: &str, metrics: &Metrics) -> tokio::task::JoinHandle<()> {
     let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.to_owned());
     tokio::spawn(async move {
-        let events = Events::new(client.clone(), None);
+        let events = Events::new(client.clone(), None, metrics.clone());
         automation::run_namespaced(client, metrics, events, &ns, Default::default()).await
     })
 }
