@@ -5,8 +5,8 @@
 //! operator saw the zone's loss 5 to 10 s after the brokers did (D15, D17 and D20 with the
 //! active controller in the lost zone). So when librdkafka has not answered within
 //! [`HEDGE_AFTER`], the same Metadata request (API 3, v12, the `kafka-protocol` crate's) goes on
-//! the offset probe's connection (its TLS and SASL) to brokers that answered the last probe, and
-//! the first answer wins. A healthy cluster answers librdkafka in milliseconds and never sees
+//! the offset probe's connection (its TLS and SASL) to brokers that answered the last probe (the
+//! bootstrap servers before any did), and the first answer wins. A healthy cluster answers librdkafka in milliseconds and never sees
 //! the second request.
 
 use std::collections::BTreeMap;
@@ -121,6 +121,24 @@ pub(super) async fn ask(
     }
 }
 
+/// Whom the probe asks: the brokers that answered the last scan's probe or, before a scan has
+/// answered (a task just started, as on a new leader after its zone was lost), the bootstrap
+/// servers, repeated up to [`HEDGE_FANOUT`] connections (ids -1, -2, ...: not brokers). Two
+/// connections to one bootstrap Service are balanced independently by kube-proxy, so both land
+/// on a cut-off broker only with the chance of one squared.
+pub(super) fn candidates(answered: &[(i32, String)], bootstrap: &[String]) -> Vec<(i32, String)> {
+    if !answered.is_empty() || bootstrap.is_empty() {
+        return answered.to_vec();
+    }
+    bootstrap
+        .iter()
+        .cycle()
+        .take(HEDGE_FANOUT.max(bootstrap.len()))
+        .zip(1..)
+        .map(|(address, n)| (-n, address.clone()))
+        .collect()
+}
+
 /// The first answer of the first [`HEDGE_FANOUT`] of `brokers` (id, `host:port`), asked at once;
 /// `None` without a broker to ask.
 pub(super) async fn first_answer(
@@ -149,6 +167,28 @@ mod tests {
     use std::cell::Cell;
 
     const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn candidates_are_the_brokers_that_answered_else_the_bootstrap_servers_twice() {
+        let answered = vec![(2, "b2:9092".to_string()), (3, "b3:9092".to_string())];
+        let bootstrap = vec!["kafka-bootstrap.kafka.svc:9092".to_string()];
+        assert_eq!(candidates(&answered, &bootstrap), answered);
+        assert_eq!(
+            candidates(&[], &bootstrap),
+            vec![
+                (-1, "kafka-bootstrap.kafka.svc:9092".to_string()),
+                (-2, "kafka-bootstrap.kafka.svc:9092".to_string())
+            ]
+        );
+        let three: Vec<String> = ["a:1", "b:2", "c:3"].map(String::from).to_vec();
+        let got = candidates(&[], &three);
+        assert_eq!(
+            got.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>(),
+            vec!["a:1", "b:2", "c:3"]
+        );
+        assert!(got.iter().all(|(id, _)| *id < 0), "{got:?}");
+        assert!(candidates(&[], &[]).is_empty());
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_quick_primary_never_starts_the_backup() {

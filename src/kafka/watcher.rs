@@ -57,7 +57,8 @@ const REREAD_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct KafkaWatcher {
     admin: Admin,
     probe: Option<OffsetProbe>,
-    /// The bootstrap servers, for the probe's diagnosis of a failed secured connection.
+    /// The bootstrap servers: for the probe's diagnosis of a failed secured connection, and
+    /// whom the hedged metadata read asks before a scan has answered.
     bootstrap: Vec<String>,
     options: WatcherOptions,
     min_isr: HashMap<Arc<str>, u32>,
@@ -187,7 +188,8 @@ impl KafkaWatcher {
             return librdkafka.await;
         };
         hedge(librdkafka, HEDGE_AFTER, || async {
-            match hedged_metadata::first_answer(probe, &self.answered).await? {
+            let ask = hedged_metadata::candidates(&self.answered, &self.bootstrap);
+            match hedged_metadata::first_answer(probe, &ask).await? {
                 Ok(md) => {
                     tracing::debug!(
                         "metadata from the probe: librdkafka had not answered within {HEDGE_AFTER:?}"

@@ -28,17 +28,21 @@ NODE_SH="$root/e2e/testbed/node.sh"
 scenario_d15() { local z; z="$(quiet_zone)" || fail "the active controller cannot be read"; ACTIVE_KEPT=1 zone_outage D15 "$z" partition; }
 scenario_d16() { local z; z="$(quiet_zone)" || fail "the active controller cannot be read"; ACTIVE_KEPT=1 zone_outage D16 "$z" power; }
 # The zone D15 and D16 lose: c, unless c holds the active KRaft controller (that is D20's case,
-# with a timeline of its own: the survivors elect a new active controller first); then the one
-# of a and b that does not run the operator's leader (that is D17's case). The active controller
+# with a timeline of its own: the survivors elect a new active controller first) or runs the
+# operator's leader (that is D17's case, with the hand-over); then the first of a and b that
+# holds neither. The active controller
 # moves between runs (a drill that restarts a controller, a controller that was cut off).
 quiet_zone() {
-  local active leader node z
+  local active leader node z controller
   active="$(current_active_controller)" && [[ -n "$active" ]] || return 1
-  [[ "$active" == 103 ]] || { echo c; return 0; }
   leader="$(operator_leader)" || leader=""
   node=""
   [[ -z "$leader" ]] || node="$(kubectl -n "$OPERATOR_NS" get pod "$leader" -o jsonpath='{.spec.nodeName}' 2>/dev/null)" || node=""
-  for z in a b; do [[ "koo-$z" == "$node" ]] || { echo "$z"; return 0; }; done
+  for z in c a b; do
+    case "$z" in a) controller=101 ;; b) controller=102 ;; *) controller=103 ;; esac
+    [[ "koo-$z" == "$node" || "$active" == "$controller" ]] || { echo "$z"; return 0; }
+  done
+  return 1
 }
 scenario_d17() {
   local leader zone
