@@ -14,8 +14,7 @@ use kafka_protocol::ResponseError;
 use thiserror::Error;
 
 use super::offset_probe::{OffsetProbe, ProbeError};
-use super::probe_exchange::ExchangeError;
-use super::secure_stream::MAX_SASL_RESPONSE_BYTES;
+use super::probe_exchange::{error_text, ExchangeError, ForwardedError};
 use crate::promotion::TopicPartition;
 
 /// ElectLeaders v2 (Kafka 2.4 and later): the election type, flexible encoding.
@@ -125,16 +124,6 @@ pub fn outcomes(response: &ElectLeadersResponse) -> Result<Vec<ElectionOutcome>,
         .collect())
 }
 
-fn error_text(code: i16, message: Option<&str>) -> String {
-    let name = ResponseError::try_from_code(code)
-        .map(|e| format!("{e:?}"))
-        .unwrap_or_else(|| format!("error {code}"));
-    match message {
-        Some(m) if !m.is_empty() => format!("{name}: {m}"),
-        _ => name,
-    }
-}
-
 /// Runs a `kind` election for `partitions` through the first of `brokers` (id, `host:port`)
 /// that answers; Kafka waits up to `timeout` for the elections. One outcome per partition Kafka
 /// reported.
@@ -147,32 +136,25 @@ pub async fn elect(
 ) -> Result<Vec<ElectionOutcome>, ElectionError> {
     let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let body = request(kind, partitions, timeout_ms);
-    let mut last = ElectionError::NoBroker;
-    for (&broker, address) in brokers {
-        let answer = probe
-            .exchange_within(
-                broker,
-                address,
-                (ApiKey::ElectLeaders, VERSION),
-                &body,
-                MAX_SASL_RESPONSE_BYTES,
-                timeout + ANSWER_GRACE,
-            )
-            .await;
-        let outcome = match answer {
-            Ok(response) => outcomes(&response),
-            Err(ExchangeError::Connection(e)) => Err(ElectionError::Connection(e)),
-            Err(ExchangeError::Protocol(reason)) => Err(ElectionError::Protocol { broker, reason }),
-        };
-        match outcome {
-            Ok(done) => return Ok(done),
-            // Kafka refused the request itself: another broker would forward it to the same
-            // controller and get the same answer.
-            Err(e @ ElectionError::Refused(_)) => return Err(e),
-            Err(e) => last = e,
+    let api = (ApiKey::ElectLeaders, VERSION);
+    probe
+        .first_broker(brokers, api, &body, timeout + ANSWER_GRACE, outcomes)
+        .await
+}
+
+impl ForwardedError for ElectionError {
+    fn no_broker() -> Self {
+        ElectionError::NoBroker
+    }
+    fn exchange(broker: i32, error: ExchangeError) -> Self {
+        match error {
+            ExchangeError::Connection(e) => ElectionError::Connection(e),
+            ExchangeError::Protocol(reason) => ElectionError::Protocol { broker, reason },
         }
     }
-    Err(last)
+    fn is_refusal(&self) -> bool {
+        matches!(self, ElectionError::Refused(_))
+    }
 }
 
 #[cfg(test)]

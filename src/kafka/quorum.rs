@@ -12,8 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use thiserror::Error;
 
 use super::offset_probe::{OffsetProbe, ProbeError};
-use super::probe_exchange::ExchangeError;
-use super::secure_stream::MAX_SASL_RESPONSE_BYTES;
+use super::probe_exchange::{error_text, ExchangeError, ForwardedError};
 
 /// v1 is the first version with `lastFetchTimestamp` (KIP-836); Kafka 4.x serves v0 to v2.
 const VERSION: i16 = 1;
@@ -52,13 +51,7 @@ pub fn request() -> DescribeQuorumRequest {
 /// leader's clock). A voter without a fetch time (-1) is not.
 pub fn live_voters(response: &DescribeQuorumResponse) -> Result<BTreeMap<i32, bool>, QuorumError> {
     let refused = |code: i16, message: Option<&StrBytes>| {
-        let name = kafka_protocol::ResponseError::try_from_code(code)
-            .map(|e| format!("{e:?}"))
-            .unwrap_or_else(|| format!("error {code}"));
-        QuorumError::Refused(match message {
-            Some(m) if !m.is_empty() => format!("{name}: {}", m.as_str()),
-            _ => name,
-        })
+        QuorumError::Refused(error_text(code, message.map(|m| m.as_str())))
     };
     if response.error_code != 0 {
         return Err(refused(
@@ -102,31 +95,26 @@ pub async fn describe(
     probe: &OffsetProbe,
     brokers: &BTreeMap<i32, String>,
 ) -> Result<BTreeMap<i32, bool>, QuorumError> {
-    let body = request();
-    let mut last = QuorumError::NoBroker;
-    for (&broker, address) in brokers {
-        let answer = probe
-            .exchange(
-                broker,
-                address,
-                (ApiKey::DescribeQuorum, VERSION),
-                &body,
-                MAX_SASL_RESPONSE_BYTES,
-            )
-            .await;
-        let outcome = match answer {
-            Ok(response) => live_voters(&response),
-            Err(ExchangeError::Connection(e)) => Err(QuorumError::Connection(e)),
-            Err(ExchangeError::Protocol(reason)) => Err(QuorumError::Protocol { broker, reason }),
-        };
-        match outcome {
-            Ok(voters) => return Ok(voters),
-            // The controller's own answer: another broker would forward to the same one.
-            Err(e @ QuorumError::Refused(_)) => return Err(e),
-            Err(e) => last = e,
+    let api = (ApiKey::DescribeQuorum, VERSION);
+    probe
+        .first_broker(brokers, api, &request(), probe.timeout(), live_voters)
+        .await
+}
+
+impl ForwardedError for QuorumError {
+    fn no_broker() -> Self {
+        QuorumError::NoBroker
+    }
+    fn exchange(broker: i32, error: ExchangeError) -> Self {
+        match error {
+            ExchangeError::Connection(e) => QuorumError::Connection(e),
+            ExchangeError::Protocol(reason) => QuorumError::Protocol { broker, reason },
         }
     }
-    Err(last)
+    /// The controller's own answer: another broker would forward to the same one.
+    fn is_refusal(&self) -> bool {
+        matches!(self, QuorumError::Refused(_))
+    }
 }
 
 /// The voters as a set of ids, for tests and logs.

@@ -17,8 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use thiserror::Error;
 
 use super::offset_probe::{OffsetProbe, ProbeError};
-use super::probe_exchange::ExchangeError;
-use super::secure_stream::MAX_SASL_RESPONSE_BYTES;
+use super::probe_exchange::{error_text, ExchangeError, ForwardedError};
 use crate::promotion::{ReplicaOrder, TopicPartition};
 
 const VERSION: i16 = 0;
@@ -102,16 +101,6 @@ pub fn outcomes(
         .collect())
 }
 
-fn error_text(code: i16, message: Option<&str>) -> String {
-    let name = kafka_protocol::ResponseError::try_from_code(code)
-        .map(|e| format!("{e:?}"))
-        .unwrap_or_else(|| format!("error {code}"));
-    match message {
-        Some(m) if !m.is_empty() => format!("{name}: {m}"),
-        _ => name,
-    }
-}
-
 /// Sends `orders` to the first of `brokers` (id, `host:port`) that answers.
 pub async fn reorder(
     probe: &OffsetProbe,
@@ -121,33 +110,25 @@ pub async fn reorder(
     let timeout = probe.timeout();
     let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let body = request(orders, timeout_ms);
-    let mut last = ReassignmentError::NoBroker;
-    for (&broker, address) in brokers {
-        let answer = probe
-            .exchange(
-                broker,
-                address,
-                (ApiKey::AlterPartitionReassignments, VERSION),
-                &body,
-                MAX_SASL_RESPONSE_BYTES,
-            )
-            .await;
-        let outcome = match answer {
-            Ok(response) => outcomes(&response),
-            Err(ExchangeError::Connection(e)) => Err(ReassignmentError::Connection(e)),
-            Err(ExchangeError::Protocol(reason)) => {
-                Err(ReassignmentError::Protocol { broker, reason })
-            }
-        };
-        match outcome {
-            Ok(done) => return Ok(done),
-            // Kafka refused the request itself: another broker would forward it to the same
-            // controller and get the same answer.
-            Err(e @ ReassignmentError::Refused(_)) => return Err(e),
-            Err(e) => last = e,
+    let api = (ApiKey::AlterPartitionReassignments, VERSION);
+    probe
+        .first_broker(brokers, api, &body, timeout, outcomes)
+        .await
+}
+
+impl ForwardedError for ReassignmentError {
+    fn no_broker() -> Self {
+        ReassignmentError::NoBroker
+    }
+    fn exchange(broker: i32, error: ExchangeError) -> Self {
+        match error {
+            ExchangeError::Connection(e) => ReassignmentError::Connection(e),
+            ExchangeError::Protocol(reason) => ReassignmentError::Protocol { broker, reason },
         }
     }
-    Err(last)
+    fn is_refusal(&self) -> bool {
+        matches!(self, ReassignmentError::Refused(_))
+    }
 }
 
 #[cfg(test)]
