@@ -231,6 +231,7 @@ impl SetTask {
                 return Err(e);
             }
         };
+        watcher.set_observers(obs.spec.observers.iter().copied());
         let scan_started = Instant::now();
         let snapshot = watcher.scan().await;
         self.publish_liveness(&snapshot, interval);

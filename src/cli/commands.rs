@@ -109,7 +109,9 @@ async fn watcher(
             connection_settings(&client, &namespace, &obs.spec.kafka, &validated.kafka).await?
         }
     };
-    Ok(KafkaWatcher::new(&settings, WatcherOptions::default())?)
+    let mut watcher = KafkaWatcher::new(&settings, WatcherOptions::default())?;
+    watcher.set_observers(obs.spec.observers.iter().copied());
+    Ok(watcher)
 }
 
 /// The engine's config and history exactly as the automation builds them when its task starts:

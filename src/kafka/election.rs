@@ -129,7 +129,7 @@ pub fn outcomes(response: &ElectLeadersResponse) -> Result<Vec<ElectionOutcome>,
 /// reported.
 pub async fn elect(
     probe: &OffsetProbe,
-    brokers: &BTreeMap<i32, String>,
+    brokers: &[(i32, String)],
     kind: ElectionKind,
     partitions: &[TopicPartition],
     timeout: Duration,

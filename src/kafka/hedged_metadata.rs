@@ -1,13 +1,15 @@
-//! A second way to read the metadata when librdkafka's is slow. librdkafka sends a metadata
-//! request to one connected broker of its choice. A broker cut off with its zone keeps its TCP
-//! connection "up" (nothing answers, nothing resets), so a request that lands there waits out
-//! `socket.timeout.ms` (5 s) while partitions go under min ISR; measured on the bed, the
-//! operator saw the zone's loss 5 to 10 s after the brokers did (D15, D17 and D20 with the
-//! active controller in the lost zone). So when librdkafka has not answered within
-//! [`HEDGE_AFTER`], the same Metadata request (API 3, v12, the `kafka-protocol` crate's) goes on
-//! the offset probe's connection (its TLS and SASL) to brokers that answered the last probe (the
-//! bootstrap servers before any did), and the first answer wins. A healthy cluster answers librdkafka in milliseconds and never sees
-//! the second request.
+//! The metadata on the offset probe's connection (its TLS and SASL; Metadata API 3, v12, the
+//! `kafka-protocol` crate's), and the hedge that races two reads.
+//!
+//! librdkafka sends a metadata request to one connected broker of its choice. That broker may
+//! be a bad one to ask (`read_order`): cut off with its zone, it keeps its TCP connection "up"
+//! (nothing answers, nothing resets), so the request waits out `socket.timeout.ms` (5 s) while
+//! partitions go under min ISR (measured on the bed: the operator saw the zone's loss 5 to 10 s
+//! after the brokers did, D15, D17, D20); an observer behind a slow link answers at once, but
+//! with an ISR that is seconds old (D19). So once a scan has answered, the watcher reads the
+//! metadata here, from [`HEDGE_FANOUT`] brokers that answered and are not observers, the first
+//! answer winning, and librdkafka's read only as the hedge after [`HEDGE_AFTER`]. Before any
+//! scan has answered, librdkafka reads first and the bootstrap servers are the hedge.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -21,7 +23,7 @@ use super::offset_probe::{OffsetProbe, ProbeError, MAX_RESPONSE_BYTES};
 use super::probe_exchange::ExchangeError;
 use super::scan::{MetaPartition, Metadata};
 
-/// How long librdkafka's metadata request may take before the probe asks too: far above a
+/// How long the first metadata read may take before the hedge starts too: far above a
 /// healthy answer (milliseconds), far below `socket.timeout.ms`.
 pub const HEDGE_AFTER: Duration = Duration::from_millis(300);
 
@@ -121,15 +123,12 @@ pub(super) async fn ask(
     }
 }
 
-/// Whom the probe asks: the brokers that answered the last scan's probe or, before a scan has
-/// answered (a task just started, as on a new leader after its zone was lost), the bootstrap
-/// servers, repeated up to [`HEDGE_FANOUT`] connections (ids -1, -2, ...: not brokers). Two
-/// connections to one bootstrap Service are balanced independently by kube-proxy, so both land
-/// on a cut-off broker only with the chance of one squared.
-pub(super) fn candidates(answered: &[(i32, String)], bootstrap: &[String]) -> Vec<(i32, String)> {
-    if !answered.is_empty() || bootstrap.is_empty() {
-        return answered.to_vec();
-    }
+/// Whom the probe asks before a scan has answered (a task just started, as on a new leader
+/// after its zone was lost): the bootstrap servers, repeated up to [`HEDGE_FANOUT`] connections
+/// (ids -1, -2, ...: not brokers). Two connections to one bootstrap Service are balanced
+/// independently by kube-proxy, so both land on a cut-off broker only with the chance of one
+/// squared.
+pub(super) fn bootstrap_candidates(bootstrap: &[String]) -> Vec<(i32, String)> {
     bootstrap
         .iter()
         .cycle()
@@ -169,25 +168,23 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     #[test]
-    fn candidates_are_the_brokers_that_answered_else_the_bootstrap_servers_twice() {
-        let answered = vec![(2, "b2:9092".to_string()), (3, "b3:9092".to_string())];
+    fn one_bootstrap_server_is_asked_twice() {
         let bootstrap = vec!["kafka-bootstrap.kafka.svc:9092".to_string()];
-        assert_eq!(candidates(&answered, &bootstrap), answered);
         assert_eq!(
-            candidates(&[], &bootstrap),
+            bootstrap_candidates(&bootstrap),
             vec![
                 (-1, "kafka-bootstrap.kafka.svc:9092".to_string()),
                 (-2, "kafka-bootstrap.kafka.svc:9092".to_string())
             ]
         );
         let three: Vec<String> = ["a:1", "b:2", "c:3"].map(String::from).to_vec();
-        let got = candidates(&[], &three);
+        let got = bootstrap_candidates(&three);
         assert_eq!(
             got.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>(),
             vec!["a:1", "b:2", "c:3"]
         );
         assert!(got.iter().all(|(id, _)| *id < 0), "{got:?}");
-        assert!(candidates(&[], &[]).is_empty());
+        assert!(bootstrap_candidates(&[]).is_empty());
     }
 
     #[tokio::test(start_paused = true)]

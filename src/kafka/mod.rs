@@ -14,6 +14,7 @@ mod list_offsets;
 mod offset_probe;
 mod probe_exchange;
 pub mod quorum;
+mod read_order;
 mod reassignment;
 mod scan;
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! (`quorum`, `reassignment`, `election`) and the hedged metadata read (`hedged_metadata`) share. Each
 //! caller turns an [`ExchangeError`] into its own error.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
@@ -68,7 +67,7 @@ impl OffsetProbe {
     /// at Kafka's refusal; else the last broker's error.
     pub(super) async fn first_broker<Req, Resp, T, E>(
         &self,
-        brokers: &BTreeMap<i32, String>,
+        brokers: &[(i32, String)],
         api: (ApiKey, i16),
         body: &Req,
         timeout: Duration,
@@ -80,7 +79,8 @@ impl OffsetProbe {
         E: ForwardedError,
     {
         let mut last = E::no_broker();
-        for (&broker, address) in brokers {
+        for (broker, address) in brokers {
+            let broker = *broker;
             let answer = self
                 .exchange_within(broker, address, api, body, MAX_SASL_RESPONSE_BYTES, timeout)
                 .await;

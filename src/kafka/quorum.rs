@@ -90,10 +90,10 @@ pub fn live_voters(response: &DescribeQuorumResponse) -> Result<BTreeMap<i32, bo
         .collect())
 }
 
-/// Asks the first of `brokers` (id, `host:port`) that answers.
+/// Asks the first of `brokers` (id, `host:port`, in the order to try them) that answers.
 pub async fn describe(
     probe: &OffsetProbe,
-    brokers: &BTreeMap<i32, String>,
+    brokers: &[(i32, String)],
 ) -> Result<BTreeMap<i32, bool>, QuorumError> {
     let api = (ApiKey::DescribeQuorum, VERSION);
     probe

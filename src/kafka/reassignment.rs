@@ -101,10 +101,11 @@ pub fn outcomes(
         .collect())
 }
 
-/// Sends `orders` to the first of `brokers` (id, `host:port`) that answers.
+/// Sends `orders` to the first of `brokers` (id, `host:port`, in the order to try them) that
+/// answers.
 pub async fn reorder(
     probe: &OffsetProbe,
-    brokers: &BTreeMap<i32, String>,
+    brokers: &[(i32, String)],
     orders: &[ReplicaOrder],
 ) -> Result<Vec<ReorderOutcome>, ReassignmentError> {
     let timeout = probe.timeout();

@@ -1,7 +1,7 @@
 //! The per-ObserverSet cluster watcher: one scan a `scan_interval`, each scan turned into a
 //! `ClusterSnapshot` for the policy engine and published on a watch channel.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use super::election::{self, ElectionError, ElectionKind, ElectionOutcome};
 use super::hedged_metadata::{self, hedge, HEDGE_AFTER};
 use super::offset_probe::{OffsetProbe, ProbeError, DEFAULT_CONNECT_TIMEOUT};
 use super::quorum::{self, QuorumError};
+use super::read_order;
 use super::reassignment::{self, ReassignmentError, ReorderOutcome};
 use super::scan::{
     read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
@@ -64,8 +65,11 @@ pub struct KafkaWatcher {
     min_isr: HashMap<Arc<str>, u32>,
     min_isr_read_at: Option<Instant>,
     /// The brokers (id, `host:port`) that answered the last scan's probe: whom the probe asks
-    /// for the metadata when librdkafka is slow (`hedged_metadata`).
+    /// for the metadata, observers last (`read_order`).
     answered: Vec<(i32, String)>,
+    /// The ObserverSet's observers: read only when no other broker answered, their metadata
+    /// may lag behind the remote zone's link (`read_order`).
+    observers: BTreeSet<i32>,
 }
 
 impl KafkaWatcher {
@@ -86,7 +90,18 @@ impl KafkaWatcher {
             min_isr: HashMap::new(),
             min_isr_read_at: None,
             answered: Vec::new(),
+            observers: BTreeSet::new(),
         })
+    }
+
+    /// The observers of the ObserverSet this watcher serves (`read_order`); set before each scan.
+    pub fn set_observers(&mut self, observers: impl IntoIterator<Item = i32>) {
+        self.observers = observers.into_iter().collect();
+    }
+
+    /// The registered brokers in the order to send them a request any broker can serve.
+    fn ask_order(&self, md: &Metadata) -> Vec<(i32, String)> {
+        read_order::ask_order(&md.brokers, &self.answered, &self.observers)
     }
 
     /// Reorders partitions' replicas (same brokers, no data moved) through any registered
@@ -97,7 +112,7 @@ impl KafkaWatcher {
     ) -> Result<Vec<ReorderOutcome>, ReassignmentError> {
         let probe = self.probe.as_ref().ok_or(ReassignmentError::NoProbe)?;
         let md = self.metadata(self.options.request_timeout).await?;
-        reassignment::reorder(probe, &md.brokers, orders).await
+        reassignment::reorder(probe, &self.ask_order(&md), orders).await
     }
 
     /// Runs a `kind` leader election for `partitions` through any registered broker; Kafka
@@ -110,7 +125,7 @@ impl KafkaWatcher {
     ) -> Result<Vec<ElectionOutcome>, ElectionError> {
         let probe = self.probe.as_ref().ok_or(ElectionError::NoProbe)?;
         let md = self.metadata(self.options.request_timeout).await?;
-        election::elect(probe, &md.brokers, kind, partitions, timeout).await
+        election::elect(probe, &self.ask_order(&md), kind, partitions, timeout).await
     }
 
     /// Each KRaft voter and whether the quorum still hears from it (`quorum`), asked through
@@ -121,8 +136,8 @@ impl KafkaWatcher {
     ) -> Result<BTreeMap<i32, bool>, QuorumError> {
         let probe = self.probe.as_ref().ok_or(QuorumError::NoProbe)?;
         let md = self.metadata(self.options.request_timeout).await?;
-        let alive: BTreeMap<i32, String> = md
-            .brokers
+        let alive: Vec<(i32, String)> = self
+            .ask_order(&md)
             .into_iter()
             .filter(|(id, _)| brokers.contains(id))
             .collect();
@@ -180,15 +195,59 @@ impl KafkaWatcher {
         assemble(started, &md, &self.min_isr, &offsets)
     }
 
-    /// The metadata: librdkafka's, or, when that has not come within [`HEDGE_AFTER`], the first
-    /// answer the probe gets from brokers that answered the last scan (`hedged_metadata`).
+    /// The metadata a decision is made on. Once a scan has answered: the first answer of the
+    /// brokers that answered it, observers last (`read_order`), with librdkafka's read as the
+    /// hedge after [`HEDGE_AFTER`]. Before: [`Self::librdkafka_first`].
     async fn metadata(&self, timeout: Duration) -> Result<Metadata, KafkaError> {
+        let sources = read_order::metadata_sources(&self.answered, &self.observers);
+        let Some(probe) = self.probe.as_ref().filter(|_| !sources.is_empty()) else {
+            return self.librdkafka_first(timeout).await;
+        };
+        let from_sources = async {
+            let answer =
+                tokio::time::timeout(timeout, hedged_metadata::first_answer(probe, &sources))
+                    .await
+                    .map_err(|_| {
+                        KafkaError::Metadata(format!("no broker answered within {timeout:?}"))
+                    })?;
+            match answer {
+                Some(Ok(md)) => Ok(md),
+                Some(Err(e)) => Err(KafkaError::Metadata(e.to_string())),
+                None => Err(KafkaError::Metadata("no broker to ask".to_string())),
+            }
+        };
+        hedge(from_sources, HEDGE_AFTER, || async {
+            match read_metadata(&self.admin, timeout).await {
+                Ok(md) => {
+                    tracing::debug!(
+                        "metadata from librdkafka: the brokers that answered the last scan had not within {HEDGE_AFTER:?}"
+                    );
+                    Some(md)
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "librdkafka's metadata request failed too");
+                    None
+                }
+            }
+        })
+        .await
+    }
+
+    /// librdkafka's metadata (one request on a connection it keeps), or, when that has not
+    /// come within [`HEDGE_AFTER`], the first answer the probe gets from the brokers that
+    /// answered the last scan (observers last; the bootstrap servers before any did). For the
+    /// glances between scans, ten a second: they only start a scan early, never decide, so a
+    /// lagging broker's answer costs at most a scan interval there.
+    async fn librdkafka_first(&self, timeout: Duration) -> Result<Metadata, KafkaError> {
         let librdkafka = read_metadata(&self.admin, timeout);
         let Some(probe) = &self.probe else {
             return librdkafka.await;
         };
         hedge(librdkafka, HEDGE_AFTER, || async {
-            let ask = hedged_metadata::candidates(&self.answered, &self.bootstrap);
+            let mut ask = read_order::metadata_sources(&self.answered, &self.observers);
+            if ask.is_empty() {
+                ask = hedged_metadata::bootstrap_candidates(&self.bootstrap);
+            }
             match hedged_metadata::first_answer(probe, &ask).await? {
                 Ok(md) => {
                     tracing::debug!(
@@ -235,7 +294,7 @@ impl KafkaWatcher {
     /// engine decides only on full scans.
     pub async fn glance(&self) -> Result<ClusterSnapshot, KafkaError> {
         let started = Timestamp::now();
-        let md = self.metadata(self.options.request_timeout).await?;
+        let md = self.librdkafka_first(self.options.request_timeout).await?;
         let offsets = Offsets {
             reachable: md.brokers.keys().map(|&b| (b, true)).collect(),
             ..Offsets::default()
