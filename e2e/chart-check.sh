@@ -45,6 +45,7 @@ declare -A variants=(
   # Namespaces that exist on the bed, so the server-side dry run below can create the Roles.
   [secret-namespaces]="--set rbac.secretNamespaces={default,kube-public}"
   [no-secrets]="--set rbac.readSecrets=false"
+  [cluster-dns]="--set dnsConfig=null"
 )
 for v in "${!variants[@]}"; do
   # shellcheck disable=SC2086,SC2312 # variants[$v] is several words on purpose; message text only
@@ -65,6 +66,16 @@ if [[ -s "$work/monitoring.yaml" ]]; then
     bad "the default rendering has monitoring objects (they are opt-in)"
   fi
   ((fails > before)) || ok "monitoring objects only when asked for (ServiceMonitor, PrometheusRule, dashboard ConfigMap)"
+fi
+# The resolver options (values.yaml, dnsConfig: a lookup sent to a lost zone's CoreDNS gives up
+# after 1 s, not 5 s) reach the pod by default, and null leaves the cluster's.
+if [[ -s "$work/defaults.yaml" && -s "$work/cluster-dns.yaml" ]]; then
+  if grep -A2 '^      dnsConfig:$' "$work/defaults.yaml" | grep -q 'name: timeout' &&
+    grep -A1 'name: timeout' "$work/defaults.yaml" | grep -q 'value: "1"'; then
+    ok "the default rendering sets the resolver's timeout to 1 s (dnsConfig)"
+  else bad "the default rendering has no dnsConfig with timeout 1"; fi
+  if grep -q 'dnsConfig:' "$work/cluster-dns.yaml"; then bad "dnsConfig=null still renders a dnsConfig"
+  else ok "dnsConfig=null leaves the cluster's resolver options"; fi
 fi
 if [[ -s "$work/local-image.yaml" ]]; then
   grep -q 'image: kafka-observer-operator:dev$' "$work/local-image.yaml" && grep -q 'imagePullPolicy: Never$' "$work/local-image.yaml" &&

@@ -21,6 +21,7 @@ mod scan;
 mod secure_probe_tests;
 mod secure_stream;
 pub mod security;
+mod topic_configs;
 mod watcher;
 
 use thiserror::Error;

@@ -63,8 +63,8 @@ pub enum ProbeError {
     TooLarge { broker: i32, size: i64 },
 }
 
-/// How long a broker may take to accept the probe's connection, unless the whole request's
-/// timeout is shorter. A live broker accepts within milliseconds, even across zones; a stopped
+/// How long a broker may take to accept the probe's connection (its name already resolved),
+/// unless the whole request's timeout is shorter. A live broker accepts within milliseconds, even across zones; a stopped
 /// pod's address usually drops the SYN instead of refusing it, and until the controller fences
 /// that broker (`broker.session.timeout.ms`) every scan would otherwise wait the full request
 /// timeout for it, delaying the first sight of the under-min-ISR state the fencing causes.
@@ -189,7 +189,16 @@ impl OffsetProbe {
         connect_timeout: Duration,
         correlation: i32,
     ) -> Result<Box<dyn Stream>, ProbeError> {
-        let connected = tokio::time::timeout(connect_timeout, TcpStream::connect(address)).await;
+        // The name is resolved outside the connect timeout, within the exchange's: a lookup
+        // that kube-proxy sent to a lost zone's CoreDNS waits out the resolver's timeout (1 s
+        // with the chart's dnsConfig) and retries, once per search domain, while a broker's
+        // SYN is answered in milliseconds. A pod IP (what brokers advertise) needs no lookup.
+        let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(address)
+            .await
+            .map_err(|source| self.io_error(broker, address, source))?
+            .collect();
+        let connected =
+            tokio::time::timeout(connect_timeout, TcpStream::connect(resolved.as_slice())).await;
         self.record_connect(broker, connected.is_ok());
         let tcp = connected
             .map_err(|_| ProbeError::ConnectTimeout {

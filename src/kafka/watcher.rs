@@ -18,6 +18,7 @@ use super::reassignment::{self, ReassignmentError, ReorderOutcome};
 use super::scan::{
     read_metadata, read_min_isr, read_offsets, Admin, MetaPartition, Metadata, Offsets,
 };
+use super::topic_configs;
 use super::KafkaError;
 use crate::promotion::{BrokerState, ClusterSnapshot, PartitionState, SourceHealth};
 
@@ -310,6 +311,23 @@ impl KafkaWatcher {
             .is_none_or(|t| t.elapsed() >= self.options.config_refresh);
         if !due && topics.iter().all(|t| self.min_isr.contains_key(t)) {
             return;
+        }
+        if let Some(probe) = &self.probe {
+            let ask = self.ask_order(md);
+            let read = topic_configs::read_min_isr(probe, &ask, &topics);
+            match tokio::time::timeout(self.options.request_timeout, read).await {
+                Ok(Ok(min_isr)) => {
+                    self.min_isr = min_isr;
+                    self.min_isr_read_at = Some(Instant::now());
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "DescribeConfigs on the probe failed; asking librdkafka")
+                }
+                Err(_) => {
+                    tracing::debug!("DescribeConfigs on the probe timed out; asking librdkafka")
+                }
+            }
         }
         let any_broker = md.brokers.keys().next().copied();
         self.min_isr = read_min_isr(
