@@ -149,6 +149,12 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         namespace = args.namespace.as_deref().unwrap_or("<all>"),
         "operator started"
     );
+    // Leading or not: a replica that takes over must not wait on the cluster DNS.
+    tokio::spawn(automation::standby::keep_names_resolved(
+        client.clone(),
+        args.namespace.clone(),
+        shutdown.clone(),
+    ));
 
     leader::while_leader(leadership, shutdown.clone(), SHUTDOWN_GRACE, || {
         let (client, ctx, metrics, shutdown, namespace) = (

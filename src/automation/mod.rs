@@ -16,6 +16,7 @@ pub mod kafka_health;
 pub mod observer_health;
 pub mod partitions;
 mod schedule;
+pub mod standby;
 mod status;
 mod task;
 

@@ -11,6 +11,7 @@ mod connection;
 mod election;
 mod hedged_metadata;
 mod list_offsets;
+pub mod name_cache;
 mod offset_probe;
 mod probe_exchange;
 pub mod quorum;

@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 use super::list_offsets::{
     decode_response, encode_request, DecodeError, OffsetKind, PartitionOffset,
 };
+use super::name_cache;
 use super::secure_stream::{
     authenticate, host_of, tls_cause, tls_connect, tls_failure, AuthenticateError, SaslError,
     Stream, TlsConnectError, TlsFailure,
@@ -192,11 +193,11 @@ impl OffsetProbe {
         // The name is resolved outside the connect timeout, within the exchange's: a lookup
         // that kube-proxy sent to a lost zone's CoreDNS waits out the resolver's timeout (1 s
         // with the chart's dnsConfig) and retries, once per search domain, while a broker's
-        // SYN is answered in milliseconds. A pod IP (what brokers advertise) needs no lookup.
-        let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(address)
+        // SYN is answered in milliseconds (`name_cache`). A pod IP (what brokers advertise)
+        // needs no lookup.
+        let resolved = name_cache::resolve(address)
             .await
-            .map_err(|source| self.io_error(broker, address, source))?
-            .collect();
+            .map_err(|source| self.io_error(broker, address, source))?;
         let connected =
             tokio::time::timeout(connect_timeout, TcpStream::connect(resolved.as_slice())).await;
         self.record_connect(broker, connected.is_ok());
