@@ -61,6 +61,11 @@ pub mod reason {
 }
 
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a step waits for DescribeQuorum. A healthy quorum answers in milliseconds; while
+/// the active controller is lost, a broker may hold the forwarded request until its own
+/// controller timeout, and the step (so the next scan) could wait the probe's 2 s for each
+/// broker tried.
+const VOTERS_BUDGET: Duration = Duration::from_millis(500);
 
 /// Each partition's result of a per-partition Kafka request.
 type PartitionResults = Vec<(TopicPartition, Result<(), String>)>;
@@ -333,8 +338,9 @@ impl SetTask {
 
     /// Adds the KRaft voters the quorum still hears from to this scan's liveness view
     /// (DescribeQuorum through a broker the scan found alive). After the scan's decision, so
-    /// a broker that does not answer never delays a promotion; a failure leaves the
-    /// controllers unknown (never excused for Kafka's view).
+    /// a broker that does not answer never delays a promotion, and within [`VOTERS_BUDGET`], so
+    /// it does not delay the next scan either; a failure leaves the controllers unknown (never
+    /// excused for Kafka's view).
     async fn publish_voters(&self, snapshot: &ClusterSnapshot) {
         let Some((_, watcher)) = self.watcher.as_ref() else {
             return;
@@ -348,7 +354,13 @@ impl SetTask {
             .filter(|(_, b)| b.is_alive())
             .map(|(id, _)| *id)
             .collect();
-        match watcher.live_voters(&alive).await {
+        let Ok(asked) = tokio::time::timeout(VOTERS_BUDGET, watcher.live_voters(&alive)).await
+        else {
+            tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
+                "DescribeQuorum not answered within {VOTERS_BUDGET:?}: the controllers' liveness stays unknown");
+            return;
+        };
+        match asked {
             Ok(voters) => self.liveness.set_voters(&self.key, voters),
             Err(e) => {
                 tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset,
