@@ -193,11 +193,13 @@ active_controller() {
     2>>"${SCENARIO_DIR:-$drill_work}/quorum-tool.err")" || return 0
   sed -n 's/^LeaderId: *\([0-9]*\).*/\1/p' <<<"$status"
 }
-# current_active_controller: active_controller asked again until it answers (30 s): with the
+# current_active_controller: active_controller asked again until it answers (60 s): with the
 # node's CPU busy (make test runs S1-S10 beside the Rust tests, which start a cluster of their
-# own) one call's 2 s / 4 s timeouts can run out while the quorum is healthy. Nothing if none.
+# own) one call's 2 s / 4 s timeouts can run out while the quorum is healthy, and right after a
+# zone holding a controller came back every call failed for over 30 s once (two D20 back to
+# back, 2026-12-04: "Timed out waiting for a node assignment. Call: listNodes"). Nothing if none.
 current_active_controller() {
-  local id deadline=$((SECONDS + 30))
+  local id deadline=$((SECONDS + 60))
   while id="$(active_controller)"; [[ -z "$id" ]]; do
     ((SECONDS < deadline)) || return 0
     sleep 1
