@@ -83,23 +83,19 @@ stage "operator on the bed, chart's RBAC (operator.sh up)" bash e2e/testbed/oper
 # second cluster (namespace kafka-s, purged afterwards) beside the Rust tests, which use the bed's
 # kafka (and kafka-j): they share the node and the apiserver, nothing else. Each side's duration
 # is printed with the stages; the stage fails if either does.
-# Then, in the same lane, examples/kafka-two-observers/ (RF4, observers 4 and 5) and
+# Then, after both, examples/kafka-two-observers/ (RF4, observers 4 and 5) and
 # examples/kafka-combined/ (KRaft combined mode), one after the other, each a cluster of its own in
 # its own namespace (kafka-two, kafka-combined): applied, a promotion of 4 and back by the operator
-# the tests run (the chart's permissions), removed again. They stop no node and touch neither the
-# operator nor the apiserver; by then the tests that pause the operator (alphabetically first)
-# are done, and their waits outlast the restarts of the later ones.
+# the tests ran (the chart's permissions), removed again. Not beside the Rust tests: several of them
+# stop and restart that operator (support.rs, pause), and in the local .ci/run of 13faf4c the
+# examples, started early because S1-S10 ended early, promoted 4 while it was down for 84 s
+# (EXAMPLE two-observers FAIL "4 in the ISR after its promotion: not within 60s").
 kafka_suite_beside() {
-  local t=$SECONDS rc=0 ex
+  local t=$SECONDS rc=0
   KOO_KAFKA_NAMESPACE=kafka-s bash e2e/testbed/kafka.sh up || rc=$?
   [[ $rc != 0 ]] || KOO_KAFKA_NAMESPACE=kafka-s bash e2e/drills/kafka/run.sh || rc=$?
   KOO_KAFKA_NAMESPACE=kafka-s bash e2e/testbed/kafka.sh purge || true
   echo "== Kafka observer failure suite (S1-S10) on kafka-s: status $rc in $((SECONDS - t))s"
-  for ex in two-observers combined; do
-    t=$SECONDS
-    bash "e2e/example-$ex.sh" || rc=1
-    echo "== examples/kafka-$ex/ in $((SECONDS - t))s"
-  done
   return "$rc"
 }
 rust_tests_and_kafka_suite() {
@@ -107,12 +103,22 @@ rust_tests_and_kafka_suite() {
   kafka_suite_beside > "$KOO_TESTBED/kafka-suite.log" 2>&1 &
   suite=$!
   env KOO_JVM_ACK_TEST=1 cargo test --workspace --release --test '*' -- --test-threads=1 || rc=1
-  echo "== Rust integration tests: status $rc in $((SECONDS - t))s; the Kafka failure suite and the examples beside them:"
+  echo "== Rust integration tests: status $rc in $((SECONDS - t))s; the Kafka failure suite beside them:"
   wait "$suite" || rc=1
   cat "$KOO_TESTBED/kafka-suite.log"
   return "$rc"
 }
-stage "Rust integration tests; S1-S10, then the examples, beside them" rust_tests_and_kafka_suite
+examples() {
+  local t rc=0 ex
+  for ex in two-observers combined; do
+    t=$SECONDS
+    bash "e2e/example-$ex.sh" || rc=1
+    echo "== examples/kafka-$ex/ in $((SECONDS - t))s"
+  done
+  return "$rc"
+}
+stage "Rust integration tests, S1-S10 beside them" rust_tests_and_kafka_suite
+stage "examples/kafka-two-observers/ and kafka-combined/ (after the tests that restart the operator)" examples
 [[ -z "$kv_pid" ]] || stage "kafka-versions (run beside the stages above)" kafka_versions_result
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"

@@ -33,6 +33,7 @@ scenario_d19() {
   wait_sample "$SCENARIO_DIR/isr.log" "$t0" 'isr_none(4) && isr_min() == 2' 60 "the ISR 3,1 without 4" >/dev/null
   wait_ack 0 "$t0" 60 "records acknowledged before the drill" >/dev/null
   lists_4_everywhere || fail "the ConfigMaps do not list observer 4 at the start"
+  wait_cooldown_over
 
   log "== zone d slowed to $SLOW_RATE, $SLOW_BURST messages of $SLOW_PAD bytes to $burst"
   bash "$NODE_SH" slow d "$SLOW_RATE" >&2 || fail "node.sh slow d $SLOW_RATE failed"

@@ -120,6 +120,7 @@ zone_outage() {
   wait_sample "$SCENARIO_DIR/isr.log" "$t0" 'isr_none(4) && isr_min() == 2' 60 "every ISR two primaries, without 4" >/dev/null
   wait_ack 0 "$t0" 60 "records acknowledged before the drill" >/dev/null
   lists_4_everywhere || fail "the ConfigMaps do not list observer 4 at the start"
+  wait_cooldown_over
   log "precondition ok: $topic ($b:$o1:4,$o1:$o2:4,$o2:$b:4), zone $zone holds controller $c and broker $b"
   # Whether the lost zone holds the active controller shapes the timeline: the survivors first
   # elect a new one, which then gives every broker a fresh session before it fences the lost one.

@@ -25,6 +25,26 @@ OPERATOR_LABEL="app.kubernetes.io/name=kafka-observer-operator"
 # ---- the ObserverSet ----------------------------------------------------------------------------
 obs_get() { kubectl -n "$KAFKA_NS" get obs "${2:-$OBS}" -o jsonpath="$1" 2>/dev/null; }
 auto_promoted() { obs_get '{.status.autoPromotions[*].nodeId}'; }
+# wait_cooldown_over: waits until the ObserverSet's last automatic action (any broker's
+# status.engineState lastActionAt) is older than spec.promotion.cooldown, so that a drill's
+# outage is not held back by the cooldown of the drill before it (CI's D15 of 13faf4c started
+# 22 s after D12's demotion and its promotion waited 2.5 s for the cooldown). At most the
+# cooldown itself; fails if the ObserverSet cannot be read.
+wait_cooldown_over() {
+  local cooldown last age_ms
+  cooldown="$(obs_get '{.spec.promotion.cooldown}')" || fail "the ObserverSet cannot be read"
+  [[ "$cooldown" =~ ^([0-9]+)s$ ]] || fail "spec.promotion.cooldown '$cooldown' is not in whole seconds"
+  cooldown="${BASH_REMATCH[1]}"
+  last="$(obs_get '{.status.engineState.brokers[*].lastActionAt}')" || fail "the ObserverSet cannot be read"
+  [[ -n "$last" ]] || return 0
+  last="$(tr ' ' '\n' <<<"$last" | sort | tail -n1)"
+  last="$(date -d "$last" +%s%3N)" || fail "lastActionAt '$last' is not a timestamp"
+  age_ms=$(($(now_ms) - last))
+  if ((age_ms < cooldown * 1000)); then
+    log "waiting $(((cooldown * 1000 - age_ms) / 1000 + 1)) s for the cooldown of the last automatic action"
+    sleep "$(((cooldown * 1000 - age_ms) / 1000 + 1))"
+  fi
+}
 # no_auto_promotion: the ObserverSet was read and lists no automatic promotion (a failed read is
 # not "none": `[[ -z "$(auto_promoted)" ]]` would take it for one).
 no_auto_promotion() { local a; a="$(auto_promoted)" && [[ -z "$a" ]]; }
