@@ -218,18 +218,7 @@ impl KafkaWatcher {
             }
         };
         hedge(from_sources, HEDGE_AFTER, || async {
-            match read_metadata(&self.admin, timeout).await {
-                Ok(md) => {
-                    tracing::debug!(
-                        "metadata from librdkafka: the brokers that answered the last scan had not within {HEDGE_AFTER:?}"
-                    );
-                    Some(md)
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "librdkafka's metadata request failed too");
-                    None
-                }
-            }
+            backup_answer(read_metadata(&self.admin, timeout).await, "librdkafka")
         })
         .await
     }
@@ -249,18 +238,10 @@ impl KafkaWatcher {
             if ask.is_empty() {
                 ask = hedged_metadata::bootstrap_candidates(&self.bootstrap);
             }
-            match hedged_metadata::first_answer(probe, &ask).await? {
-                Ok(md) => {
-                    tracing::debug!(
-                        "metadata from the probe: librdkafka had not answered within {HEDGE_AFTER:?}"
-                    );
-                    Some(md)
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "the probe's metadata request failed too");
-                    None
-                }
-            }
+            backup_answer(
+                hedged_metadata::first_answer(probe, &ask).await?,
+                "the probe",
+            )
         })
         .await
     }
@@ -357,6 +338,26 @@ impl KafkaWatcher {
             if publish.send(Some(Arc::new(snapshot))).is_err() {
                 return;
             }
+        }
+    }
+}
+
+/// The hedge's own answer, logged: `from` answered after the first read had not within
+/// [`HEDGE_AFTER`], or failed too.
+fn backup_answer<E: std::fmt::Display>(
+    answer: Result<Metadata, E>,
+    from: &str,
+) -> Option<Metadata> {
+    match answer {
+        Ok(md) => {
+            tracing::debug!(
+                "metadata from {from}: the first read had not answered within {HEDGE_AFTER:?}"
+            );
+            Some(md)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "the metadata request of {from} failed too");
+            None
         }
     }
 }
