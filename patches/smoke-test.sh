@@ -224,6 +224,33 @@ echo 3 > "$dir/observers-controller.ids"
 echo 3 > "$dir/observers-broker.ids"
 check "demoted broker 3 leaves the ISR" wait_for 30 isr_is smoke "1,2"
 
+# ISR join without a fetch: the leader re-checks its partitions' ISR the moment the set changes,
+# from the promoted replica's last fetch (caught up: nothing was written since). Broker 3's JVM is
+# stopped through the promotion (no fetch, no heartbeat; the controller would fence it only after
+# broker.session.timeout.ms, 6 s), so a join can only come from that re-check: the vanilla path
+# waits for 3's next fetch, which never comes while it is stopped.
+# shellcheck disable=SC2312 # a failed read gives an empty leader, refused just below
+smoke_leader="$(leader_of smoke)"
+[[ "$smoke_leader" =~ ^[12]$ ]] || { say "FAIL no primary leads smoke before the stopped-follower promotion"; failures=$((failures + 1)); }
+joins_while_stopped() { # ISR updates of smoke-0 on its leader that put 3 in, after line $1 of its log
+  tail -n "+$(($1 + 1))" "$dir/$smoke_leader.log" |
+    grep -cE "Partition smoke-0 broker=$smoke_leader\] ISR updated to ([0-9]+,)*3([, ]|$)"
+}
+log_lines="$(wc -l < "$dir/$smoke_leader.log")"
+# shellcheck disable=SC2312 # an unreadable pid file gives kill '', which fails by itself
+kill -STOP "$(cat "$dir/3.pid")"
+echo "" > "$dir/observers-controller.ids"
+check "the controller loads the promotion while 3 is stopped" wait_for 5 reports "$controller" "$dir/observers-controller.ids"
+echo "" > "$dir/observers-broker.ids"
+# shellcheck disable=SC2312 # grep -c prints 0 on no match; an unreadable log compares unequal
+check "promoted broker 3 joins the ISR with its JVM stopped (no fetch needed)" \
+  wait_for 4 eval '[[ "$(joins_while_stopped "$log_lines")" -ge 1 ]]'
+# shellcheck disable=SC2312 # an unreadable pid file gives kill '', which fails by itself
+kill -CONT "$(cat "$dir/3.pid")"
+echo 3 > "$dir/observers-controller.ids"
+echo 3 > "$dir/observers-broker.ids"
+check "demoted again, broker 3 leaves the ISR" wait_for 30 isr_is smoke "1,2"
+
 # Election: with both primaries gone the observer must not lead (Leader: none).
 # shellcheck disable=SC2312 # an unreadable pid file gives kill '', which fails by itself
 kill -9 "$(cat "$dir/1.pid")"; rm -f "$dir/1.pid"

@@ -122,6 +122,8 @@ public final class ObserverIds {
     /** Reads the watcher triggered. */
     private final AtomicLong watchReads = new AtomicLong();
     private final WatchOpener watchOpener;
+    /** Told after every change of the set (the partitions' ISR re-check). */
+    private final ObserverSetListeners listeners;
     private volatile Snapshot snapshot;
     private volatile boolean watching;
     private Thread refresher;
@@ -154,7 +156,13 @@ public final class ObserverIds {
 
     ObserverIds(Path path, String fallback, long ttlMs, LongSupplier nanoClock, Path loadedFile,
                 WatchOpener watchOpener) {
+        this(path, fallback, ttlMs, nanoClock, loadedFile, watchOpener, ObserverSetListeners.DEFAULT);
+    }
+
+    ObserverIds(Path path, String fallback, long ttlMs, LongSupplier nanoClock, Path loadedFile,
+                WatchOpener watchOpener, ObserverSetListeners listeners) {
         this.path = path;
+        this.listeners = listeners;
         this.watchOpener = watchOpener;
         this.fallback = fallback;
         this.ttlNs = TimeUnit.MILLISECONDS.toNanos(ttlMs);
@@ -515,6 +523,10 @@ public final class ObserverIds {
         snapshot = next;
         // After the snapshot is published: the report never runs ahead of what callers use.
         report(next);
+        if (!initial && !next.ids.equals(previous.ids)) {
+            // Also after the publish: a partition's ISR re-check must see the new set.
+            listeners.changed();
+        }
         if (initial || !next.ids.equals(previous.ids) || !next.source.equals(previous.source)) {
             LOG.info("observer ids {}: before={} after={} added={} removed={} source={}",
                 initial ? "loaded" : "changed",
