@@ -128,8 +128,13 @@ async fn wait<T>(
     }
 }
 
-/// Nearest-rank percentile (q in 0..=1) of a non-empty sample; NaN (a step not seen) sorts last.
-fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
+/// Nearest-rank percentile (q in 0..=1) over the runs that saw the step (a mark the watches
+/// missed is NaN and left out); NaN when no run saw it.
+fn percentile(v: Vec<f64>, q: f64) -> f64 {
+    let mut v: Vec<f64> = v.into_iter().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
     v.sort_by(|a, b| a.total_cmp(b));
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]

@@ -3,6 +3,7 @@ package io.kafkaobserver.patch;
 import java.lang.ref.WeakReference;
 import java.util.Iterator;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -102,6 +103,7 @@ public final class ObserverSetListeners {
 
     /** One round: every live action once, in registration order; dead entries are dropped. */
     void runRound() {
+        long started = System.nanoTime();
         int ran = 0;
         for (Iterator<Entry<?>> it = entries.iterator(); it.hasNext(); ) {
             Entry<?> e = it.next();
@@ -119,7 +121,9 @@ public final class ObserverSetListeners {
             }
         }
         rounds.incrementAndGet();
-        LOG.debug("observer set listeners: round {} ran {} actions", rounds.get(), ran);
+        // One line per change of the set (rare): when the partitions re-checked their ISR.
+        LOG.info("observer set changed: {} partitions re-checked their ISR in {} ms (round {})",
+            ran, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), rounds.get());
     }
 
     /** Rounds completed (tests, diagnostics). */
