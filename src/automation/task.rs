@@ -208,6 +208,7 @@ impl SetTask {
             };
             let now = promotion::triggered(&snapshot, config, history);
             let new = now.difference(seen_triggers).next();
+            tracing::trace!(namespace = %labels.namespace, observerset = %labels.observerset, triggered = now.len(), partitions = snapshot.partitions.len(), brokers = snapshot.brokers.len(), "glanced");
             if let Some(new) = new {
                 tracing::debug!(namespace = %labels.namespace, observerset = %labels.observerset, partition = %new, "a glance at the metadata shows a new trigger: scanning now");
             }

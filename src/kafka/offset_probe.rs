@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -73,8 +73,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The connect timeout for a broker whose last connection attempt timed out: it is most likely
 /// stopped, and until the controller fences it each scan would wait the full connect timeout for
-/// it. Every [`FULL_RETRY_EVERY`]th consecutive attempt gets the full timeout again, so a live
-/// broker that is merely far away (a remote zone) is not locked out by one slow connect.
+/// it. Every [`FULL_RETRY_EVERY`]th consecutive attempt also starts, beside it, a bare TCP
+/// connect with the full timeout, so a live broker that is merely far away (a remote zone) is not
+/// locked out by one slow connect: once that check connects in time, the broker is no suspect.
+/// The check runs off the caller's path: it once held the scan that first saw a stopped broker
+/// fenced (under min ISR) for the full 500 ms (`make bench-promotion`, 2026-12-04).
 pub const SUSPECT_CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 pub const FULL_RETRY_EVERY: u32 = 5;
 
@@ -86,8 +89,9 @@ pub struct OffsetProbe {
     timeout: Duration,
     connect_timeout: Duration,
     next_correlation: AtomicI32,
-    /// Consecutive connect timeouts per broker (absent: the last attempt connected).
-    connect_failures: Mutex<HashMap<i32, u32>>,
+    /// Consecutive connect timeouts per broker (absent: the last attempt connected); shared
+    /// with the background checks of suspects.
+    connect_failures: Arc<Mutex<HashMap<i32, u32>>>,
 }
 
 impl OffsetProbe {
@@ -98,7 +102,7 @@ impl OffsetProbe {
             timeout,
             connect_timeout: timeout.min(DEFAULT_CONNECT_TIMEOUT),
             next_correlation: AtomicI32::new(1),
-            connect_failures: Mutex::default(),
+            connect_failures: Arc::default(),
         }
     }
 
@@ -115,12 +119,33 @@ impl OffsetProbe {
     }
 
     fn connect_timeout_for(&self, broker: i32) -> Duration {
-        let failures = self.failures().get(&broker).copied().unwrap_or(0);
-        if failures > 0 && failures % FULL_RETRY_EVERY != 0 {
+        if self.failures().get(&broker).copied().unwrap_or(0) > 0 {
             SUSPECT_CONNECT_TIMEOUT.min(self.connect_timeout)
         } else {
             self.connect_timeout
         }
+    }
+
+    /// Whether this attempt at a suspect broker is the one that also checks it with the full
+    /// connect timeout, in the background.
+    fn full_check_due(&self, broker: i32) -> bool {
+        let failures = self.failures().get(&broker).copied().unwrap_or(0);
+        failures > 0 && failures % FULL_RETRY_EVERY == 0
+    }
+
+    /// A bare TCP connect to a suspect broker with the full connect timeout, off the caller's
+    /// path; connecting in time clears the suspicion for the next attempt.
+    fn check_in_background(&self, broker: i32, addresses: Vec<std::net::SocketAddr>) {
+        let (failures, full) = (Arc::clone(&self.connect_failures), self.connect_timeout);
+        tokio::spawn(async move {
+            let connect = TcpStream::connect(addresses.as_slice());
+            if let Ok(Ok(_)) = tokio::time::timeout(full, connect).await {
+                failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&broker);
+            }
+        });
     }
 
     fn record_connect(&self, broker: i32, in_time: bool) {
@@ -198,6 +223,9 @@ impl OffsetProbe {
         let resolved = name_cache::resolve(address)
             .await
             .map_err(|source| self.io_error(broker, address, source))?;
+        if self.full_check_due(broker) {
+            self.check_in_background(broker, resolved.clone());
+        }
         let connected =
             tokio::time::timeout(connect_timeout, TcpStream::connect(resolved.as_slice())).await;
         self.record_connect(broker, connected.is_ok());
@@ -378,11 +406,34 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(timeouts, [300, 100, 100, 100, 100, 300]);
+        // The fifth suspect attempt checks with the full timeout in the background: still 100.
+        assert_eq!(timeouts, [300, 100, 100, 100, 100, 100]);
         // Another broker is no suspect, and a connection in time clears the suspicion.
         assert_eq!(probe.connect_timeout_for(2), Duration::from_millis(300));
         probe.record_connect(1, true);
         assert_eq!(probe.connect_timeout_for(1), Duration::from_millis(300));
+    }
+
+    #[tokio::test]
+    async fn the_background_check_clears_a_suspect_that_accepts() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let probe = OffsetProbe::new("t", Duration::from_secs(2));
+        for _ in 0..FULL_RETRY_EVERY {
+            probe.record_connect(7, false);
+        }
+        assert!(probe.full_check_due(7));
+        assert_eq!(probe.connect_timeout_for(7), SUSPECT_CONNECT_TIMEOUT);
+        probe.check_in_background(7, vec![address]);
+        let cleared = async {
+            while probe.connect_timeout_for(7) == SUSPECT_CONNECT_TIMEOUT {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), cleared)
+            .await
+            .expect("a broker that accepts is no suspect after the background check");
+        assert_eq!(probe.connect_timeout_for(7), Duration::from_millis(500));
     }
 
     #[tokio::test]
