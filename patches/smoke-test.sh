@@ -236,6 +236,7 @@ joins_while_stopped() { # ISR updates of smoke-0 on its leader that put 3 in, af
   tail -n "+$(($1 + 1))" "$dir/$smoke_leader.log" |
     grep -cE "Partition smoke-0 broker=$smoke_leader\] ISR updated to ([0-9]+,)*3([, ]|$)"
 }
+# shellcheck disable=SC2034 # used inside the eval of the check below
 log_lines="$(wc -l < "$dir/$smoke_leader.log")"
 # shellcheck disable=SC2312 # an unreadable pid file gives kill '', which fails by itself
 kill -STOP "$(cat "$dir/3.pid")"
