@@ -40,7 +40,10 @@ where
         let new_trigger = glance().await;
         *glance_cost = started.elapsed();
         if *glance_cost > GLANCE_PERIOD / 10 {
-            tracing::debug!(glance_ms = glance_cost.as_millis() as u64, "a slow glance spaces the next ones");
+            tracing::debug!(
+                glance_ms = glance_cost.as_millis() as u64,
+                "a slow glance spaces the next ones"
+            );
         }
         if new_trigger {
             return true;
