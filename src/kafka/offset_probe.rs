@@ -94,6 +94,14 @@ pub struct OffsetProbe {
     connect_failures: Arc<Mutex<HashMap<i32, u32>>>,
 }
 
+/// The per-broker connect-failure counts; a panic while holding this lock leaves a plain
+/// counter map behind: still usable.
+fn lock_failures(
+    failures: &Mutex<HashMap<i32, u32>>,
+) -> std::sync::MutexGuard<'_, HashMap<i32, u32>> {
+    failures.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl OffsetProbe {
     pub fn new(client_id: impl Into<String>, timeout: Duration) -> Self {
         OffsetProbe {
@@ -140,10 +148,7 @@ impl OffsetProbe {
         tokio::spawn(async move {
             let connect = TcpStream::connect(addresses.as_slice());
             if let Ok(Ok(_)) = tokio::time::timeout(full, connect).await {
-                failures
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&broker);
+                lock_failures(&failures).remove(&broker);
             }
         });
     }
@@ -158,10 +163,7 @@ impl OffsetProbe {
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<i32, u32>> {
-        // A panic while holding this lock leaves a plain counter map behind: still usable.
-        self.connect_failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        lock_failures(&self.connect_failures)
     }
 
     /// Offsets of `partitions` (grouped by topic) as broker `broker` at `address` sees them.

@@ -523,11 +523,12 @@ public final class ObserverIds {
         snapshot = next;
         // After the snapshot is published: the report never runs ahead of what callers use.
         report(next);
-        if (!initial && !next.ids.equals(previous.ids)) {
+        boolean setChanged = !next.ids.equals(previous.ids);
+        if (!initial && setChanged) {
             // Also after the publish: a partition's ISR re-check must see the new set.
             listeners.changed();
         }
-        if (initial || !next.ids.equals(previous.ids) || !next.source.equals(previous.source)) {
+        if (initial || setChanged || !next.source.equals(previous.source)) {
             LOG.info("observer ids {}: before={} after={} added={} removed={} source={}",
                 initial ? "loaded" : "changed",
                 ObserverIdsFormat.render(previous.ids), ObserverIdsFormat.render(next.ids),

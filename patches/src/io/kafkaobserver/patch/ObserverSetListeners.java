@@ -115,8 +115,9 @@ public final class ObserverSetListeners {
                 ran++;
             } catch (RuntimeException | LinkageError err) {
                 // One partition's failure must not keep the others from their ISR check.
-                if (failures.incrementAndGet() == 1 || failures.get() % 1000 == 0) {
-                    LOG.warn("observer set listeners: an action failed ({} failures so far)", failures.get(), err);
+                long failed = failures.incrementAndGet();
+                if (failed == 1 || failed % 1000 == 0) {
+                    LOG.warn("observer set listeners: an action failed ({} failures so far)", failed, err);
                 }
             }
         }
