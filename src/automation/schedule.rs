@@ -16,9 +16,26 @@ pub const GLANCE_PERIOD: Duration = Duration::from_millis(100);
 /// The wait after a failed step before the next one.
 pub const AFTER_ERROR: Duration = Duration::from_secs(5);
 
+/// What one glance found, and what it cost the cluster when the glance knows better than its
+/// duration (a wait on a broker that did not answer costs nobody anything: `kafka::glance_route`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Glanced {
+    pub new_trigger: bool,
+    /// `None`: the glance's duration.
+    pub cost: Option<Duration>,
+}
+
+impl Glanced {
+    /// Nothing new, at the cost of the glance's duration (a failed glance, or none to make).
+    pub const NOTHING: Glanced = Glanced {
+        new_trigger: false,
+        cost: None,
+    };
+}
+
 /// Sleeps until `scan_at`. While `glancing`, it calls `glance` every [`GLANCE_PERIOD`] (or ten
-/// times the last glance's duration, kept in `glance_cost`) on the way, and returns early when
-/// a glance answers true (a new trigger). Returns whether it ended early.
+/// times the last glance's cost, kept in `glance_cost`) on the way, and returns early when a
+/// glance finds a new trigger. Returns whether it ended early.
 pub async fn wait_for_scan<G, F>(
     scan_at: Instant,
     glancing: bool,
@@ -27,7 +44,7 @@ pub async fn wait_for_scan<G, F>(
 ) -> bool
 where
     G: FnMut() -> F,
-    F: Future<Output = bool>,
+    F: Future<Output = Glanced>,
 {
     loop {
         let wake = Instant::now() + GLANCE_PERIOD.max(*glance_cost * 10);
@@ -37,15 +54,15 @@ where
         }
         tokio::time::sleep_until(wake).await;
         let started = Instant::now();
-        let new_trigger = glance().await;
-        *glance_cost = started.elapsed();
+        let glanced = glance().await;
+        *glance_cost = glanced.cost.unwrap_or_else(|| started.elapsed());
         if *glance_cost > GLANCE_PERIOD / 10 {
             tracing::debug!(
                 glance_ms = glance_cost.as_millis() as u64,
                 "a slow glance spaces the next ones"
             );
         }
-        if new_trigger {
+        if glanced.new_trigger {
             return true;
         }
     }
@@ -58,6 +75,13 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    fn found(new_trigger: bool) -> Glanced {
+        Glanced {
+            new_trigger,
+            cost: None,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn without_glancing_it_sleeps_to_the_scan_and_never_glances() {
         let start = Instant::now();
@@ -65,7 +89,7 @@ mod tests {
         let mut cost = Duration::ZERO;
         let early = wait_for_scan(start + 1000 * MS, false, &mut cost, || async {
             glances.set(glances.get() + 1);
-            true
+            found(true)
         })
         .await;
         assert!(!early);
@@ -80,7 +104,7 @@ mod tests {
         let mut cost = Duration::ZERO;
         let early = wait_for_scan(start + 1000 * MS, true, &mut cost, || {
             at.borrow_mut().push(start.elapsed());
-            async { false }
+            async { Glanced::NOTHING }
         })
         .await;
         assert!(!early);
@@ -101,7 +125,7 @@ mod tests {
         let early = wait_for_scan(start + 5000 * MS, true, &mut cost, || {
             glances.set(glances.get() + 1);
             let n = glances.get();
-            async move { n == 3 }
+            async move { found(n == 3) }
         })
         .await;
         assert!(early);
@@ -117,7 +141,7 @@ mod tests {
             at.borrow_mut().push(start.elapsed());
             async {
                 tokio::time::sleep(50 * MS).await;
-                false
+                Glanced::NOTHING
             }
         })
         .await;
@@ -126,5 +150,27 @@ mod tests {
         assert_eq!(*at.borrow(), vec![100 * MS, 650 * MS, 1200 * MS, 1750 * MS]);
         assert_eq!(cost, 50 * MS);
         assert_eq!(start.elapsed(), 2000 * MS);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_glance_that_waited_on_a_silent_broker_is_spaced_by_its_cost_not_its_wait() {
+        let start = Instant::now();
+        let at = std::cell::RefCell::new(Vec::new());
+        let mut cost = Duration::ZERO;
+        wait_for_scan(start + 1000 * MS, true, &mut cost, || {
+            at.borrow_mut().push(start.elapsed());
+            async {
+                // 300 ms waiting for the hedge, 5 ms of work.
+                tokio::time::sleep(305 * MS).await;
+                Glanced {
+                    new_trigger: false,
+                    cost: Some(5 * MS),
+                }
+            }
+        })
+        .await;
+        // 100, then 100 ms after each 305 ms glance: 505, 910; the next (1315) is after the scan.
+        assert_eq!(*at.borrow(), vec![100 * MS, 505 * MS, 910 * MS]);
+        assert_eq!(cost, 5 * MS);
     }
 }

@@ -20,7 +20,7 @@ use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
 use super::kafka_health;
 use super::observer_health;
 use super::partitions;
-use super::schedule;
+use super::schedule::{self, Glanced};
 use super::status;
 use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
@@ -200,19 +200,22 @@ impl SetTask {
             let (Some((_, watcher)), Some(config), Some(history)) =
                 (watcher.as_ref(), glance_config.as_ref(), history.as_ref())
             else {
-                return false;
+                return Glanced::NOTHING;
             };
             // A failed glance changes nothing: the next scan reports what is wrong.
-            let Ok(snapshot) = watcher.glance().await else {
-                return false;
+            let Ok((snapshot, cost)) = watcher.glance().await else {
+                return Glanced::NOTHING;
             };
             let now = promotion::triggered(&snapshot, config, history);
             let new = now.difference(seen_triggers).next();
-            tracing::trace!(namespace = %labels.namespace, observerset = %labels.observerset, triggered = now.len(), partitions = snapshot.partitions.len(), brokers = snapshot.brokers.len(), "glanced");
+            tracing::trace!(namespace = %labels.namespace, observerset = %labels.observerset, triggered = now.len(), partitions = snapshot.partitions.len(), brokers = snapshot.brokers.len(), cost_ms = cost.as_millis() as u64, "glanced");
             if let Some(new) = new {
                 tracing::debug!(namespace = %labels.namespace, observerset = %labels.observerset, partition = %new, "a glance at the metadata shows a new trigger: scanning now");
             }
-            new.is_some()
+            Glanced {
+                new_trigger: new.is_some(),
+                cost: Some(cost),
+            }
         })
         .await;
     }

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
 use super::election::{self, ElectionError, ElectionKind, ElectionOutcome};
+use super::glance_route::{GlanceRoute, Route};
 use super::hedged_metadata::{self, hedge, HEDGE_AFTER};
 use super::offset_probe::{OffsetProbe, ProbeError, DEFAULT_CONNECT_TIMEOUT};
 use super::quorum::{self, QuorumError};
@@ -71,6 +72,8 @@ pub struct KafkaWatcher {
     /// The ObserverSet's observers: read only when no other broker answered, their metadata
     /// may lag behind the remote zone's link (`read_order`).
     observers: BTreeSet<i32>,
+    /// Whom the glances between scans ask first (`glance_route`).
+    glance_route: std::sync::Mutex<GlanceRoute>,
 }
 
 impl KafkaWatcher {
@@ -92,6 +95,7 @@ impl KafkaWatcher {
             min_isr_read_at: None,
             answered: Vec::new(),
             observers: BTreeSet::new(),
+            glance_route: std::sync::Mutex::default(),
         })
     }
 
@@ -273,15 +277,28 @@ impl KafkaWatcher {
     /// A glance between scans: the metadata alone (one request; no configs, no offsets), with
     /// the last known `min.insync.replicas`, every registered broker taken as reachable and
     /// every offset unknown. Good for noticing that the ISR changed, never for deciding: the
-    /// engine decides only on full scans.
-    pub async fn glance(&self) -> Result<ClusterSnapshot, KafkaError> {
+    /// engine decides only on full scans. Returns the snapshot and what the glance cost the
+    /// cluster (`glance_route`: the read that answered, not the wait on a silent broker).
+    pub async fn glance(&self) -> Result<(ClusterSnapshot, Duration), KafkaError> {
         let started = Timestamp::now();
-        let md = self.librdkafka_first(self.options.request_timeout).await?;
+        let at = Instant::now();
+        let route = self.lock_glance_route().route(at);
+        let timeout = self.options.request_timeout;
+        let md = match route {
+            Route::LibrdkafkaFirst => self.librdkafka_first(timeout).await,
+            Route::ProbeFirst => self.metadata(timeout).await,
+        };
+        let cost = self.lock_glance_route().glanced(route, at, at.elapsed());
+        let md = md?;
         let offsets = Offsets {
             reachable: md.brokers.keys().map(|&b| (b, true)).collect(),
             ..Offsets::default()
         };
-        Ok(assemble(started, &md, &self.min_isr, &offsets))
+        Ok((assemble(started, &md, &self.min_isr, &offsets), cost))
+    }
+
+    fn lock_glance_route(&self) -> std::sync::MutexGuard<'_, GlanceRoute> {
+        self.glance_route.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn refresh_min_isr(&mut self, md: &Metadata) {
