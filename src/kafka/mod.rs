@@ -2,8 +2,8 @@
 //! leader elections and reorder-only reassignments the engine asks for (both with the
 //! `kafka-protocol` crate on the probe's connection: `election`, `reassignment`). librdkafka (rdkafka)
 //! reads metadata and configs (the metadata also through the probe when librdkafka is slow:
-//! `hedged_metadata`); a small hand-written ListOffsets client reads each replica's log end
-//! offset (see `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
+//! `hedged_metadata`); the probe's ListOffsets requests (kafka-protocol too) read each replica's
+//! log end offset (see `list_offsets` and docs/promotion-policies.md, "Where lag comes from"). On secured listeners
 //! both get their settings from `security` (the ObserverSet's Secrets); the probe's TLS and SASL
 //! are in `secure_stream` (docs/kafka-security.md).
 

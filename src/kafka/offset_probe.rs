@@ -7,14 +7,13 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kafka_protocol::messages::{ApiKey, ListOffsetsResponse};
 use thiserror::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::list_offsets::{
-    decode_response, encode_request, DecodeError, OffsetKind, PartitionOffset,
-};
+use super::list_offsets::{self, OffsetKind, PartitionOffset};
 use super::name_cache;
+use super::probe_exchange::ExchangeError;
 use super::secure_stream::{
     authenticate, host_of, tls_cause, tls_connect, tls_failure, AuthenticateError, SaslError,
     Stream, TlsConnectError, TlsFailure,
@@ -56,12 +55,10 @@ pub enum ProbeError {
         address: String,
         source: SaslError,
     },
-    #[error("broker {broker} sent a bad ListOffsets answer: {source}")]
-    Decode { broker: i32, source: DecodeError },
-    #[error(
-        "broker {broker} announced a {size}-byte answer, more than the {MAX_RESPONSE_BYTES} accepted"
-    )]
-    TooLarge { broker: i32, size: i64 },
+    /// The request could not be encoded or the answer not decoded (an answer to another
+    /// request, a truncated one).
+    #[error("broker {broker}: {reason}")]
+    Protocol { broker: i32, reason: String },
 }
 
 /// How long a broker may take to accept the probe's connection (its name already resolved),
@@ -174,35 +171,16 @@ impl OffsetProbe {
         kind: OffsetKind,
         topics: &[(&str, Vec<i32>)],
     ) -> Result<Vec<PartitionOffset>, ProbeError> {
-        let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let connect_timeout = self.connect_timeout_for(broker);
-        let request = encode_request(correlation, &self.client_id, kind, topics);
-        let exchange = async {
-            let mut stream = self
-                .connect(broker, address, connect_timeout, correlation)
-                .await?;
-            let io = |source| self.io_error(broker, address, source);
-            stream.write_all(&request).await.map_err(io)?;
-            stream.flush().await.map_err(io)?;
-            let size = i64::from(stream.read_i32().await.map_err(io)?);
-            let size = usize::try_from(size)
-                .ok()
-                .filter(|&s| s <= MAX_RESPONSE_BYTES)
-                .ok_or(ProbeError::TooLarge { broker, size })?;
-            let mut body = vec![0; size];
-            stream.read_exact(&mut body).await.map_err(io)?;
-            decode_response(correlation, &body)
-                .map_err(|source| ProbeError::Decode { broker, source })
-        };
-        tokio::time::timeout(self.timeout, exchange)
+        let api = (ApiKey::ListOffsets, list_offsets::VERSION);
+        let body = list_offsets::request(kind, topics);
+        let answer: ListOffsetsResponse = self
+            .exchange(broker, address, api, &body, MAX_RESPONSE_BYTES)
             .await
-            .unwrap_or_else(|_| {
-                Err(ProbeError::Timeout {
-                    broker,
-                    address: address.to_string(),
-                    timeout: self.timeout,
-                })
-            })
+            .map_err(|e| match e {
+                ExchangeError::Connection(e) => e,
+                ExchangeError::Protocol(reason) => ProbeError::Protocol { broker, reason },
+            })?;
+        Ok(list_offsets::offsets(&answer))
     }
 }
 
@@ -329,6 +307,7 @@ impl OffsetProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     /// A one-shot server on loopback that reads the request and answers with `reply`
@@ -447,7 +426,8 @@ mod tests {
                 .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
                 .await;
             assert!(
-                matches!(result, Err(ProbeError::TooLarge { .. })),
+                matches!(&result, Err(ProbeError::Io { source, .. })
+                    if source.to_string().contains(&format!("announced a {size}-byte answer"))),
                 "{size}: {result:?}"
             );
         }
@@ -463,7 +443,7 @@ mod tests {
             .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
             .await;
         assert!(
-            matches!(result, Err(ProbeError::Decode { .. })),
+            matches!(result, Err(ProbeError::Protocol { broker: 1, .. })),
             "{result:?}"
         );
     }

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::list_offsets;
 use super::security::test_pki::{Ca, Leaf};
 use super::security::{connection_security, ProbeSecurity, SecretContents};
 use super::{OffsetKind, OffsetProbe, ProbeError, SaslError, TlsFailureKind};
@@ -68,18 +69,8 @@ fn correlation_of(request: &[u8]) -> [u8; 4] {
 
 /// A ListOffsets v2 answer: topic `t`, partition 0 at offset 42.
 fn list_offsets_answer(request: &[u8]) -> Vec<u8> {
-    framed(
-        &[
-            &correlation_of(request)[..],
-            &[0, 0, 0, 0],             // throttle
-            &[0, 0, 0, 1, 0, 1, b't'], // one topic "t"
-            &[0, 0, 0, 1],             // one partition
-            &[0, 0, 0, 0, 0, 0],       // p0, no error
-            &(-1i64).to_be_bytes(),
-            &42i64.to_be_bytes(),
-        ]
-        .concat(),
-    )
+    let correlation = i32::from_be_bytes(correlation_of(request));
+    framed(&list_offsets::tests::answer(correlation, &[(0, 0, 42)]))
 }
 
 /// What the fake broker does with a connection after TLS (if any).
