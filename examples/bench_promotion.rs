@@ -8,6 +8,10 @@
 //! Sources: metadata polled every 50 ms (ISR), watches on the ObserverSet's status and on its two
 //! ConfigMaps, the producer's acknowledgements.
 //!
+//! Each broker's own view of the partition is polled too (`broker_views`): when the first and
+//! the last live broker showed it under min ISR, relative to "visible" (brokers learn the ISR
+//! change from the metadata log at different moments; the first one is the floor of any
+//! detection).
 //! Split (seconds): detection = stop -> under min ISR visible; then from "visible": decision
 //! (status.autoPromotions lists 4), controllers written / acknowledged (their ConfigMap without 4;
 //! status.roles.controller at that list with nothing pending), brokers written / acknowledged,
@@ -33,6 +37,9 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
+
+#[path = "bench_promotion/broker_views.rs"]
+mod broker_views;
 
 const OBSERVER: i32 = 4;
 
@@ -145,8 +152,13 @@ fn p50(v: Vec<f64>) -> f64 {
 }
 
 /// Each step's own share: (name, from, to), both marks relative to under-min-ISR visible.
-const SHARES: [(&str, &str, &str); 7] = [
+const SHARES: [(&str, &str, &str); 8] = [
     ("decision (scans)", "visible", "decision"),
+    (
+        "decision after 1st broker",
+        "first broker shows it",
+        "decision",
+    ),
     ("controllers' write", "decision", "controllers written"),
     (
         "controllers' delivery",
@@ -319,6 +331,13 @@ async fn main() -> anyhow::Result<()> {
             })
         })
         .await?;
+        let brokers: BTreeMap<i32, String> = consumer
+            .fetch_metadata(None, Duration::from_secs(5))?
+            .brokers()
+            .iter()
+            .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
+            .collect();
+        let views = broker_views::BrokerViews::start(&brokers, &topic, leader, OBSERVER).await;
         seen.clear();
         acks.lock().unwrap().clear();
         *armed.lock().unwrap() = true;
@@ -347,8 +366,21 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
         *armed.lock().unwrap() = false;
+        let shown = views.finish();
         let mut row = BTreeMap::new();
         row.insert("detection", visible - stopped);
+        // Each broker's own view: the first to show the partition under min ISR (negative:
+        // before the bench's poll saw it) and the last of those that did.
+        let earliest = shown.values().copied().reduce(f64::min);
+        let latest = shown.values().copied().reduce(f64::max);
+        row.insert(
+            "first broker shows it",
+            earliest.map(|t| t - visible).unwrap_or(f64::NAN),
+        );
+        row.insert(
+            "last broker shows it",
+            latest.map(|t| t - visible).unwrap_or(f64::NAN),
+        );
         for what in [
             "decision",
             "controllers written",
@@ -396,6 +428,8 @@ async fn main() -> anyhow::Result<()> {
     );
     for k in [
         "detection",
+        "first broker shows it",
+        "last broker shows it",
         "decision",
         "controllers written",
         "controllers acknowledged",

@@ -102,11 +102,11 @@ pub(super) struct SetTask {
     partitions: Option<PartitionsStatus>,
     previously_triggered: usize,
     /// What the last glances need: the config of the last successful step (None after a failed
-    /// one: then the task just sleeps), the partitions that triggered in its scan, and how long
-    /// the last glance took.
+    /// one: then the task just sleeps), the partitions that triggered in its scan, and what the
+    /// last glances cost (their spacing).
     glance_config: Option<PolicyConfig>,
     seen_triggers: BTreeSet<TopicPartition>,
-    glance_cost: Duration,
+    glance_costs: schedule::GlanceCosts,
     /// The watched partitions whose replicas were all observers in the last scan.
     misplaced: Vec<TopicPartition>,
     last_held_back: Option<Vec<(Concern, String)>>,
@@ -145,7 +145,7 @@ impl SetTask {
             previously_triggered: 0,
             glance_config: None,
             seen_triggers: BTreeSet::new(),
-            glance_cost: Duration::ZERO,
+            glance_costs: schedule::GlanceCosts::default(),
             misplaced: Vec::new(),
             last_held_back: None,
             last_error: None,
@@ -185,7 +185,7 @@ impl SetTask {
             glance_config,
             history,
             seen_triggers,
-            glance_cost,
+            glance_costs,
             labels,
             ..
         } = self;
@@ -196,7 +196,7 @@ impl SetTask {
             &*seen_triggers,
             &*labels,
         );
-        schedule::wait_for_scan(until, glancing, glance_cost, || async move {
+        schedule::wait_for_scan(until, glancing, glance_costs, || async move {
             let (Some((_, watcher)), Some(config), Some(history)) =
                 (watcher.as_ref(), glance_config.as_ref(), history.as_ref())
             else {
