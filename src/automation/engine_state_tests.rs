@@ -189,7 +189,7 @@ fn a_restart_keeps_the_stabilization_deadline() {
 }
 
 #[test]
-fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
+fn a_restart_never_elects_on_the_restored_high_watermark() {
     let mut cfg = config(PromotionPolicy::Manual);
     cfg.promoted.insert(4);
     cfg.acknowledged_observers.clear();
@@ -211,14 +211,8 @@ fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
         &[1, 2],
         vec![partition("t", 0, &[1, 2, 4], &[1], None, 100)],
     );
-    let restored = restore(
-        &saved,
-        PolicyHistory::default(),
-        at(20),
-        SignedDuration::from_secs(3),
-    )
-    .unwrap();
-    let d = decide(&offline, &cfg, &restored.history, at(20));
+    // The process that read the high watermark elects.
+    let d = decide(&offline, &cfg, &seen.next_history, at(20));
     assert!(
         matches!(
             &d.actions[..],
@@ -228,7 +222,30 @@ fn a_restart_keeps_the_high_watermark_a_takeover_needs() {
         d.actions,
         d.reasons
     );
-    // Without it, the takeover is refused.
+    // A successor restores the high watermark (for lag) but does not elect on it: records the
+    // lost leader acknowledged after the save would be lost.
+    let restored = restore(
+        &saved,
+        PolicyHistory::default(),
+        at(20),
+        SignedDuration::from_secs(3),
+    )
+    .unwrap();
+    assert_eq!(
+        restored.history.last_known_hw.values().collect::<Vec<_>>(),
+        vec![&100]
+    );
+    let d = decide(&offline, &cfg, &restored.history, at(20));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.contains("last high watermark known (100)")
+                && r.contains("restored from a predecessor")),
+        "{:?}",
+        d.reasons
+    );
+    // With no high watermark at all, the takeover is refused too.
     let d = decide(&offline, &cfg, &PolicyHistory::default(), at(20));
     assert!(d.actions.is_empty());
     assert!(d

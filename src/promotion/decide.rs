@@ -13,7 +13,7 @@ use super::history::PolicyHistory;
 use super::listing::summarize;
 use super::scan::{triggering, DecisionDraft, Scan};
 use super::snapshot::{BrokerId, ClusterSnapshot, PartitionState, SourceHealth, TopicPartition};
-use super::{demotion, promote, takeover};
+use super::{demotion, promote, takeover, witness};
 use crate::time_format::Text;
 
 /// Decides what to do about observers now. See docs/promotion-policies.md for the rules.
@@ -28,6 +28,8 @@ pub fn decide(
         // An unknown scan breaks every streak: confirmations must be consecutive known scans.
         next.promote_streak.clear();
         next.recovered_since.clear();
+        // Nothing is known of what the leaders acknowledged meanwhile.
+        next.hw_witness.clear();
         return PromotionDecision {
             actions: Vec::new(),
             reasons: vec![why],
@@ -48,6 +50,8 @@ pub fn decide(
         .copied()
         .collect();
     next.last_known_hw = remember_high_watermarks(snapshot, history, &interesting);
+    next.hw_witness =
+        witness::witnessed(snapshot, &history.hw_witness, &interesting, &observers_now);
     let mut hosted: HashMap<BrokerId, Vec<usize>> = HashMap::new();
     for (i, p) in snapshot.partitions.iter().enumerate() {
         for r in &p.replicas {

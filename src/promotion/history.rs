@@ -32,6 +32,12 @@ pub struct PolicyHistory {
     /// by a successor (crate::automation::engine_state).
     #[serde(skip)]
     pub last_known_hw: HashMap<TopicPartition, i64>,
+    /// The high watermarks this process read itself from a partition's live leader and has kept
+    /// watching since without a gap (`crate::promotion::witness`): the only bar an unclean
+    /// takeover accepts. Never saved or restored: a successor's bar would be an older sample, and
+    /// records acknowledged after it would be lost by the election.
+    #[serde(skip)]
+    pub hw_witness: HashMap<TopicPartition, i64>,
 }
 
 /// `status.autoPromotions`, oldest first: the order the history keeps them in.

@@ -20,6 +20,7 @@ mod promote;
 mod scan;
 mod snapshot;
 mod takeover;
+mod witness;
 
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -198,7 +198,7 @@ fn check_decision(
                 prop_assert!(cfg.unclean_takeover);
                 for id in partitions {
                     let p = snap.partitions.iter().find(|p| &p.id() == id).unwrap();
-                    let (leo, hw) = (p.log_end_offsets.get(x), history.last_known_hw.get(id));
+                    let (leo, hw) = (p.log_end_offsets.get(x), history.hw_witness.get(id));
                     prop_assert!(
                         matches!((leo, hw), (Some(l), Some(h)) if l >= h),
                         "unclean election of {x} on {id}: {leo:?} < {hw:?}"

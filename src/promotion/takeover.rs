@@ -1,6 +1,7 @@
 //! Unclean takeover: when every primary replica of a partition is lost, elect the promoted
 //! observer by unclean election, only when allowed and only when it holds everything that was
-//! acknowledged (its log end offset reaches the last known high watermark).
+//! acknowledged (its log end offset reaches the high watermark this operator read itself and
+//! watched up to the loss, `super::witness`).
 
 use std::collections::BTreeSet;
 
@@ -36,18 +37,16 @@ pub(super) fn plan(scan: &Scan, out: &mut DecisionDraft) {
         let mut refused = Vec::new();
         for p in orphaned {
             let name = format!("{}-{}", p.topic, p.partition);
-            match (
-                p.log_end_offsets.get(&x),
-                scan.history.last_known_hw.get(&p.id()),
-            ) {
+            let witness = scan.history.hw_witness.get(&p.id());
+            match (p.log_end_offsets.get(&x), witness) {
                 (Some(&leo), Some(&hw)) if leo >= hw => elect.push(p),
                 (Some(&leo), Some(&hw)) => refused.push(format!(
                     "{name}: log end offset {leo} < last known high watermark {hw}"
                 )),
                 (None, _) => refused.push(format!("{name}: its log end offset is unknown")),
-                (_, None) => refused.push(format!(
-                    "{name}: no high watermark known since the operator started"
-                )),
+                (_, None) => {
+                    refused.push(unwitnessed(&name, scan.history.last_known_hw.get(&p.id())))
+                }
             }
         }
         if !refused.is_empty() {
@@ -69,6 +68,17 @@ pub(super) fn plan(scan: &Scan, out: &mut DecisionDraft) {
                 ),
             });
         }
+    }
+}
+
+/// Why there is no bar to measure `x` against: the operator did not itself read the partition's
+/// high watermark and keep watching it up to the loss (`super::witness`).
+fn unwitnessed(name: &str, older: Option<&i64>) -> String {
+    match older {
+        Some(hw) => format!(
+            "{name}: the last high watermark known ({hw}) was not read by this operator and watched without a gap up to the loss (restored from a predecessor's saved state, or a scan failed since): records acknowledged after it would be lost; elect by hand if you accept that"
+        ),
+        None => format!("{name}: no high watermark known since the operator started"),
     }
 }
 

@@ -132,8 +132,8 @@ fn unclean_takeover_only_when_allowed_and_nothing_acknowledged_is_lost() {
         partition("t", 1, &[1, 2, 4], &[1], None, 100),
     ];
     let mut history = PolicyHistory::default();
-    history.last_known_hw.insert(offline[0].id(), 100);
-    history.last_known_hw.insert(offline[1].id(), 101);
+    history.hw_witness.insert(offline[0].id(), 100);
+    history.hw_witness.insert(offline[1].id(), 101);
 
     let refused = scans(&offline, &[1, 2], &cfg, history.clone(), 0, 1);
     assert!(refused.actions.is_empty());
