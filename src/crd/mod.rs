@@ -8,11 +8,13 @@ mod bootstrap;
 pub mod bounds;
 mod duration;
 mod kafka;
+pub mod memo;
 mod nodes;
 mod promotion;
 mod rollout;
 mod spec;
 mod status;
+mod topic_filter;
 mod validation;
 
 pub use bootstrap::{parse_bootstrap_servers, BootstrapError, BOOTSTRAP_FORM, BOOTSTRAP_PATTERN};
@@ -31,8 +33,9 @@ pub use status::{
     PartitionsStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus, RolesStatus,
     RolloutKind, RolloutStatus, RolloutStep, TopicHighWatermarks,
 };
+pub use topic_filter::CompiledTopicFilter;
 pub use validation::{
-    is_label_key, validate, CompiledTopicFilter, NodeIdRule, RoleSelection, SpecError,
+    is_label_key, validate, NodeIdRule, RoleSelection, SpecError,
     SpecViolation, ValidatedKafka, ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
 };
 
