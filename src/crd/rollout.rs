@@ -6,8 +6,7 @@ use kube::KubeSchema;
 
 use super::bounds::{
     agent_port_message, agent_port_rule, time_mode_settle_message, time_mode_settle_rule,
-    time_mode_timeout_rule, JVM_CACHE_TTL, ROLLOUT_TIMEOUT, SETTLE_TIME,
-    TIME_MODE_TIMEOUT_MESSAGE,
+    time_mode_timeout_rule, JVM_CACHE_TTL, ROLLOUT_TIMEOUT, SETTLE_TIME, TIME_MODE_TIMEOUT_MESSAGE,
 };
 use super::duration::DURATION_PATTERN;
 

@@ -13,18 +13,18 @@ use kube::ResourceExt;
 
 use super::bootstrap::{parse_bootstrap_servers, BootstrapError};
 use super::bounds::{
-    spell, DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL,
-    MAX_CONCURRENT, MAX_IDS, MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL,
-    SETTLE_TIME, STABILIZATION_WINDOW, TIME_MODE_MIN_SETTLE, TIME_MODE_SETTLE_REASON,
+    spell, DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT,
+    MAX_IDS, MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL, SETTLE_TIME,
+    STABILIZATION_WINDOW, TIME_MODE_MIN_SETTLE, TIME_MODE_SETTLE_REASON,
     TOPIC_FILTER_MAX_COMPILED_BYTES,
 };
 use super::kafka::{SaslSpec, TlsSpec};
+use super::memo;
 use super::nodes::{NodeIdSource, RoleNodes};
 use super::promotion::PromotionPolicy;
-use super::memo;
-use super::topic_filter::CompiledTopicFilter;
 use super::rollout::AckMode;
 use super::spec::{DeletionPolicy, ObserverSet};
+use super::topic_filter::CompiledTopicFilter;
 use super::{NodeId, Role};
 
 /// One thing wrong with a spec, worded as what to change.
@@ -79,7 +79,7 @@ pub enum SpecViolation {
         pattern: String,
         message: String,
     },
-    #[error("spec.promotion.topics.{list} compiles to more than {} KiB: use fewer or simpler patterns (counted repetitions such as {{1000}} and Unicode classes such as \\w multiply the size; topic names are ASCII, so [a-zA-Z0-9._-] is enough)", TOPIC_FILTER_MAX_COMPILED_BYTES >> 10)]
+    #[error("spec.promotion.topics.{list} compiles to more than {} KiB: use fewer or simpler patterns (each Unicode class such as \\w costs tens of KiB and a counted repetition such as {{100}} multiplies it; topic names are ASCII, so write [a-zA-Z0-9._-] or (?-u:\\w))", TOPIC_FILTER_MAX_COMPILED_BYTES >> 10)]
     TopicFilterTooLarge { list: &'static str },
     #[error("spec.rollout.agentPort is {0}: use a port between {min} and {max}", min = AGENT_PORT.0, max = AGENT_PORT.1)]
     AgentPort(i32),
@@ -245,7 +245,10 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     }
     // A malformed settleTime is reported once, by its own bounds (it reads as zero here).
     let time_mode = spec.rollout.acknowledgement == AckMode::Time;
-    if time_mode && settle_time < TIME_MODE_MIN_SETTLE && SETTLE_TIME.parse(&spec.rollout.settle_time).is_ok() {
+    if time_mode
+        && settle_time < TIME_MODE_MIN_SETTLE
+        && SETTLE_TIME.parse(&spec.rollout.settle_time).is_ok()
+    {
         errors.push(SpecViolation::SettleTooShort {
             value: spec.rollout.settle_time.clone(),
         });
