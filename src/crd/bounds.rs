@@ -30,8 +30,48 @@ pub const BOOTSTRAP_MAX_LENGTH: usize = 4096;
 pub const MAX_TOPIC_PATTERNS: usize = 64;
 pub const TOPIC_PATTERN_MAX_LENGTH: usize = 256;
 
+/// Largest compiled size of each of `promotion.topics.include` and `exclude` (the list compiled
+/// as one regex set; the `regex` crate's own default is 10 MiB per regex). Topic filters of a
+/// real cluster compile to a few KiB; a counted repetition (`a{1000}`) or a Unicode class
+/// (`\w`, `\p{L}`) repeated many times is what reaches this, and every scan of every set runs
+/// the filter over every topic name, so one author's filter would cost every tenant.
+pub const TOPIC_FILTER_MAX_COMPILED_BYTES: usize = 256 << 10;
+
+/// Largest reply the operator's own Kafka connection (offset probe, hedged metadata,
+/// DescribeConfigs, DescribeQuorum) reads. The biggest is a Metadata reply for every topic:
+/// about 45 bytes a partition at replication factor 3 (error code, index, leader, epoch, three
+/// replica and ISR arrays) plus about 40 a topic, so 16 MiB covers some 350 000 partitions, more
+/// than a large KRaft cluster holds. The bound is there because `bootstrapServers` is an
+/// author's choice: a host that announces a huge reply would otherwise make the operator
+/// allocate it, on every scan of every set (it was 64 MiB).
+pub const PROBE_REPLY_MAX_BYTES: usize = 16 << 20;
+
+/// `rollout.agentPort`: the observer-agent sidecar's TCP port.
+pub const AGENT_PORT: (i32, i32) = (1, 65535);
+
 /// Longest duration string: nine digits and a two-letter unit.
 pub const DURATION_MAX_LENGTH: usize = 11;
+
+/// Why promotion and demotion need [`ANTI_FLAP_FLOOR`]: Kafka keeps an unresponsive (not yet
+/// fenced) broker in the ISRs for about `broker.session.timeout.ms` (9 s by default) before the
+/// controller fences it and shrinks the ISRs. A cooldown or a stabilization window shorter than
+/// that lets the operator act again on the same broker before Kafka has settled from the last
+/// action, so it promotes and demotes in turn (a flap).
+pub const ANTI_FLAP_REASON: &str = "shorter than Kafka's broker session timeout (9s), promotion and demotion of the same broker flap";
+
+/// The floor of `promotion.cooldown` and `promotion.autoDemote.stabilizationWindow`.
+pub const ANTI_FLAP_FLOOR: Duration = secs(10);
+
+/// The floor of `rollout.settleTime` when `rollout.acknowledgement` is `Time`. Time mode has no
+/// word from the pods: `settleTime` after the write alone stands for "every JVM loaded the
+/// list" (the nudged remount takes under a second, then the JVM's cache TTL: 5 s for the public
+/// patch set). With `0s` the controllers' and brokers' lists are written in one reconcile, so
+/// the controllers-first order of a promotion is lost; 10 s covers the public patch's cache
+/// with room for a slow kubelet.
+pub const TIME_MODE_MIN_SETTLE: Duration = secs(10);
+
+/// Why [`TIME_MODE_MIN_SETTLE`], as messages say it.
+pub const TIME_MODE_SETTLE_REASON: &str = "shorter than a nudged remount plus the JVM's observer.ids cache (5s with the public patch), the brokers would learn before the controllers";
 
 /// The accepted range of one duration field, both ends inclusive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +80,8 @@ pub struct DurationBounds {
     pub field: &'static str,
     pub min: Duration,
     pub max: Duration,
+    /// Why the floor is where it is, appended to messages (empty: no reason worth saying).
+    pub why: &'static str,
 }
 
 const fn ms(n: u64) -> Duration {
@@ -55,27 +97,34 @@ pub const SCAN_INTERVAL: DurationBounds = DurationBounds {
     field: "promotion.scanInterval",
     min: ms(100),
     max: secs(600),
+    why: "",
 };
 
-/// `promotion.cooldown`: `0s` means no cooldown (the confirmations still apply).
+/// `promotion.cooldown`: at least [`ANTI_FLAP_FLOOR`] ([`ANTI_FLAP_REASON`]).
 pub const COOLDOWN: DurationBounds = DurationBounds {
     field: "promotion.cooldown",
-    min: ms(0),
+    min: ANTI_FLAP_FLOOR,
     max: secs(24 * 3600),
+    why: ANTI_FLAP_REASON,
 };
 
-/// `promotion.autoDemote.stabilizationWindow`: `0s` demotes at the first healthy scan.
+/// `promotion.autoDemote.stabilizationWindow`: at least [`ANTI_FLAP_FLOOR`]
+/// ([`ANTI_FLAP_REASON`]).
 pub const STABILIZATION_WINDOW: DurationBounds = DurationBounds {
     field: "promotion.autoDemote.stabilizationWindow",
-    min: ms(0),
+    min: ANTI_FLAP_FLOOR,
     max: secs(24 * 3600),
+    why: ANTI_FLAP_REASON,
 };
 
-/// `rollout.settleTime` (Time mode): `0s` counts a pod acknowledged in the pass after the write.
+/// `rollout.settleTime`. Agent mode does not read it, so the field alone accepts `0s`; Time
+/// mode needs at least [`TIME_MODE_MIN_SETTLE`] (a rule on `rollout` as a whole,
+/// [`time_mode_settle_rule`]).
 pub const SETTLE_TIME: DurationBounds = DurationBounds {
     field: "rollout.settleTime",
     min: ms(0),
     max: secs(3600),
+    why: "",
 };
 
 /// `rollout.timeout`.
@@ -83,6 +132,7 @@ pub const ROLLOUT_TIMEOUT: DurationBounds = DurationBounds {
     field: "rollout.timeout",
     min: secs(1),
     max: secs(24 * 3600),
+    why: "",
 };
 
 /// `rollout.jvmCacheTtl`: the range the broker patch accepts for `KAFKA_OBSERVER_IDS_TTL_MS`
@@ -91,6 +141,7 @@ pub const JVM_CACHE_TTL: DurationBounds = DurationBounds {
     field: "rollout.jvmCacheTtl",
     min: ms(100),
     max: secs(60),
+    why: "",
 };
 
 /// Every bounded duration field.
@@ -111,12 +162,14 @@ pub enum DurationFieldError {
         field: &'static str,
         source: DurationError,
     },
-    #[error("spec.{field} is {value}: use a duration between {min} and {max}")]
+    #[error("spec.{field} is {value}: use a duration between {min} and {max}{why}")]
     OutOfRange {
         field: &'static str,
         value: String,
         min: String,
         max: String,
+        /// Empty, or ` (<why the floor>)`.
+        why: String,
     },
 }
 
@@ -133,41 +186,110 @@ impl DurationBounds {
                 value: value.to_string(),
                 min: spell(self.min),
                 max: spell(self.max),
+                why: self.why_suffix(),
             });
         }
         Ok(d)
     }
 
     /// The CEL rule enforcing the bounds on a string that already matches the duration pattern
-    /// (a malformed string is left to the schema's `pattern`, whose message is clearer). The
-    /// value is converted to milliseconds by hand: CEL's `duration()` overflows on `999999999h`.
+    /// (a malformed string is left to the schema's `pattern`, whose message is clearer).
     pub fn cel_rule(&self) -> String {
-        let number =
-            |suffix_len: usize| format!("int(self.substring(0, size(self) - {suffix_len}))");
-        let millis = format!(
-            "(self.endsWith('ms') ? {} : self.endsWith('s') ? {} * 1000 : self.endsWith('m') ? {} * 60000 : {} * 3600000)",
-            number(2),
-            number(1),
-            number(1),
-            number(1)
-        );
         format!(
-            "!self.matches('{}') || [{millis}].all(ms, ms >= {} && ms <= {})",
+            "!self.matches('{}') || [{}].all(ms, ms >= {} && ms <= {})",
             super::DURATION_PATTERN,
+            cel_millis("self"),
             self.min.as_millis(),
             self.max.as_millis()
         )
     }
 
-    /// The CEL rule's message: what to write instead.
+    /// The CEL rule's message: what to write instead, and why the floor when it has a reason.
     pub fn cel_message(&self) -> String {
         format!(
-            "{} must be between {} and {}",
+            "{} must be between {} and {}{}",
             self.field,
             spell(self.min),
-            spell(self.max)
+            spell(self.max),
+            self.why_suffix()
         )
     }
+
+    fn why_suffix(&self) -> String {
+        match self.why {
+            "" => String::new(),
+            why => format!(" ({}: {why})", spell(self.min)),
+        }
+    }
+}
+
+/// A CEL expression for the milliseconds of the duration string `path` (which must match the
+/// duration pattern). Converted by hand: CEL's `duration()` overflows on `999999999h`.
+fn cel_millis(path: &str) -> String {
+    let number =
+        |suffix_len: usize| format!("int({path}.substring(0, size({path}) - {suffix_len}))");
+    format!(
+        "({path}.endsWith('ms') ? {} : {path}.endsWith('s') ? {} * 1000 : {path}.endsWith('m') ? {} * 60000 : {} * 3600000)",
+        number(2),
+        number(1),
+        number(1),
+        number(1)
+    )
+}
+
+/// The CEL guard of a rule on `rollout`: Time mode and both durations well formed (a malformed
+/// one is left to its own `pattern`).
+fn time_mode_guard() -> String {
+    format!(
+        "!has(self.acknowledgement) || self.acknowledgement != 'Time' || !has(self.settleTime) || !self.settleTime.matches('{p}') || (has(self.timeout) && !self.timeout.matches('{p}'))",
+        p = super::DURATION_PATTERN
+    )
+}
+
+/// CEL rule on `rollout`: in Time mode `settleTime` is at least [`TIME_MODE_MIN_SETTLE`].
+pub fn time_mode_settle_rule() -> String {
+    format!(
+        "{} || {} >= {}",
+        time_mode_guard(),
+        cel_millis("self.settleTime"),
+        TIME_MODE_MIN_SETTLE.as_millis()
+    )
+}
+
+/// Its message.
+pub fn time_mode_settle_message() -> String {
+    format!(
+        "rollout.settleTime must be at least {} when rollout.acknowledgement is Time ({}: {TIME_MODE_SETTLE_REASON})",
+        spell(TIME_MODE_MIN_SETTLE),
+        spell(TIME_MODE_MIN_SETTLE)
+    )
+}
+
+/// CEL rule on `rollout`: in Time mode `timeout` is longer than `settleTime` (a `timeout` left
+/// out is its default, which the apiserver fills in before the rules run).
+pub fn time_mode_timeout_rule() -> String {
+    format!(
+        "{} || !has(self.timeout) || {} > {}",
+        time_mode_guard(),
+        cel_millis("self.timeout"),
+        cel_millis("self.settleTime")
+    )
+}
+
+/// Its message.
+pub const TIME_MODE_TIMEOUT_MESSAGE: &str = "rollout.timeout must be longer than rollout.settleTime when rollout.acknowledgement is Time: every step waits settleTime, so a shorter timeout degrades every rollout";
+
+/// CEL rule on `rollout.agentPort`.
+pub fn agent_port_rule() -> String {
+    int_range_rule(AGENT_PORT.0.into(), AGENT_PORT.1.into())
+}
+
+/// Its message.
+pub fn agent_port_message() -> String {
+    format!(
+        "rollout.agentPort must be between {} and {}: the TCP port the observer-agent sidecar listens on",
+        AGENT_PORT.0, AGENT_PORT.1
+    )
 }
 
 /// `d` in the spec's own notation, in the largest unit that divides it (`90s`, `10m`, `100ms`).

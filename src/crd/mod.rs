@@ -8,11 +8,13 @@ mod bootstrap;
 pub mod bounds;
 mod duration;
 mod kafka;
+pub mod memo;
 mod nodes;
 mod promotion;
 mod rollout;
 mod spec;
 mod status;
+mod topic_filter;
 mod validation;
 
 pub use bootstrap::{parse_bootstrap_servers, BootstrapError, BOOTSTRAP_FORM, BOOTSTRAP_PATTERN};
@@ -31,9 +33,10 @@ pub use status::{
     PartitionsStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus, RolesStatus,
     RolloutKind, RolloutStatus, RolloutStep, TopicHighWatermarks,
 };
+pub use topic_filter::CompiledTopicFilter;
 pub use validation::{
-    is_label_key, validate, CompiledTopicFilter, NodeIdRule, RoleSelection, SpecError,
-    SpecViolation, ValidatedKafka, ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
+    is_label_key, validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka,
+    ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
 };
 
 /// API group of every resource this operator defines.
@@ -102,6 +105,11 @@ mod tests {
             "promotion.maxConcurrentPromotions must be between 1 and 256",
             "promotion.scanInterval must be between 100ms and 10m",
             "rollout.jvmCacheTtl must be between 100ms and 1m",
+            "promotion.cooldown must be between 10s and 24h (10s: shorter than Kafka's broker session timeout",
+            "promotion.autoDemote.stabilizationWindow must be between 10s and 24h (10s:",
+            "rollout.settleTime must be at least 10s when rollout.acknowledgement is Time",
+            "rollout.timeout must be longer than rollout.settleTime when rollout.acknowledgement is Time",
+            "rollout.agentPort must be between 1 and 65535",
             "nodeId.label must be a label key",
             "metadata.name must have at most 63 characters",
             super::BOOTSTRAP_FORM,

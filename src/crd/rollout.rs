@@ -4,12 +4,17 @@ use serde::{Deserialize, Serialize};
 
 use kube::KubeSchema;
 
-use super::bounds::{JVM_CACHE_TTL, ROLLOUT_TIMEOUT, SETTLE_TIME};
+use super::bounds::{
+    agent_port_message, agent_port_rule, time_mode_settle_message, time_mode_settle_rule,
+    time_mode_timeout_rule, JVM_CACHE_TTL, ROLLOUT_TIMEOUT, SETTLE_TIME, TIME_MODE_TIMEOUT_MESSAGE,
+};
 use super::duration::DURATION_PATTERN;
 
 /// Rollout settings; every field has a default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(time_mode_settle_rule()).message(Message::Message(time_mode_settle_message())))]
+#[x_kube(validation = Rule::new(time_mode_timeout_rule()).message(TIME_MODE_TIMEOUT_MESSAGE))]
 pub struct RolloutSpec {
     /// How the operator learns that a pod has seen a revision.
     #[serde(default)]
@@ -17,8 +22,11 @@ pub struct RolloutSpec {
     /// Port of the observer-agent sidecar (Agent mode).
     #[serde(default = "default_agent_port")]
     #[schemars(range(min = 1, max = 65535))]
+    #[x_kube(validation = Rule::new(agent_port_rule()).message(Message::Message(agent_port_message())))]
     pub agent_port: i32,
-    /// Time mode: how long after the write and nudge a pod counts as acknowledged.
+    /// Time mode: how long after the write and nudge a pod counts as acknowledged; at least 10s
+    /// in Time mode (the JVMs' observer.ids cache must have expired before the next role's
+    /// list is written), shorter than `timeout`.
     #[serde(default = "default_settle_time")]
     #[schemars(regex(pattern = DURATION_PATTERN), length(max = 11))]
     #[x_kube(validation = Rule::new(SETTLE_TIME.cel_rule()).message(Message::Message(SETTLE_TIME.cel_message())))]

@@ -10,19 +10,21 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use regex::Regex;
 
 use super::bootstrap::{parse_bootstrap_servers, BootstrapError};
 use super::bounds::{
-    DurationFieldError, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT, MAX_IDS,
-    MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL, SETTLE_TIME,
-    STABILIZATION_WINDOW, TOPIC_PATTERN_MAX_LENGTH,
+    spell, DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT,
+    MAX_IDS, MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL, SETTLE_TIME,
+    STABILIZATION_WINDOW, TIME_MODE_MIN_SETTLE, TIME_MODE_SETTLE_REASON,
+    TOPIC_FILTER_MAX_COMPILED_BYTES,
 };
 use super::kafka::{SaslSpec, TlsSpec};
+use super::memo;
 use super::nodes::{NodeIdSource, RoleNodes};
-use super::promotion::{PromotionPolicy, TopicFilter};
+use super::promotion::PromotionPolicy;
 use super::rollout::AckMode;
 use super::spec::{DeletionPolicy, ObserverSet};
+use super::topic_filter::CompiledTopicFilter;
 use super::{NodeId, Role};
 
 /// One thing wrong with a spec, worded as what to change.
@@ -77,8 +79,12 @@ pub enum SpecViolation {
         pattern: String,
         message: String,
     },
-    #[error("spec.rollout.agentPort is {0}: use a port between 1 and 65535")]
+    #[error("spec.promotion.topics.{list} compiles to more than {} KiB: use fewer or simpler patterns (each Unicode class such as \\w costs tens of KiB and a counted repetition such as {{100}} multiplies it; topic names are ASCII, so write [a-zA-Z0-9._-] or (?-u:\\w))", TOPIC_FILTER_MAX_COMPILED_BYTES >> 10)]
+    TopicFilterTooLarge { list: &'static str },
+    #[error("spec.rollout.agentPort is {0}: use a port between {min} and {max}", min = AGENT_PORT.0, max = AGENT_PORT.1)]
     AgentPort(i32),
+    #[error("spec.rollout.settleTime is {value} with acknowledgement: Time: use at least {min} ({min}: {TIME_MODE_SETTLE_REASON})", min = spell(TIME_MODE_MIN_SETTLE))]
+    SettleTooShort { value: String },
     #[error(
         "spec.rollout.timeout must be longer than settleTime, or Time-mode rollouts always degrade"
     )]
@@ -135,46 +141,6 @@ pub struct ValidatedPromotion {
     /// `None` when automatic demotion is disabled.
     pub auto_demote_after: Option<Duration>,
     pub unclean_takeover: bool,
-}
-
-/// `promotion.topics` compiled, once, by [`validate`]: a topic is watched when it matches an
-/// include and no exclude.
-#[derive(Clone, Debug)]
-pub struct CompiledTopicFilter {
-    include: Vec<Regex>,
-    exclude: Vec<Regex>,
-}
-
-impl CompiledTopicFilter {
-    /// Compiles the patterns under the rules `validate` applies to `promotion.topics`.
-    pub fn new<I, E, S, T>(include: I, exclude: E) -> Result<Self, SpecError>
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-        E: IntoIterator<Item = T>,
-        T: Into<String>,
-    {
-        let spec = TopicFilter {
-            include: include.into_iter().map(Into::into).collect(),
-            exclude: exclude.into_iter().map(Into::into).collect(),
-        };
-        let mut errors = Vec::new();
-        let compiled = compile(&spec, &mut errors);
-        match errors.is_empty() {
-            true => Ok(compiled),
-            false => Err(SpecError { violations: errors }),
-        }
-    }
-
-    /// Every topic.
-    pub fn all() -> Self {
-        CompiledTopicFilter::new([".*"], Vec::<String>::new()).expect("static regex")
-    }
-
-    pub fn watches(&self, topic: &str) -> bool {
-        self.include.iter().any(|r| r.is_match(topic))
-            && !self.exclude.iter().any(|r| r.is_match(topic))
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -258,18 +224,36 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     let settle_time = duration(SETTLE_TIME, &spec.rollout.settle_time);
     let timeout = duration(ROLLOUT_TIMEOUT, &spec.rollout.timeout);
     let jvm_cache_ttl = duration(JVM_CACHE_TTL, &spec.rollout.jvm_cache_ttl);
-    let topics = compile(&p.topics, &mut errors);
+    let compiled = memo::TOPIC_FILTERS.compile(
+        obs.metadata.uid.as_deref(),
+        obs.metadata.generation,
+        &p.topics,
+    );
+    let topics = compiled.unwrap_or_else(|bad| {
+        errors.extend(bad);
+        CompiledTopicFilter::all()
+    });
 
     let agent_port = u16::try_from(spec.rollout.agent_port)
         .ok()
-        .filter(|&port| port > 0);
+        .filter(|_| (AGENT_PORT.0..=AGENT_PORT.1).contains(&spec.rollout.agent_port));
     if agent_port.is_none() {
         errors.push(SpecViolation::AgentPort(spec.rollout.agent_port));
     }
     if spec.kafka.sasl.is_some() && spec.kafka.tls.is_none() {
         errors.push(SpecViolation::SaslWithoutTls);
     }
-    if spec.rollout.acknowledgement == AckMode::Time && timeout <= settle_time {
+    // A malformed settleTime is reported once, by its own bounds (it reads as zero here).
+    let time_mode = spec.rollout.acknowledgement == AckMode::Time;
+    if time_mode
+        && settle_time < TIME_MODE_MIN_SETTLE
+        && SETTLE_TIME.parse(&spec.rollout.settle_time).is_ok()
+    {
+        errors.push(SpecViolation::SettleTooShort {
+            value: spec.rollout.settle_time.clone(),
+        });
+    }
+    if time_mode && timeout <= settle_time {
         errors.push(SpecViolation::TimeoutNotAfterSettle);
     }
 
@@ -438,52 +422,6 @@ fn unique_ids(
         }
     }
     seen
-}
-
-fn compile(spec: &TopicFilter, errors: &mut Vec<SpecViolation>) -> CompiledTopicFilter {
-    CompiledTopicFilter {
-        include: compile_all("include", &spec.include, errors),
-        exclude: compile_all("exclude", &spec.exclude, errors),
-    }
-}
-
-fn compile_all(
-    list: &'static str,
-    patterns: &[String],
-    errors: &mut Vec<SpecViolation>,
-) -> Vec<Regex> {
-    if patterns.len() > MAX_TOPIC_PATTERNS {
-        errors.push(SpecViolation::TooManyTopicPatterns {
-            list,
-            count: patterns.len(),
-        });
-    }
-    patterns
-        .iter()
-        .enumerate()
-        .filter_map(|(index, pattern)| {
-            let compiled = if pattern.len() > TOPIC_PATTERN_MAX_LENGTH {
-                Err(format!(
-                    "{} characters, use at most {TOPIC_PATTERN_MAX_LENGTH}",
-                    pattern.len()
-                ))
-            } else {
-                Regex::new(pattern).map_err(|e| e.to_string())
-            };
-            match compiled {
-                Ok(re) => Some(re),
-                Err(message) => {
-                    errors.push(SpecViolation::TopicRegex {
-                        list,
-                        index,
-                        pattern: pattern.clone(),
-                        message,
-                    });
-                    None
-                }
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -352,3 +352,68 @@ fn sasl_is_refused_without_tls_for_every_mechanism() {
         assert!(with_tls.is_empty(), "{with_tls:?}");
     }
 }
+
+#[test]
+fn cooldown_and_stabilization_window_have_a_10s_floor() {
+    let m = message(|o| o.spec.promotion.cooldown = "9s".into());
+    assert!(
+        m.starts_with("spec.promotion.cooldown is 9s: use a duration between 10s and 24h (10s: shorter than Kafka's broker session timeout"),
+        "{m}"
+    );
+    let m = message(|o| o.spec.promotion.auto_demote.stabilization_window = "0s".into());
+    assert!(
+        m.starts_with(
+            "spec.promotion.autoDemote.stabilizationWindow is 0s: use a duration between 10s"
+        ),
+        "{m}"
+    );
+    assert!(violations(|o| {
+        o.spec.promotion.cooldown = "10s".into();
+        o.spec.promotion.auto_demote.stabilization_window = "10000ms".into();
+    })
+    .is_empty());
+}
+
+#[test]
+fn time_mode_needs_a_10s_settle_time_shorter_than_the_timeout() {
+    let time = |o: &mut ObserverSet| o.spec.rollout.acknowledgement = AckMode::Time;
+    let m = message(|o| {
+        time(o);
+        o.spec.rollout.settle_time = "9999ms".into();
+    });
+    assert!(
+        m.starts_with(
+            "spec.rollout.settleTime is 9999ms with acknowledgement: Time: use at least 10s"
+        ),
+        "{m}"
+    );
+    let m = message(|o| {
+        time(o);
+        o.spec.rollout.settle_time = "2m".into();
+        o.spec.rollout.timeout = "2m".into();
+    });
+    assert!(
+        m.starts_with("spec.rollout.timeout must be longer than settleTime"),
+        "{m}"
+    );
+    assert!(violations(|o| {
+        time(o);
+        o.spec.rollout.settle_time = "10s".into();
+        o.spec.rollout.timeout = "11s".into();
+    })
+    .is_empty());
+    // Agent mode does not read settleTime.
+    assert!(violations(|o| o.spec.rollout.settle_time = "0s".into()).is_empty());
+}
+
+#[test]
+fn agent_port_is_a_tcp_port() {
+    for bad in [0, -1, 65536] {
+        let m = message(|o| o.spec.rollout.agent_port = bad);
+        assert_eq!(
+            m,
+            format!("spec.rollout.agentPort is {bad}: use a port between 1 and 65535")
+        );
+    }
+    assert!(violations(|o| o.spec.rollout.agent_port = 65535).is_empty());
+}

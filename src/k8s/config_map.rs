@@ -3,7 +3,7 @@
 //! them when their ObserverSet goes.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 
 use super::error::{Error, Result};
@@ -40,11 +40,20 @@ pub async fn release(api: &Api<ConfigMap>, name: &str, owner_uid: &str) -> Resul
     }
 }
 
-/// Deletes a ConfigMap (Delete policy, once no pod mounts it). Absent is fine.
-pub async fn delete(api: &Api<ConfigMap>, name: &str) -> Result<()> {
-    match api.delete(name, &DeleteParams::default()).await {
+/// Deletes a ConfigMap (Delete policy, once no pod mounts it), only the object of uid `uid`
+/// (the one read and found ours: a same-named ConfigMap created since is not deleted). Absent
+/// is fine; a replaced one (409 on the precondition) is left alone.
+pub async fn delete(api: &Api<ConfigMap>, name: &str, uid: &str) -> Result<()> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => Ok(()),
         Err(e) => Err(Error::kube(format!("deleting ConfigMap {name}"))(e)),
     }
 }

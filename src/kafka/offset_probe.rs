@@ -15,13 +15,13 @@ use super::list_offsets::{self, OffsetKind, PartitionOffset};
 use super::name_cache;
 use super::probe_exchange::ExchangeError;
 use super::secure_stream::{
-    authenticate, host_of, tls_cause, tls_connect, tls_failure, AuthenticateError, SaslError,
-    Stream, TlsConnectError, TlsFailure,
+    authenticate, host_of, tls_cause, tls_connect, tls_failure, AuthenticateError, OversizedReply,
+    SaslError, Stream, TlsConnectError, TlsFailure,
 };
 use super::security::ProbeSecurity;
 
-/// Largest answer accepted: ~28 bytes a partition, so this covers well over a million.
-pub(super) const MAX_RESPONSE_BYTES: usize = 64 << 20;
+/// Largest answer accepted (why: `crate::crd::bounds::PROBE_REPLY_MAX_BYTES`).
+pub(super) const MAX_RESPONSE_BYTES: usize = crate::crd::bounds::PROBE_REPLY_MAX_BYTES;
 
 #[derive(Debug, Error)]
 pub enum ProbeError {
@@ -54,6 +54,13 @@ pub enum ProbeError {
         broker: i32,
         address: String,
         source: SaslError,
+    },
+    #[error("broker {broker} at {address} announced a {announced}-byte reply, more than the {limit} bytes the operator reads: refused unread (check that kafka.bootstrapServers names the Kafka cluster; a real cluster's replies fit)")]
+    ReplyTooLarge {
+        broker: i32,
+        address: String,
+        announced: usize,
+        limit: usize,
     },
     /// The request could not be encoded or the answer not decoded (an answer to another
     /// request, a truncated one).
@@ -296,6 +303,17 @@ impl OffsetProbe {
                 source: tls_failure(cause, tls, host_of(address)),
             };
         }
+        if let Some(&OversizedReply { announced, limit }) = source
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<OversizedReply>())
+        {
+            return ProbeError::ReplyTooLarge {
+                broker,
+                address: address.to_string(),
+                announced,
+                limit,
+            };
+        }
         ProbeError::Io {
             broker,
             address: address.to_string(),
@@ -419,16 +437,31 @@ mod tests {
 
     #[tokio::test]
     async fn oversized_and_negative_sizes_are_refused_without_allocating() {
-        for size in [-1i32, i32::MAX] {
+        let address = server(Some((-1i32).to_be_bytes().to_vec())).await;
+        let probe = OffsetProbe::new("t", Duration::from_secs(2));
+        let result = probe
+            .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
+            .await;
+        assert!(
+            matches!(&result, Err(ProbeError::Io { source, .. })
+                if source.to_string().contains("announced a -1-byte answer")),
+            "{result:?}"
+        );
+        // Just over the bound: a typed refusal that says what happened.
+        for size in [MAX_RESPONSE_BYTES as i32 + 1, i32::MAX] {
             let address = server(Some(size.to_be_bytes().to_vec())).await;
-            let probe = OffsetProbe::new("t", Duration::from_secs(2));
             let result = probe
                 .query(1, &address, OffsetKind::LocalLogEnd, &[("t", vec![0])])
                 .await;
             assert!(
-                matches!(&result, Err(ProbeError::Io { source, .. })
-                    if source.to_string().contains(&format!("announced a {size}-byte answer"))),
+                matches!(&result, Err(ProbeError::ReplyTooLarge { broker: 1, announced, limit, .. })
+                    if *announced == size as usize && *limit == 16 << 20),
                 "{size}: {result:?}"
+            );
+            let message = result.unwrap_err().to_string();
+            assert!(
+                message.contains("more than the 16777216 bytes the operator reads"),
+                "{message}"
             );
         }
     }

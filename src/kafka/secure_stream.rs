@@ -379,6 +379,16 @@ pub(super) async fn round_trip(
     round_trip_up_to(stream, frame, MAX_SASL_RESPONSE_BYTES).await
 }
 
+/// A reply larger than the operator reads; refused before anything is allocated. Carried
+/// inside the `io::Error` of [`round_trip_up_to`] and turned into
+/// `ProbeError::ReplyTooLarge` by the probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the broker announced a {announced}-byte answer, more than the {limit} bytes the operator reads")]
+pub struct OversizedReply {
+    pub announced: usize,
+    pub limit: usize,
+}
+
 /// [`round_trip`] for an answer of up to `max_bytes` (a whole cluster's metadata).
 pub(super) async fn round_trip_up_to(
     stream: &mut (impl Stream + ?Sized),
@@ -388,15 +398,21 @@ pub(super) async fn round_trip_up_to(
     stream.write_all(frame).await?;
     stream.flush().await?;
     let size = stream.read_i32().await?;
-    let size = usize::try_from(size)
-        .ok()
-        .filter(|&s| s <= max_bytes)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("the broker announced a {size}-byte answer"),
-            )
-        })?;
+    let size = usize::try_from(size).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the broker announced a {size}-byte answer"),
+        )
+    })?;
+    if size > max_bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            OversizedReply {
+                announced: size,
+                limit: max_bytes,
+            },
+        ));
+    }
     let mut body = vec![0; size];
     stream.read_exact(&mut body).await?;
     Ok(Bytes::from(body))

@@ -164,6 +164,40 @@ pub fn every_broker_an_observer(
     ))
 }
 
+/// Refuses `combined: true` when Kafka's controller quorum shares no node id with the selected
+/// brokers: the brokers are then not combined-mode nodes, the controllers are dedicated and
+/// would never get the observer list (only the brokers' ConfigMap is written for a combined
+/// set). `voters` are the KRaft voters the operator last read (DescribeQuorum, through the
+/// automation's liveness view). When they are unknown (no view, DescribeQuorum failed, the
+/// automation not running) nothing is refused on this ground: unknown is no evidence. No
+/// brokers selected (yet) is no verdict either.
+pub fn combined_without_controllers<'a>(
+    combined: bool,
+    voters: impl IntoIterator<Item = &'a crate::crd::NodeId>,
+    roles: &[ObservedRole],
+) -> Option<String> {
+    let voters: BTreeSet<_> = voters.into_iter().copied().collect();
+    let brokers: BTreeSet<_> = roles
+        .iter()
+        .filter(|r| r.role == Role::Broker)
+        .flat_map(|r| r.pods.iter().map(|p| p.node_id))
+        .collect();
+    if !combined || voters.is_empty() || brokers.is_empty() || !voters.is_disjoint(&brokers) {
+        return None;
+    }
+    let list = |ids: &BTreeSet<crate::crd::NodeId>| {
+        ids.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "spec.nodes.brokers.combined is true but Kafka's controller quorum ({}) shares no node id with the selected brokers ({}): the controllers are dedicated and would never get the observer list; set combined: false and add spec.nodes.controllers selecting the controller pods",
+        list(&voters),
+        list(&brokers)
+    ))
+}
+
 /// How the pods of the awaited step were judged in this pass: the pods whose JVM reports
 /// nothing, acknowledged (or waited for) on the file plus `rollout.jvmCacheTtl`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -412,6 +446,32 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(took < Duration::from_millis(700), "took {took:?}");
+    }
+
+    #[test]
+    fn combined_is_refused_only_when_the_quorum_shares_no_broker() {
+        let roles = [role_with(Role::Broker, &[1, 2, 3])];
+        let dedicated = [101, 102, 103];
+        let problem = combined_without_controllers(true, &dedicated, &roles).expect("refused");
+        assert!(
+            problem.starts_with("spec.nodes.brokers.combined is true"),
+            "{problem}"
+        );
+        assert!(
+            problem.contains("(101, 102, 103)") && problem.contains("(1, 2, 3)"),
+            "{problem}"
+        );
+        assert!(problem.contains("add spec.nodes.controllers"), "{problem}");
+        // Combined nodes: some voter is a selected broker.
+        assert_eq!(combined_without_controllers(true, &[1, 2, 3], &roles), None);
+        assert_eq!(combined_without_controllers(true, &[3, 101], &roles), None);
+        // Not combined, quorum unknown, or no broker selected: no verdict.
+        assert_eq!(
+            combined_without_controllers(false, &dedicated, &roles),
+            None
+        );
+        assert_eq!(combined_without_controllers(true, &[], &roles), None);
+        assert_eq!(combined_without_controllers(true, &dedicated, &[]), None);
     }
 
     #[test]

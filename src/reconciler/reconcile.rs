@@ -134,6 +134,17 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         let retry = Some(INVALID_PODS_RETRY);
         return invalid(&api, &fresh, &previous, problem, retry, ctx).await;
     }
+    // The quorum as the automation last read it; none known refuses nothing.
+    let voters = ctx
+        .liveness
+        .view(&(namespace.clone(), name.clone()))
+        .map(|v| v.voters.into_keys().collect::<Vec<_>>())
+        .unwrap_or_default();
+    let combined = validated.roles.iter().any(|r| r.combined);
+    if let Some(problem) = observe::combined_without_controllers(combined, &voters, &observed) {
+        let retry = Some(INVALID_PODS_RETRY);
+        return invalid(&api, &fresh, &previous, problem, retry, ctx).await;
+    }
 
     let desired = effective_set(
         &validated.observers,
@@ -584,6 +595,10 @@ async fn cleanup(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let reference = obj.object_ref(&());
     let labels = ObserverSetLabels::new(&namespace, &name);
+    let list = |names: &[String]| match names {
+        [] => "(none)".to_string(),
+        names => names.join(", "),
+    };
     match clean_up(
         &config_maps,
         &pods,
@@ -600,8 +615,16 @@ async fn cleanup(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
                     "deletionPolicy Retain: ConfigMaps {} kept with their content, owner reference removed",
                     names.join(", ")
                 ),
-                Cleanup::Deleted(names) => format!("deletionPolicy Delete: ConfigMaps {} deleted", names.join(", ")),
+                Cleanup::Deleted { deleted, not_owned } if not_owned.is_empty() => {
+                    format!("deletionPolicy Delete: ConfigMaps {} deleted", list(&deleted))
+                }
+                Cleanup::Deleted { deleted, not_owned } => format!(
+                    "deletionPolicy Delete: ConfigMaps {} deleted; {} kept: not owned by this ObserverSet (no owner reference with its uid), so not ours to delete",
+                    list(&deleted),
+                    not_owned.join(", ")
+                ),
             };
+            crate::crd::memo::TOPIC_FILTERS.forget(&uid);
             tracing::info!(observerset = %format!("{namespace}/{name}"), "{note}");
             ctx.events
                 .normal(&reference, reason::CLEANED_UP, note)
