@@ -267,6 +267,62 @@ mod tests {
         );
     }
 
+    /// A fake apiserver behind the guard: answers every call with an empty ConfigMap and
+    /// records the methods that reached it.
+    fn fenced(fence: Fence, seen: Arc<std::sync::Mutex<Vec<Method>>>) -> kube::Client {
+        let service = tower::service_fn(move |request: Request<Body>| {
+            seen.lock().unwrap().push(request.method().clone());
+            async move {
+                let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "cm", "namespace": "ns", "resourceVersion": "7"}});
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .map_err(|e| Box::new(e) as BoxError)
+            }
+        });
+        kube::Client::new(GuardLayer { fence }.layer(service), "default")
+    }
+
+    #[tokio::test]
+    async fn a_write_after_the_deadline_never_reaches_the_apiserver() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::api::{Api, Patch, PatchParams};
+        use tokio::sync::watch;
+
+        let (_leading, receiver) = watch::channel(true);
+        let lapsed = Instant::now().checked_sub(Duration::from_secs(1)).unwrap();
+        let fence = Fence::new(receiver, super::super::fence::Term::Until(lapsed));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let api: Api<ConfigMap> = Api::namespaced(fenced(fence.clone(), seen.clone()), "ns");
+        api.get("cm").await.expect("reads are not fenced");
+        let patch = serde_json::json!({"data": {"k": "v"}});
+        let err = api
+            .patch(
+                "cm",
+                &PatchParams::apply("t").force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("refused by the fence"), "{err}");
+        assert_eq!(*seen.lock().unwrap(), [Method::GET], "the write went out");
+
+        // Renewed: the same write goes out.
+        fence.renewed(
+            Instant::now(),
+            Duration::from_secs(60),
+            Duration::from_secs(1),
+        );
+        api.patch(
+            "cm",
+            &PatchParams::apply("t").force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .expect("a write within the term");
+        assert_eq!(*seen.lock().unwrap(), [Method::GET, Method::PATCH]);
+    }
+
     #[test]
     fn timeouts_stay_under_the_default_lease() {
         let lease = Duration::from_secs(4);
