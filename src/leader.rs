@@ -13,6 +13,8 @@ use std::time::Duration;
 use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
 use tokio::sync::watch;
 
+use crate::k8s::client::{self, Witness};
+use crate::k8s::fence::{Fence, Term};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 
@@ -102,6 +104,19 @@ impl LeaseTiming {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.grace_secs * 1000 / 2)
     }
+
+    /// What the write fence takes off a confirmed renewal's term (`crate::k8s::fence`): half
+    /// the grace, like a call's bound. The holder renews `grace` before expiry, so a renewal
+    /// that answers within its own bound extends the term before it lapses; one that does not
+    /// leaves writes refused until the next succeeds. The margin also covers the clock skew a
+    /// successor still timing the Lease by its wall clock (an older version) may have.
+    pub fn fence_margin(&self) -> Duration {
+        self.request_timeout()
+    }
+
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs(self.duration_secs)
+    }
 }
 
 /// Whether this replica currently acts.
@@ -143,10 +158,12 @@ pub fn decide(role: LeaderRole, event: Event) -> (LeaderRole, LeaderAction) {
     }
 }
 
-/// A read-only view of the campaign: whether to act now, and waits for changes.
+/// A read-only view of the campaign: whether to act now, and waits for changes; and the
+/// write fence that the main client checks before every write.
 #[derive(Clone, Debug)]
 pub struct Leadership {
     receiver: watch::Receiver<bool>,
+    fence: Fence,
 }
 
 impl Leadership {
@@ -155,7 +172,17 @@ impl Leadership {
         let (sender, receiver) = watch::channel(true);
         // Keep the channel open for the life of the process: nothing ever changes it.
         std::mem::forget(sender);
-        Self { receiver }
+        Self::new(receiver, Term::Unbounded)
+    }
+
+    fn new(receiver: watch::Receiver<bool>, term: Term) -> Self {
+        let fence = Fence::new(receiver.clone(), term);
+        Self { receiver, fence }
+    }
+
+    /// The fence for the main client (`crate::k8s::client::build`).
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
     }
 
     pub fn is_leader(&self) -> bool {
@@ -191,16 +218,18 @@ pub fn campaign(
         .or_else(|| std::env::var("HOSTNAME").ok())
         .filter(|id| !id.is_empty())
         .ok_or(LeaderError::NoIdentity)?;
-    let mut config = config;
-    let timeout = Some(timing.request_timeout());
-    (
-        config.connect_timeout,
-        config.read_timeout,
-        config.write_timeout,
-    ) = (timeout, timeout, timeout);
-    let client = kube::Client::try_from(config).map_err(LeaderError::Client)?;
-
     let (sender, receiver) = watch::channel(false);
+    let leadership = Leadership::new(receiver, Term::Unproven);
+    // Only a Lease write whose answer names us proves the term: not the campaign's own
+    // conclusion, which a paused process keeps unchanged.
+    let witness = Witness {
+        fence: leadership.fence(),
+        identity: identity.as_str().into(),
+        lease_duration: timing.duration(),
+        margin: timing.fence_margin(),
+    };
+    let client =
+        client::campaign(config, timing.request_timeout(), witness).map_err(LeaderError::Client)?;
     let lease = LeaseTarget {
         client,
         name: args.lease_name.clone(),
@@ -208,7 +237,7 @@ pub fn campaign(
         params: LeaseParams::new(identity, timing.duration_secs, timing.grace_secs),
     };
     tokio::spawn(run_campaign(lease, sender, metrics, shutdown));
-    Ok(Leadership { receiver })
+    Ok(leadership)
 }
 
 /// Runs `work` only while leading: starts it on acquisition, drops (cancels) it on loss, and
@@ -381,7 +410,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn work_runs_only_while_leading_and_restarts_on_reacquisition() {
         let (sender, receiver) = watch::channel(false);
-        let leadership = Leadership { receiver };
+        let leadership = Leadership::new(receiver, Term::Unbounded);
         let shutdown = Shutdown::new();
         let running = Arc::new(AtomicI32::new(0));
         let starts = Arc::new(AtomicI32::new(0));
@@ -448,7 +477,7 @@ mod tests {
         let shutdown = Shutdown::new();
         let finished = Arc::new(AtomicI32::new(0));
         let runner = tokio::spawn(while_leader(
-            Leadership { receiver },
+            Leadership::new(receiver, Term::Unbounded),
             shutdown.clone(),
             Duration::from_secs(5),
             {

@@ -125,13 +125,18 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     ));
 
     let config = kube_config(&args).await?;
-    let client =
-        kube::Client::try_from(config.clone()).context("building the Kubernetes client")?;
     // The campaign stops on its own signal, after the work below has stopped acting: the lease
     // is held until in-flight reconciles finished, then released for the next replica.
     let campaign_stop = Shutdown::new();
-    let leadership =
-        leader::campaign(config, &args.leader, metrics.clone(), campaign_stop.clone())?;
+    let leadership = leader::campaign(
+        config.clone(),
+        &args.leader,
+        metrics.clone(),
+        campaign_stop.clone(),
+    )?;
+    // Timeouts on every call; every write through the leadership's fence.
+    let client = kafka_observer_operator::k8s::client::build(config, leadership.fence())
+        .context("building the Kubernetes client")?;
     let mut stepping_down = leadership.clone();
     let instance = args
         .leader

@@ -4,10 +4,12 @@
 //! and deletion (`finalizer`). What they send and how they read it back is pure and lives with
 //! its concept (`crate::rollout`, `crate::reconciler`, `crate::writers`, `crate::kafka::security`).
 
+pub mod client;
 pub mod config_map;
 pub mod dereference;
 pub mod error;
 pub mod events;
+pub mod fence;
 pub mod finalizer;
 pub mod nudge;
 pub mod secrets;

@@ -45,12 +45,14 @@ source "$here/drills-secured.sh"
 source "$here/drills-zones.sh"
 # shellcheck source=drills-slow.sh
 source "$here/drills-slow.sh"
+# shellcheck source=drills-fenced.sh
+source "$here/drills-fenced.sh"
 
-ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14 D15 D16 D17 D18 D19 D20)
+ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14 D15 D16 D17 D18 D19 D20 D21)
 # The two lanes of the first phase (10-12 minutes each on the 2-core bed) and the rest.
 SIDE_A=(D1 D2 D7 D8 D9 D10 D13 D14)
 SIDE_B=(D4 D6 D11)
-ALONE=(D3 D5 D12 D15 D16 D17 D18 D19 D20)
+ALONE=(D3 D5 D12 D15 D16 D17 D18 D19 D20 D21)
 second_ns="${KOO_DRILLS_SECOND_NAMESPACE:-kafka-2}"
 # mode: names (the drills named, in order, on $KAFKA_NS), all (side, then alone), side, alone.
 mode=names
