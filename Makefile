@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(KOO_CACHE)/target
 export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
-.PHONY: all build check shellcheck docs-check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
+.PHONY: all build check deny shellcheck docs-check unit test demo testbed-up testbed-down testbed-status k8s-binaries \
         kafka-jars kafka-patched kafka-versions patch-unit secure-kafka-test drills-kafka drills soak bench bench-watch bench-kafka bench-promotion bench-operator bench-policy bench-node bench-status crds crds-check fmt clippy \
         node-packages node-tools images image alerts-check promtool builds-beside builds-beside-wait
 
@@ -27,7 +27,13 @@ test: export KOO_BUILD_TESTS = 1
 test: builds-beside check unit patch-unit alerts-check builds-beside-wait testbed-up
 	KOO_KAFKA_VERSIONS_BESIDE=1 bash e2e/integration.sh
 
-check: fmt clippy crds-check shellcheck docs-check
+check: fmt clippy crds-check shellcheck docs-check deny
+
+# The dependency policy of deny.toml: licences, bans (duplicate versions included) and sources,
+# with cargo-deny built once into $(KOO_CACHE) (e2e/build/cargo-deny.sh, a few minutes the first
+# time). Not the advisories: their database cannot be fetched here (deny.toml says why).
+deny:
+	deny_bin="$$(bash e2e/build/cargo-deny.sh)" && "$$deny_bin" --locked check licenses bans sources
 
 # Every bash script with shellcheck, its masked-return check (SC2312) on: each finding fixed or
 # justified in place (e2e/shellcheck.sh).

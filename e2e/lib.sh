@@ -13,6 +13,7 @@
 #                       the apiserver binds it, every node reaches it
 #   ZONES, zone_node, zone_ip, zone_cidr, zone_netns, zone_of_id, node_names
 #                       the bed's nodes, one per zone, each in a network namespace of its own
+#   mvn_strict          Maven in batch mode with strict checksums (every Maven run)
 #   log, die            "<tag>: message" on stderr; die then exits 1
 #   kubectl             the bed's kubectl with its admin kubeconfig
 #   wait_for            poll a command until it succeeds or time runs out; wait_crd NAME
@@ -56,6 +57,13 @@ zone_of_id() {
   if (($1 >= 101)); then ordinal=$(($1 - 101)); else ordinal=$(($1 - 1)); fi
   echo "${ZONES[ordinal % ${#ZONES[@]}]}"
 }
+
+# ---- Maven --------------------------------------------------------------------------------------
+# mvn_strict ARGS...: Maven in batch mode with --strict-checksums (-C): an artifact whose checksum
+# from the repository does not match its download fails the build (Maven's default only warns).
+# Every Maven run of the e2e and patch builds goes through it. Artifacts already in the local
+# repository (~/.m2) were checked when they were downloaded and are not checked again.
+mvn_strict() { mvn -B --strict-checksums "$@"; }
 
 # ---- log, die -----------------------------------------------------------------------------------
 # log MESSAGE...: "[<time> ]<tag>: MESSAGE" on fd $log_fd (2). A script may set, after sourcing:

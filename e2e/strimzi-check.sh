@@ -66,7 +66,7 @@ make_crds() {
 </project>
 EOF
   log "resolving io.strimzi:api and io.strimzi:crd-generator $STRIMZI_VERSION from Maven Central"
-  (cd "$work" && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$cache/m2" dependency:build-classpath \
+  (cd "$work" && mvn_strict -q -Dstyle.color=never -Dmaven.repo.local="$cache/m2" dependency:build-classpath \
     -Dmdep.outputFile="$work/cp.txt" >&2)
   api_jar="$cache/m2/io/strimzi/api/$STRIMZI_VERSION/api-$STRIMZI_VERSION.jar"
   [[ -f "$api_jar" ]] || die "no $api_jar after the Maven resolution"

@@ -12,9 +12,9 @@ sed -e "s/@KAFKA_VERSION@/$version/g" -e "s/@SCALA@/$SCALA_BINARY_VERSION/g" \
   "$here/kafka-pom.xml" > "$work/pom.xml"
 rm -rf "$dest.tmp"; mkdir -p "$dest.tmp"
 (cd "$work" &&
-  mvn -B -q dependency:copy-dependencies -DincludeScope=runtime \
+  mvn_strict -q dependency:copy-dependencies -DincludeScope=runtime \
     -DoutputDirectory="$dest.tmp/lib" >&2 &&
-  mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -Dclassifier=sources \
+  mvn_strict -q dependency:copy-dependencies -DincludeScope=runtime -Dclassifier=sources \
     -DincludeGroupIds=org.apache.kafka -DoutputDirectory="$dest.tmp/sources" >&2)
 # Some releases come without sources jars (here 4.2.2 and 4.4.0; the plugin skips missing
 # classifier jars silently): the runtime is still usable, a patch then needs a sources-from.

@@ -65,7 +65,7 @@ if [[ ! -f "$scala_dir/.complete" ]]; then
   mkdir -p "$scala_dir"
   for artifact in scala-compiler scala-reflect; do
     log "fetching org.scala-lang:$artifact:$scala_version"
-    mvn -B -q dependency:copy -Dartifact="org.scala-lang:$artifact:$scala_version" \
+    mvn_strict -q dependency:copy -Dartifact="org.scala-lang:$artifact:$scala_version" \
       -DoutputDirectory="$scala_dir" > "$scala_dir/mvn.log" 2>&1 ||
       { cat "$scala_dir/mvn.log" >&2; log "cannot fetch $artifact $scala_version"; exit 1; }
   done

@@ -14,7 +14,7 @@ rm -rf "$reports"
 started=$SECONDS
 rc=0
 # (Maven 3.8 prints bare colour resets even with -B -q: strip escape sequences.)
-(cd "$root/patches/test" && mvn -q -B -Dstyle.color=never test -Dkoo.build.dir="$out") 2>&1 |
+(cd "$root/patches/test" && mvn_strict -q -Dstyle.color=never test -Dkoo.build.dir="$out") 2>&1 |
   sed 's/\x1b\[[0-9;]*m//g' || rc=$?
 sum() { # sum <attribute>: over every suite's report
   local total=0 f n

@@ -169,7 +169,6 @@ mod tests {
             secret: "kafka-user".into(),
             key: "password".into(),
             field: "spec.kafka.sasl.secretRef.passwordKey",
-            present: "username".into(),
         };
         let c = after_secret_error(&missing, &[], Some(2), t0).expect("first");
         assert_eq!(

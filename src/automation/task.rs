@@ -374,10 +374,11 @@ impl SetTask {
     }
 
     /// How to reach the cluster for this scan. With TLS or SASL, the Secrets `spec.kafka` names
-    /// are read again at every scan (one GET each, in the set's namespace): a rotated password or
-    /// certificate is used from the next scan on, without a restart. A Secret that is missing,
-    /// lacks its key or holds a bad certificate stops the scan: `KafkaReachable` False, a
-    /// Warning Event naming the Secret and the key, and no action.
+    /// are read again at every scan (two GETs each, metadata then data, in the set's namespace): a
+    /// rotated password or certificate is used from the next scan on, without a restart. A Secret
+    /// that has not opted in to the set (`kafka::secret_opt_in`), is missing, lacks its key or
+    /// holds a bad certificate stops the scan: `KafkaReachable` False, a Warning Event naming the
+    /// Secret and the key or annotation, and no action.
     async fn connection_settings(
         &mut self,
         obs: &ObserverSet,
@@ -386,6 +387,7 @@ impl SetTask {
         match secrets::connection_settings(
             &self.client,
             &self.labels.namespace,
+            &self.labels.observerset,
             &obs.spec.kafka,
             kafka,
         )

@@ -93,7 +93,8 @@ fn auto_promoted(obs: &ObserverSet) -> BTreeSet<i32> {
 }
 
 /// A watcher of the set's cluster, connected as the operator connects: with TLS or SASL the
-/// Secrets `spec.kafka` names are read from the set's namespace with the user's kubeconfig.
+/// Secrets `spec.kafka` names are read from the set's namespace with the user's kubeconfig, each
+/// only if it opted in to the set (`kafka::secret_opt_in`), as the operator reads them.
 /// `--bootstrap` replaces all of it with a plaintext listener.
 async fn watcher(
     cli: &Cli,
@@ -105,8 +106,17 @@ async fn watcher(
         Some(b) => ConnectionSettings::from_bootstrap(b),
         None => {
             let namespace = kube::ResourceExt::namespace(obs).unwrap_or_default();
+            let name = kube::ResourceExt::name_any(obs);
             let client = api.clone().into_client();
-            connection_settings(&client, &namespace, &obs.spec.kafka, &validated.kafka).await?
+            // The operator's rule, with the user's credentials: only Secrets that opted in.
+            connection_settings(
+                &client,
+                &namespace,
+                &name,
+                &obs.spec.kafka,
+                &validated.kafka,
+            )
+            .await?
         }
     };
     let mut watcher = KafkaWatcher::new(&settings, WatcherOptions::default())?;

@@ -19,6 +19,7 @@ pub mod quorum;
 mod read_order;
 mod reassignment;
 mod scan;
+pub mod secret_opt_in;
 #[cfg(test)]
 mod secure_probe_tests;
 mod secure_stream;

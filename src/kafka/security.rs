@@ -57,14 +57,23 @@ pub enum SecretError {
         /// The spec field that names it, e.g. `spec.kafka.tls.caSecretRef.name`.
         field: &'static str,
     },
-    #[error("Secret {namespace}/{secret} has no key {key} (named by {field}; it has {present}): add the key, or fix {field}")]
+    /// The message names the missing key only: the keys the Secret does have are not listed (a
+    /// set may name a Secret its author may not read).
+    #[error("Secret {namespace}/{secret} has no key {key} (named by {field}): add the key, or fix {field}")]
     KeyMissing {
         namespace: String,
         secret: String,
         key: String,
         field: &'static str,
-        /// The keys the Secret does have, for the message.
-        present: String,
+    },
+    /// The Secret has not opted in to this ObserverSet (`kafka::secret_opt_in`): refused before
+    /// its data is read.
+    #[error("Secret {namespace}/{secret} {refusal}, so ObserverSet {observer_set} may not use it: a Secret is used only by the ObserverSets its annotation {annotation} names (comma-separated names, or * for every ObserverSet of namespace {namespace}); add {observer_set} to it, e.g. kubectl annotate secret -n {namespace} {secret} {annotation}={observer_set} (with --overwrite, keeping the names already there, if it has one)", annotation = crate::kafka::secret_opt_in::ANNOTATION)]
+    NotOptedIn {
+        namespace: String,
+        secret: String,
+        observer_set: String,
+        refusal: crate::kafka::secret_opt_in::Refusal,
     },
     #[error("{location} is empty: it must hold the {what}")]
     Empty {
@@ -266,17 +275,6 @@ impl Lookup<'_> {
             secret: secret.into(),
             key: key.into(),
             field: key_field,
-            present: if data.is_empty() {
-                "no keys".into()
-            } else {
-                format!(
-                    "keys {}",
-                    data.keys()
-                        .map(String::as_str)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            },
         })?;
         let location = self.location(secret, key);
         let text = String::from_utf8(value.clone()).map_err(|_| SecretError::NotText {
@@ -658,23 +656,27 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_key_is_named_with_the_keys_present() {
+    fn a_missing_key_is_named_and_the_keys_present_are_not() {
         let mut secrets = contents();
-        secrets.get_mut("kafka-user").unwrap().remove("password");
+        let user = secrets.get_mut("kafka-user").unwrap();
+        user.remove("password");
+        user.insert("other-teams-token".into(), b"s3cr3t-value".to_vec());
         let msg = error(&secrets, None, Some(&sasl_spec(SaslMechanism::Plain)));
         assert!(
             msg.contains("Secret team-a/kafka-user has no key password"),
             "{msg}"
         );
-        assert!(msg.contains("it has keys username"), "{msg}");
         assert!(
             msg.contains("spec.kafka.sasl.secretRef.passwordKey"),
             "{msg}"
         );
+        // Neither the other keys' names nor any value.
+        for leak in ["username", "other-teams-token", "s3cr3t-value"] {
+            assert!(!msg.contains(leak), "{leak} in {msg}");
+        }
         secrets.get_mut("kafka-ca").unwrap().clear();
         let msg = error(&secrets, Some(&tls_spec(false)), None);
         assert!(msg.contains("has no key ca.crt"), "{msg}");
-        assert!(msg.contains("it has no keys"), "{msg}");
     }
 
     #[test]

@@ -9,7 +9,14 @@
 //! 2. the password in the Secret changed to a wrong one: False, `ScanFailed`, the message naming
 //!    the Secret and the key (through the probe's diagnosis) and a Warning Event;
 //! 3. the right password back (a rotation): True again, the log saying it reconnected;
-//! 4. the password key removed: False, `SecretInvalid`, naming the Secret and the missing key.
+//! 4. the password key removed: False, `SecretInvalid`, naming the Secret and the missing key
+//!    and not the keys it has;
+//! 5. the right data again but the Secret's opt-in annotation (`kafkaobserver.io/observer-sets`)
+//!    removed, then naming another set: False, `SecretInvalid`, the message and the Warning Event
+//!    naming the Secret and the annotation to add, and no username or password anywhere.
+//!
+//! The Secrets opt in as a user's would: `kafka-ca` to every set of the namespace (`*`),
+//! `kafka-user` to this set by name.
 //!
 //! Owns its state: a fresh namespace with the Secrets and a pod-less ObserverSet (policy
 //! UnderMinIsr in dry run: the scans run, nothing is ever promoted), deleted at the end, and its
@@ -31,6 +38,8 @@ use crate::support::{bed, create_observer_set, status_of, wait_for};
 
 const T: Duration = Duration::from_secs(60);
 const SET: &str = "secure";
+/// The annotation by which a Secret lets ObserverSets use it (`kafka::secret_opt_in`).
+const OPT_IN: &str = "kafkaobserver.io/observer-sets";
 
 /// The `KafkaReachable` condition of the set: (status, reason, message).
 async fn reachable(sets: &Api<ObserverSet>) -> Option<(String, String, String)> {
@@ -58,8 +67,9 @@ async fn wait_reachable(sets: &Api<ObserverSet>, status: &str, reason: &str) -> 
     .await
 }
 
-/// Secret `kafka-user` holds exactly `data` afterwards (created, or replaced whole).
-async fn set_user_secret(secrets: &Api<Secret>, data: &[(&str, &str)]) {
+/// Secret `kafka-user` holds exactly `data` afterwards (created, or replaced whole), opted in to
+/// the sets `opt_in` names (no annotation when `None`).
+async fn set_user_secret(secrets: &Api<Secret>, data: &[(&str, &str)], opt_in: Option<&str>) {
     let mut secret = Secret {
         data: Some(
             data.iter()
@@ -69,6 +79,8 @@ async fn set_user_secret(secrets: &Api<Secret>, data: &[(&str, &str)]) {
         ..Secret::default()
     };
     secret.metadata.name = Some("kafka-user".into());
+    secret.metadata.annotations =
+        opt_in.map(|sets| [(OPT_IN.to_string(), sets.to_string())].into());
     match secrets
         .get_opt("kafka-user")
         .await
@@ -109,7 +121,7 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
 
     let secrets: Api<Secret> = Api::namespaced(bed.client.clone(), &ns);
     let ca_secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "kafka-ca"},
+        "metadata": {"name": "kafka-ca", "annotations": {OPT_IN: "*"}},
         "stringData": {"ca.crt": ca.pem}
     }))
     .unwrap();
@@ -117,7 +129,12 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
         .create(&PostParams::default(), &ca_secret)
         .await
         .expect("create Secret kafka-ca");
-    set_user_secret(&secrets, &[("username", USER), ("password", PASSWORD)]).await;
+    set_user_secret(
+        &secrets,
+        &[("username", USER), ("password", PASSWORD)],
+        Some(SET),
+    )
+    .await;
 
     let sets = bed.observer_sets(&ns);
     let mut body = bed.podless_observer_set(SET, &[2], &[]);
@@ -138,6 +155,7 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
     set_user_secret(
         &secrets,
         &[("username", USER), ("password", "not-the-password")],
+        Some(SET),
     )
     .await;
     let message = wait_reachable(&sets, "False", "ScanFailed").await;
@@ -160,7 +178,12 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
     eprintln!("2. Event: {note}");
 
     // 3. The right password back: picked up by the running operator at its next scan.
-    set_user_secret(&secrets, &[("username", USER), ("password", PASSWORD)]).await;
+    set_user_secret(
+        &secrets,
+        &[("username", USER), ("password", PASSWORD)],
+        Some(SET),
+    )
+    .await;
     let message = wait_reachable(&sets, "True", "Scanned").await;
     eprintln!("3. rotated back: {message}");
     assert!(
@@ -169,13 +192,73 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
     );
 
     // 4. The password key gone: no scan, the condition names the Secret and the key.
-    set_user_secret(&secrets, &[("username", USER)]).await;
+    set_user_secret(&secrets, &[("username", USER)], Some(SET)).await;
     let message = wait_reachable(&sets, "False", "SecretInvalid").await;
     eprintln!("4. key removed: {message}");
     assert!(
         message.contains(&format!("Secret {ns}/kafka-user has no key password")),
         "the condition must name the Secret and the missing key: {message}"
     );
+    assert!(
+        !message.contains("username"),
+        "the keys the Secret has are not listed: {message}"
+    );
+
+    // 5. The Secret no longer opted in to the set: refused before its data is read, the
+    // message saying which annotation to add and showing no credential.
+    for (opt_in, why) in [
+        (None, format!("has no annotation {OPT_IN}")),
+        (
+            Some("other-set"),
+            format!("does not name it in its annotation {OPT_IN}"),
+        ),
+    ] {
+        set_user_secret(
+            &secrets,
+            &[("username", USER), ("password", PASSWORD)],
+            opt_in,
+        )
+        .await;
+        let message = wait_for(T, &format!("KafkaReachable False: {why}"), || async {
+            reachable(&sets)
+                .await
+                .filter(|(s, r, m)| s == "False" && r == "SecretInvalid" && m.contains(&why))
+                .map(|(_, _, message)| message)
+        })
+        .await;
+        eprintln!("5. not opted in ({opt_in:?}): {message}");
+        assert!(
+            message.contains(&format!(
+                "Secret {ns}/kafka-user {why}, so ObserverSet {SET} may not use it"
+            )) && message.contains(&format!("{OPT_IN}={SET}")),
+            "the condition must name the Secret, the set and the annotation to add: {message}"
+        );
+        for shown in [USER, PASSWORD, "username", "password", "other-set"] {
+            assert!(
+                !message.contains(shown),
+                "the condition shows {shown:?}: {message}"
+            );
+        }
+    }
+    let notes: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(OPT_IN) && n.contains("kafka-user")),
+        "a Warning Event names the Secret and the annotation: {notes:?}"
+    );
+    for note in &notes {
+        for shown in [USER, PASSWORD] {
+            assert!(!note.contains(shown), "an Event shows {shown:?}: {note}");
+        }
+    }
     let status = status_of(&sets, SET).await;
     assert!(
         status["autoPromotions"]

@@ -15,9 +15,15 @@
 #   kafka-ca           ca.crt: what a client trusts
 #   kafka-user         username koo-observer, password (SCRAM-SHA-512)
 #   kafka-client       kubernetes.io/tls: tls.crt, tls.key (client certificate koo-observer)
+# The last three opt in to the example's ObserverSet, $OPT_IN_SETS (annotation $OPT_IN, which the
+# operator requires: docs/kafka-security.md); the brokers' own kafka-broker-tls does not, so no
+# ObserverSet can have the operator read the brokers' key.
 # The user koo-observer itself is created in Kafka by scram_user once the brokers run.
 
 SCRAM_USER="koo-observer"
+OPT_IN="kafkaobserver.io/observer-sets"
+# The ObserverSet of examples/observersets/ and the drills (e2e/drills/operator/lib.sh: OBS).
+OPT_IN_SETS="kafka"
 
 # pki_issue DIR NAME SUBJECT EXT_KEY_USAGE [SAN]: an EC P-256 key (PKCS#8, what Kafka's PEM key
 # store reads) and a certificate the listeners' CA signs; kept when it exists. Each step's status
@@ -68,17 +74,20 @@ listener_pki() {
   kubectl -n "$ns" patch secret kafka-broker-tls --type merge \
     -p "{\"data\":{\"ca.crt\":\"$ca\"}}" >/dev/null ||
     die "cannot add ca.crt to Secret $ns/kafka-broker-tls"
-  secret_apply generic kafka-ca --from-file=ca.crt="$dir/kafka-ca.crt"
-  secret_apply generic kafka-user --from-literal=username="$SCRAM_USER" --from-file=password="$dir/scram-password"
-  secret_apply tls kafka-client --cert="$dir/client.crt" --key="$dir/client.key"
+  opt_in="$OPT_IN_SETS" secret_apply generic kafka-ca --from-file=ca.crt="$dir/kafka-ca.crt"
+  opt_in="$OPT_IN_SETS" secret_apply generic kafka-user --from-literal=username="$SCRAM_USER" --from-file=password="$dir/scram-password"
+  opt_in="$OPT_IN_SETS" secret_apply tls kafka-client --cert="$dir/client.crt" --key="$dir/client.key"
 }
 
-# secret_apply TYPE NAME ARGS...: `kubectl create secret` as an apply (create or update).
+# secret_apply TYPE NAME ARGS...: `kubectl create secret` as an apply (create or update); with
+# opt_in=SETS in its environment, the Secret carries $OPT_IN=SETS (`kubectl create secret` has no
+# flag for annotations: `kubectl annotate --local` adds it to the object before the apply).
 secret_apply() {
-  local type="$1" name="$2"
+  local type="$1" name="$2" annotate=(cat)
   shift 2
+  [[ -z "${opt_in:-}" ]] || annotate=(kubectl annotate --local -f - "$OPT_IN=$opt_in" -o yaml)
   # shellcheck disable=SC2312 # not masked: kafka.sh, which sources this, sets pipefail (and apply fails on no input)
-  kubectl -n "$ns" create secret "$type" "$name" "$@" --dry-run=client -o yaml |
+  kubectl -n "$ns" create secret "$type" "$name" "$@" --dry-run=client -o yaml | "${annotate[@]}" |
     kubectl -n "$ns" apply -f - >/dev/null || die "cannot apply Secret $ns/$name"
 }
 
