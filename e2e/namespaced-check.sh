@@ -11,6 +11,7 @@
 # Everything it creates (a namespace, a ClusterRole and its binding, the policy and its
 # binding) is deleted on exit. Touches no other namespace. Exit status: the number of failures.
 # Environment: KOO_TESTBED (default .testbed of this checkout).
+# shellcheck disable=SC2312 # each $(...) here feeds a comparison or a patch body that fails the check when it fails
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 tb="${KOO_TESTBED:-$tb}"
