@@ -7,7 +7,8 @@
 #      (kafka, kube-system, cluster-wide), Nodes get only;
 #   2. the policy: a pod's image, a label or a foreign annotation cannot change, a
 #      kafkaobserver.io/ annotation can; a ConfigMap no ObserverSet owns cannot be created,
-#      patched, adopted or deleted, one an ObserverSet owns can.
+#      patched, adopted or deleted, one an ObserverSet owns (or one retained with the
+#      operator's labels) can.
 # Everything it creates (a namespace, a ClusterRole and its binding, the policy and its
 # binding) is deleted on exit. Touches no other namespace. Exit status: the number of failures.
 # Environment: KOO_TESTBED (default .testbed of this checkout).
@@ -124,6 +125,13 @@ owned kafka-observers-broker 1 > "$work/owned.yaml"
 expect_allowed create -f "$work/owned.yaml"
 expect_allowed patch configmap kafka-observers-broker --type=merge -p '{"data":{"observer.ids":"5"}}'
 expect_allowed delete configmap kafka-observers-broker --wait=false
+# A list retained earlier (owner reference removed, the operator's labels kept) may be taken
+# back; a foreign ConfigMap with only one of the labels may not.
+kubectl -n "$ns" create configmap retained --from-literal=k=v >/dev/null
+kubectl -n "$ns" label configmap retained app.kubernetes.io/managed-by=kafka-observer-operator kafkaobserver.io/observerset=kafka >/dev/null
+kubectl -n "$ns" label configmap foreign app.kubernetes.io/managed-by=kafka-observer-operator >/dev/null
+expect_refused patch configmap foreign --type=merge -p '{"data":{"k":"w"}}'
+expect_allowed patch configmap retained --type=merge -p '{"data":{"k":"w"}}'
 
 echo "namespaced-check: $fails failure(s)"
 exit "$fails"
