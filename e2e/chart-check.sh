@@ -46,6 +46,9 @@ declare -A variants=(
   [secret-namespaces]="--set rbac.secretNamespaces={default,kube-public}"
   [no-secrets]="--set rbac.readSecrets=false"
   [cluster-dns]="--set dnsConfig=null"
+  # The namespaced mode, in namespaces that exist on the bed (the dry run creates the Roles).
+  [namespaced]="--set watchNamespaces={default,kube-public}"
+  [no-admission-policy]="--set admissionPolicy.enabled=false"
 )
 for v in "${!variants[@]}"; do
   # shellcheck disable=SC2086,SC2312 # variants[$v] is several words on purpose; message text only
@@ -133,6 +136,46 @@ if [[ -s "$work/defaults.yaml" && -s "$work/secret-namespaces.yaml" && -s "$work
   grep -q 'kind: RoleBinding' "$work/secret-namespaces.yaml" || bad "rbac.secretNamespaces renders no RoleBinding"
 fi
 
+# The namespaced mode: the ClusterRole keeps `nodes: get` only; each watched namespace gets a
+# Role (and RoleBinding) with the rules the cluster-wide mode grants everywhere; the operator is
+# told the namespaces. Without it: no Role outside the release namespace, no WATCH_NAMESPACES.
+cluster_rules() { # rendering: the rules of its ClusterRoles only
+  awk '/^kind: / { keep = ($2 == "ClusterRole") } keep' "$1" > "$1.cluster" && rbac_rules "$1.cluster"
+}
+role_namespaces() { # rendering: the namespaces of its Roles and RoleBindings named like the ClusterRole
+  awk '/^kind: / { kind = $2 } /^  name: / { name = $2 } /^  namespace: / && (kind == "Role" || kind == "RoleBinding") && name == "koo-kafka-observer-operator" { print kind, $2 }' "$1" | LC_ALL=C sort | tr '\n' ' '
+}
+if [[ -s "$work/namespaced.yaml" && -s "$work/defaults.yaml" ]]; then
+  before=$fails
+  got="$(cluster_rules "$work/namespaced.yaml")"
+  [[ "$got" == "core nodes - get" ]] || bad "namespaced mode: the ClusterRole grants more than nodes get:"$'\n'"$got"
+  got="$(role_namespaces "$work/namespaced.yaml")"
+  [[ "$got" == "Role default Role kube-public RoleBinding default RoleBinding kube-public " ]] ||
+    bad "namespaced mode: Roles and RoleBindings '$got', want one of each in default and kube-public"
+  # shellcheck disable=SC2312 # a failed rendering read gives a different list, which fails the comparison
+  # Each namespace's Role holds exactly the rules the cluster-wide ClusterRole holds minus Nodes.
+  ns_rules="$(awk '/^kind: / { kind = $2; ns = "" } /^  namespace: / { ns = $2; if (kind == "Role" && ns == "default") print "kind: Role" } kind == "Role" && ns == "default"' "$work/namespaced.yaml" > "$work/ns-default" && rbac_rules "$work/ns-default")"
+  want="$(cluster_rules "$work/defaults.yaml" | grep -v '^core nodes ')"
+  [[ "$ns_rules" == "$want" ]] || bad "namespaced mode: the Role in default differs from the cluster-wide rules:"$'\n'"$(diff <(echo "$want") <(echo "$ns_rules") || true)"
+  grep -A1 'name: WATCH_NAMESPACES' "$work/namespaced.yaml" | grep -q 'value: "default,kube-public"' ||
+    bad "namespaced mode: the Deployment lacks WATCH_NAMESPACES=default,kube-public"
+  ! grep -q 'WATCH_NAMESPACES' "$work/defaults.yaml" || bad "cluster-wide mode sets WATCH_NAMESPACES"
+  # shellcheck disable=SC2312 # a failed read prints nothing here, but the namespaced check above reads the same way
+  [[ "$(role_namespaces "$work/defaults.yaml")" == "" ]] || bad "cluster-wide mode renders per-namespace Roles"
+  ((fails > before)) || ok "namespaced mode: Roles in exactly the watched namespaces, the ClusterRole only nodes get, WATCH_NAMESPACES set"
+fi
+# The ValidatingAdmissionPolicy: on by default, matching the release's ServiceAccount; off on request.
+if [[ -s "$work/defaults.yaml" && -s "$work/no-admission-policy.yaml" ]]; then
+  if grep -q '^kind: ValidatingAdmissionPolicy$' "$work/defaults.yaml" && grep -q '^kind: ValidatingAdmissionPolicyBinding$' "$work/defaults.yaml" &&
+    grep -q "request.userInfo.username == 'system:serviceaccount:$ns:koo-kafka-observer-operator'" "$work/defaults.yaml"; then
+    ok "the default rendering has the ValidatingAdmissionPolicy and binding, matching the operator's ServiceAccount"
+  else bad "the default rendering lacks the ValidatingAdmissionPolicy, its binding or the ServiceAccount match"; fi
+  if grep -q '^kind: ValidatingAdmissionPolicy' "$work/no-admission-policy.yaml"; then bad "admissionPolicy.enabled=false still renders the policy"
+  else ok "admissionPolicy.enabled=false renders no policy"; fi
+  grep -q 'name: POD_SELECTOR' "$work/defaults.yaml" && grep -A1 'name: POD_SELECTOR' "$work/defaults.yaml" | grep -q 'app.kubernetes.io/name=kafka' &&
+    ok "the pod watch is label-filtered by default (POD_SELECTOR)" || bad "the default rendering has no POD_SELECTOR app.kubernetes.io/name=kafka"
+fi
+
 # 3. values.schema.json must reject bad values, naming the key.
 reject() { # description, expected text, helm args...
   local what="$1" want="$2"; shift 2
@@ -146,6 +189,8 @@ reject "an unknown top-level key" "additional" --set nosuchkey=1
 reject "a bad lease duration" "leaseDuration" --set leaderElection.leaseDuration=15sec
 reject "metrics.port=0" "port" --set metrics.port=0
 reject "2 replicas without leader election" "leaderElection" --set replicaCount=2 --set leaderElection.enabled=false
+reject "a watched namespace that is not a name" "watchNamespaces" --set "watchNamespaces={Team_A}"
+reject "admissionPolicy.enabled=maybe" "enabled" --set admissionPolicy.enabled=maybe
 reject "a namespace name that is not a DNS label in rbac.secretNamespaces" "secretNamespaces" --set 'rbac.secretNamespaces={Team_A}'
 reject "prometheusRule.heldBackMinutes=0" "heldBackMinutes" --set prometheusRule.heldBackMinutes=0
 reject "a prometheusRule.selector with braces" "selector" --set-string 'prometheusRule.selector={job="x"}'

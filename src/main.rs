@@ -16,6 +16,7 @@ use kube::CustomResourceExt;
 use kafka_observer_operator::agent::{self, AgentArgs};
 use kafka_observer_operator::crd::{parse_duration, ObserverSet};
 use kafka_observer_operator::http::{self, HttpArgs, ProbeFlags};
+use kafka_observer_operator::k8s::scope::WatchScope;
 use kafka_observer_operator::leader::{self, LeaderArgs};
 use kafka_observer_operator::metrics::Metrics;
 use kafka_observer_operator::shutdown::Shutdown;
@@ -55,9 +56,19 @@ struct RunArgs {
     /// Kubeconfig file (also $KUBECONFIG); without either: ~/.kube/config, else the in-cluster config.
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
-    /// Watch ObserverSets (and their pods and ConfigMaps) in this namespace only; default: all.
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    namespace: Option<String>,
+    /// Watch ObserverSets (and their pods and ConfigMaps) in these namespaces only, comma-separated
+    /// or the flag repeated (`--namespace` is the same flag); none: every namespace.
+    #[arg(
+        long = "watch-namespaces",
+        visible_alias = "namespace",
+        env = "WATCH_NAMESPACES",
+        value_delimiter = ','
+    )]
+    watch_namespaces: Vec<String>,
+    /// Only pods with these labels are watched and taken as a role's pods (kubectl's
+    /// equality-based syntax, e.g. `app.kubernetes.io/name=kafka`); empty: every pod.
+    #[arg(long, env = "POD_SELECTOR", default_value = "")]
+    pod_selector: String,
     /// Requeue of an ObserverSet with nothing in flight (changes are picked up by watches at once).
     #[arg(long, env = "RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     resync: Duration,
@@ -124,6 +135,7 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
 
+    let scope = WatchScope::new(&args.watch_namespaces, &args.pod_selector)?;
     let config = kube_config(&args).await?;
     // The campaign stops on its own signal, after the work below has stopped acting: the lease
     // is held until in-flight reconciles finished, then released for the next replica.
@@ -143,50 +155,37 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         .identity
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok());
-    let ctx = Arc::new(reconciler::Context::new(
-        client.clone(),
-        metrics.clone(),
-        instance,
-        args.resync,
-    ));
-    health.set_ready(true);
-    tracing::info!(
-        namespace = args.namespace.as_deref().unwrap_or("<all>"),
-        "operator started"
+    let ctx = Arc::new(
+        reconciler::Context::new(client.clone(), metrics.clone(), instance, args.resync)
+            .with_pod_filter(scope.pods.clone()),
     );
+    health.set_ready(true);
+    tracing::info!(namespaces = %scope.describe(), pods = %scope.pods, "operator started");
     // Leading or not: a replica that takes over must not wait on the cluster DNS.
     tokio::spawn(automation::standby::keep_names_resolved(
         client.clone(),
-        args.namespace.clone(),
+        scope.clone(),
         shutdown.clone(),
     ));
 
     leader::while_leader(leadership, shutdown.clone(), SHUTDOWN_GRACE, || {
-        let (client, ctx, metrics, shutdown, namespace) = (
+        let (client, ctx, metrics, shutdown, scope) = (
             client.clone(),
             ctx.clone(),
             metrics.clone(),
             shutdown.clone(),
-            args.namespace.clone(),
+            scope.clone(),
         );
         let events = ctx.events.clone();
         // The automation's scans tell the reconciler which brokers Kafka lists.
         let liveness = ctx.liveness.clone();
         async move {
-            let promotions = async {
-                match namespace.as_deref() {
-                    Some(ns) => {
-                        automation::run_namespaced(client.clone(), metrics, events, ns, liveness)
-                            .await
-                    }
-                    None => automation::run(client.clone(), metrics, events, liveness).await,
-                }
-            };
+            let promotions = automation::run(client.clone(), &scope, metrics, events, liveness);
             // The reconciler and the promotion automation act only together, only while
             // leading. On shutdown the reconciler finishes its in-flight reconciles and returns;
             // the automation is then dropped.
             tokio::select! {
-                _ = reconciler::run(client.clone(), namespace.clone(), ctx, shutdown) => {}
+                _ = reconciler::run(client.clone(), scope.clone(), ctx, shutdown) => {}
                 _ = promotions => tracing::warn!("the promotion automation stopped"),
             }
         }
@@ -241,7 +240,8 @@ mod tests {
             args.kubeconfig.as_deref(),
             Some(std::path::Path::new("/tmp/kubeconfig"))
         );
-        assert_eq!(args.namespace.as_deref(), Some("kafka"));
+        assert_eq!(args.watch_namespaces, ["kafka"]);
+        assert_eq!(args.pod_selector, "");
         assert_eq!(args.http.metrics_listen.to_string(), "0.0.0.0:8080");
         assert!(!args.leader.enabled);
         assert_eq!(
@@ -268,6 +268,31 @@ mod tests {
         assert!(args.leader.enabled);
         assert_eq!(args.http.metrics_listen.to_string(), "127.0.0.1:9");
         assert!(Cli::try_parse_from(["x", "run", "--leader-election", "maybe"]).is_err());
+    }
+
+    /// A namespaced install lists its namespaces comma-separated (the chart) or repeats the flag.
+    #[test]
+    fn watch_namespaces_and_pod_selector_parse() {
+        let parse = |extra: &[&str]| {
+            let cli = Cli::try_parse_from(["x", "run"].iter().chain(extra)).unwrap();
+            let Command::Run(args) = cli.command else {
+                panic!("run")
+            };
+            args
+        };
+        let args = parse(&["--watch-namespaces", "kafka,kafka-2"]);
+        assert_eq!(args.watch_namespaces, ["kafka", "kafka-2"]);
+        let args = parse(&[
+            "--watch-namespaces",
+            "kafka",
+            "--watch-namespaces",
+            "kafka-2",
+            "--pod-selector",
+            "app.kubernetes.io/name=kafka",
+        ]);
+        assert_eq!(args.watch_namespaces, ["kafka", "kafka-2"]);
+        assert_eq!(args.pod_selector, "app.kubernetes.io/name=kafka");
+        assert!(parse(&[]).watch_namespaces.is_empty());
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub use task::reason;
 
 use crate::crd::{ObserverSet, PromotionPolicy};
 use crate::k8s::events::Events;
+use crate::k8s::scope::WatchScope;
 use crate::kafka_liveness::KafkaLiveness;
 use crate::metrics::{Metrics, ObserverSetLabels};
 use crate::reconciler::conflict;
@@ -101,16 +102,32 @@ fn key(obs: &ObserverSet) -> (String, String) {
     (obs.namespace().unwrap_or_default(), obs.name_any())
 }
 
-/// Watches every ObserverSet and keeps one automation task per automated set. Never returns
-/// on its own (watch errors are retried with backoff); drop it to stop every task.
+/// Watches the ObserverSets of `scope` (every namespace in the cluster-wide mode) and keeps one
+/// automation task per automated set. Never returns on its own (watch errors are retried with
+/// backoff); drop it to stop every task. One supervisor per namespace: each one's initial list
+/// stops the tasks of sets no longer listed, which must not reach another namespace's.
 /// `events`: the replica's publisher, shared with the reconciler.
 /// `liveness`: where each scan's view of the live brokers goes, for the reconciler.
-pub async fn run(client: Client, metrics: Metrics, events: Events, liveness: KafkaLiveness) {
-    let api: Api<ObserverSet> = Api::all(client.clone());
-    supervise(client, api, metrics, events, liveness).await
+pub async fn run(
+    client: Client,
+    scope: &WatchScope,
+    metrics: Metrics,
+    events: Events,
+    liveness: KafkaLiveness,
+) {
+    let supervisors = scope.apis::<ObserverSet>(&client).into_iter().map(|api| {
+        supervise(
+            client.clone(),
+            api,
+            metrics.clone(),
+            events.clone(),
+            liveness.clone(),
+        )
+    });
+    futures::future::join_all(supervisors).await;
 }
 
-/// [`run`] for the ObserverSets of one namespace only (tests, namespace-scoped installs).
+/// [`run`] for the ObserverSets of one namespace only (tests).
 pub async fn run_namespaced(
     client: Client,
     metrics: Metrics,

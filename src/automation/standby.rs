@@ -9,6 +9,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use crate::crd::{parse_bootstrap_servers, ObserverSet};
+use crate::k8s::scope::WatchScope;
 use crate::kafka::name_cache;
 use crate::shutdown::Shutdown;
 
@@ -25,13 +26,10 @@ pub fn bootstrap_names(sets: &[ObserverSet]) -> BTreeSet<String> {
         .collect()
 }
 
-/// Resolves the bootstrap names of the ObserverSets `namespace` (or every namespace) holds,
-/// now and every `name_cache::WARM_EVERY`, until `shutdown`.
-pub async fn keep_names_resolved(client: Client, namespace: Option<String>, shutdown: Shutdown) {
-    let api: Api<ObserverSet> = match &namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
-    };
+/// Resolves the bootstrap names of the ObserverSets `scope` holds, now and every
+/// `name_cache::WARM_EVERY`, until `shutdown`.
+pub async fn keep_names_resolved(client: Client, scope: WatchScope, shutdown: Shutdown) {
+    let apis: Vec<Api<ObserverSet>> = scope.apis(&client);
     let mut ticker = tokio::time::interval(name_cache::WARM_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -39,12 +37,16 @@ pub async fn keep_names_resolved(client: Client, namespace: Option<String>, shut
             _ = ticker.tick() => {}
             () = shutdown.wait() => return,
         }
-        match api.list(&ListParams::default()).await {
-            Ok(list) => name_cache::warm(bootstrap_names(&list.items)).await,
-            Err(e) => {
-                tracing::debug!(error = %e, "listing ObserverSets to resolve their bootstrap names failed")
+        let mut sets = Vec::new();
+        for api in &apis {
+            match api.list(&ListParams::default()).await {
+                Ok(list) => sets.extend(list.items),
+                Err(e) => {
+                    tracing::debug!(error = %e, "listing ObserverSets to resolve their bootstrap names failed")
+                }
             }
         }
+        name_cache::warm(bootstrap_names(&sets)).await;
     }
 }
 

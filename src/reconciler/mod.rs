@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
+use kube::core::Selector;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -36,6 +37,7 @@ pub use reconcile::reconcile;
 use crate::agent::AgentClient;
 use crate::crd::ObserverSet;
 use crate::k8s::events::{reason, Events};
+use crate::k8s::scope::WatchScope;
 use crate::k8s::Error;
 use crate::kafka_liveness::KafkaLiveness;
 use crate::metrics::Metrics;
@@ -54,7 +56,12 @@ pub struct Context {
     /// The running controller's cache of ObserverSets (replaced on every start, since a new
     /// leadership term runs a new controller): the conflict check reads the siblings from it
     /// instead of listing them on every reconcile, once it holds a complete list.
-    pub sets: RwLock<Option<Store<ObserverSet>>>,
+    /// One store per controller: per watched namespace (the key), or one for the whole cluster
+    /// (key `None`).
+    pub sets: RwLock<HashMap<Option<String>, Store<ObserverSet>>>,
+    /// Only the pods these labels select are a role's pods (`--pod-selector`, the pod watch's
+    /// filter too); empty: every pod of the namespace.
+    pub pod_filter: Selector,
     /// Since when each pod's agent has been silent (`silence`), by pod uid: in memory only, so
     /// a restart starts the clocks again (the conservative direction).
     pub silence: Mutex<silence::Memory>,
@@ -70,12 +77,15 @@ pub struct Context {
 impl Context {
     /// The controller's cache of ObserverSets, if it holds a complete list (never a partial one:
     /// a sibling missing from it could be a missed conflict).
-    pub fn ready_sets(&self) -> Option<Store<ObserverSet>> {
-        let store = self
-            .sets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()?;
+    /// `namespace`: the ObserverSet's, whose siblings are wanted.
+    pub fn ready_sets(&self, namespace: &str) -> Option<Store<ObserverSet>> {
+        let store = {
+            let stores = self.sets.read().unwrap_or_else(|e| e.into_inner());
+            stores
+                .get(&Some(namespace.to_owned()))
+                .or_else(|| stores.get(&None))
+                .cloned()?
+        };
         matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))).then_some(store)
     }
 }
@@ -94,12 +104,21 @@ impl Context {
             events,
             agents: AgentClient::default(),
             resync,
-            sets: RwLock::new(None),
+            sets: RwLock::new(HashMap::new()),
+            pod_filter: Selector::default(),
             silence: Mutex::new(silence::Memory::new()),
             liveness: KafkaLiveness::default(),
             nodes: Mutex::new(HashMap::new()),
             failures: Mutex::default(),
         }
+    }
+}
+
+impl Context {
+    /// Only the pods `filter` selects are watched and taken as a role's pods.
+    pub fn with_pod_filter(mut self, filter: Selector) -> Self {
+        self.pod_filter = filter;
+        self
     }
 }
 
@@ -127,26 +146,64 @@ pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> 
     Action::requeue(wait)
 }
 
-/// Runs the controller until `shutdown` (or until the future is dropped on loss of leadership).
-/// `namespace`: watch one namespace, or all when `None`.
-pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, shutdown: Shutdown) {
-    let sets: Api<ObserverSet> = scoped(&client, namespace.as_deref());
-    let config_maps: Api<ConfigMap> = scoped(&client, namespace.as_deref());
-    let pods_api: Api<Pod> = scoped(&client, namespace.as_deref());
+/// Runs the controllers until `shutdown` (or until the future is dropped on loss of
+/// leadership): one per namespace of `scope`, or one for the whole cluster. A controller per
+/// namespace, not one fed by several watches: a reflector's store is replaced whole by each
+/// watch's initial list, so one store cannot take two namespaces' lists.
+pub async fn run(client: Client, scope: WatchScope, ctx: Arc<Context>, shutdown: Shutdown) {
+    tracing::info!(namespaces = %scope.describe(), pods = %scope.pods, "controllers starting");
+    let mut keys: Vec<Option<String>> = scope.namespaces().iter().cloned().map(Some).collect();
+    if keys.is_empty() {
+        keys.push(None);
+    }
+    let controllers = keys.into_iter().map(|key| {
+        let sets: Api<ObserverSet> = scoped(&client, key.as_deref());
+        let config_maps: Api<ConfigMap> = scoped(&client, key.as_deref());
+        let pods: Api<Pod> = scoped(&client, key.as_deref());
+        run_one(
+            key,
+            sets,
+            config_maps,
+            pods,
+            &scope,
+            ctx.clone(),
+            shutdown.clone(),
+        )
+    });
+    futures::future::join_all(controllers).await;
+    tracing::info!("controllers stopped");
+}
+
+/// One controller over the ObserverSets, ConfigMaps and pods these `Api`s reach.
+async fn run_one(
+    key: Option<String>,
+    sets: Api<ObserverSet>,
+    config_maps: Api<ConfigMap>,
+    pods_api: Api<Pod>,
+    scope: &WatchScope,
+    ctx: Arc<Context>,
+    shutdown: Shutdown,
+) {
     let siblings_api = sets.clone();
     let controller = Controller::new(sets, watcher::Config::default().any_semantic());
     let store = controller.store();
-    *ctx.sets.write().unwrap_or_else(|e| e.into_inner()) = Some(store.clone());
+    ctx.sets
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, store.clone());
     let sibling_store = store.clone();
     let claims = conflict::ClaimMemory::default();
     let managed = format!("{LABEL_MANAGED_BY}={FIELD_MANAGER}");
-    tracing::info!(
-        namespace = namespace.as_deref().unwrap_or("<all>"),
-        "controller starting"
-    );
+    // Only the Kafka pods (--pod-selector): the watch and its cache never hold the other pods
+    // of the namespace.
+    let pod_watch = if scope.pods.selects_all() {
+        watcher::Config::default()
+    } else {
+        watcher::Config::default().labels_from(&scope.pods)
+    };
     controller
         .owns(config_maps, watcher::Config::default().labels(&managed))
-        .watches(pods_api, watcher::Config::default(), move |pod| {
+        .watches(pods_api, pod_watch, move |pod| {
             pods::observer_sets_selecting(&store.state(), &pod)
         })
         // An ObserverSet created, deleted or with other selectors can start or end a conflict
@@ -178,7 +235,6 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>, s
             }
         })
         .await;
-    tracing::info!("controller stopped");
 }
 
 fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>

@@ -110,14 +110,18 @@ pub async fn roles(
     obs: &ValidatedObserverSet,
     pods: &Api<Pod>,
     config_maps: &Api<ConfigMap>,
+    pod_filter: &Selector,
 ) -> Result<Vec<ObservedRole>> {
     futures::future::try_join_all(obs.roles.iter().map(|selection| async move {
-        let selector =
+        let mut selector =
             Selector::try_from(selection.selector.clone()).map_err(|e| Error::Selector {
                 object: format!("{}/{}", obs.namespace, obs.name),
                 role: selection.role,
                 message: e.to_string(),
             })?;
+        // Only the pods the operator watches (--pod-selector): a pod outside the watch would
+        // be acted on without its changes ever waking a reconcile.
+        selector.extend(pod_filter.clone());
         let name = config_map_name(&obs.name, selection.role);
         let (role_pods, config_map) = tokio::try_join!(
             list_role_pods(pods, selection.role, &selector, &selection.node_id),

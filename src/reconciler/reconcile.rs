@@ -83,7 +83,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         let validated = validate(obj).ok()?;
         Some(tokio::join!(
             find_conflict(ctx, obj),
-            observe::roles(&validated, &pods, &config_maps)
+            observe::roles(&validated, &pods, &config_maps, &ctx.pod_filter)
         ))
     };
     let (fresh, early) = tokio::join!(api.get_opt(&name), early);
@@ -105,7 +105,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         Some(read) => read,
         None => tokio::join!(
             find_conflict(ctx, &fresh),
-            observe::roles(&validated, &pods, &config_maps)
+            observe::roles(&validated, &pods, &config_maps, &ctx.pod_filter)
         ),
     };
     // An older ObserverSet selecting the same pods keeps them: write nothing but our phase.
@@ -408,7 +408,7 @@ async fn find_conflict(
     ctx: &Context,
     subject: &ObserverSet,
 ) -> std::result::Result<Option<Conflict>, kube::Error> {
-    match ctx.ready_sets() {
+    match ctx.ready_sets(&subject.namespace().unwrap_or_default()) {
         Some(store) => {
             let cached = store.state();
             let refs: Vec<&ObserverSet> = cached.iter().map(AsRef::as_ref).collect();
