@@ -52,27 +52,6 @@ pub const AGENT_PORT: (i32, i32) = (1, 65535);
 /// Longest duration string: nine digits and a two-letter unit.
 pub const DURATION_MAX_LENGTH: usize = 11;
 
-/// Why promotion and demotion need [`ANTI_FLAP_FLOOR`]: Kafka keeps an unresponsive (not yet
-/// fenced) broker in the ISRs for about `broker.session.timeout.ms` (9 s by default) before the
-/// controller fences it and shrinks the ISRs. A cooldown or a stabilization window shorter than
-/// that lets the operator act again on the same broker before Kafka has settled from the last
-/// action, so it promotes and demotes in turn (a flap).
-pub const ANTI_FLAP_REASON: &str = "shorter than Kafka's broker session timeout (9s), promotion and demotion of the same broker flap";
-
-/// The floor of `promotion.cooldown` and `promotion.autoDemote.stabilizationWindow`.
-pub const ANTI_FLAP_FLOOR: Duration = secs(10);
-
-/// The floor of `rollout.settleTime` when `rollout.acknowledgement` is `Time`. Time mode has no
-/// word from the pods: `settleTime` after the write alone stands for "every JVM loaded the
-/// list" (the nudged remount takes under a second, then the JVM's cache TTL: 5 s for the public
-/// patch set). With `0s` the controllers' and brokers' lists are written in one reconcile, so
-/// the controllers-first order of a promotion is lost; 10 s covers the public patch's cache
-/// with room for a slow kubelet.
-pub const TIME_MODE_MIN_SETTLE: Duration = secs(10);
-
-/// Why [`TIME_MODE_MIN_SETTLE`], as messages say it.
-pub const TIME_MODE_SETTLE_REASON: &str = "shorter than a nudged remount plus the JVM's observer.ids cache (5s with the public patch), the brokers would learn before the controllers";
-
 /// The accepted range of one duration field, both ends inclusive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DurationBounds {
@@ -100,26 +79,23 @@ pub const SCAN_INTERVAL: DurationBounds = DurationBounds {
     why: "",
 };
 
-/// `promotion.cooldown`: at least [`ANTI_FLAP_FLOOR`] ([`ANTI_FLAP_REASON`]).
+/// `promotion.cooldown`: `0s` means no cooldown (the confirmations still apply).
 pub const COOLDOWN: DurationBounds = DurationBounds {
     field: "promotion.cooldown",
-    min: ANTI_FLAP_FLOOR,
+    min: ms(0),
     max: secs(24 * 3600),
-    why: ANTI_FLAP_REASON,
+    why: "",
 };
 
-/// `promotion.autoDemote.stabilizationWindow`: at least [`ANTI_FLAP_FLOOR`]
-/// ([`ANTI_FLAP_REASON`]).
+/// `promotion.autoDemote.stabilizationWindow`: `0s` demotes at the first healthy scan.
 pub const STABILIZATION_WINDOW: DurationBounds = DurationBounds {
     field: "promotion.autoDemote.stabilizationWindow",
-    min: ANTI_FLAP_FLOOR,
+    min: ms(0),
     max: secs(24 * 3600),
-    why: ANTI_FLAP_REASON,
+    why: "",
 };
 
-/// `rollout.settleTime`. Agent mode does not read it, so the field alone accepts `0s`; Time
-/// mode needs at least [`TIME_MODE_MIN_SETTLE`] (a rule on `rollout` as a whole,
-/// [`time_mode_settle_rule`]).
+/// `rollout.settleTime` (Time mode): `0s` counts a pod acknowledged in the pass after the write.
 pub const SETTLE_TIME: DurationBounds = DurationBounds {
     field: "rollout.settleTime",
     min: ms(0),
@@ -243,25 +219,6 @@ fn time_mode_guard() -> String {
     format!(
         "!has(self.acknowledgement) || self.acknowledgement != 'Time' || !has(self.settleTime) || !self.settleTime.matches('{p}') || (has(self.timeout) && !self.timeout.matches('{p}'))",
         p = super::DURATION_PATTERN
-    )
-}
-
-/// CEL rule on `rollout`: in Time mode `settleTime` is at least [`TIME_MODE_MIN_SETTLE`].
-pub fn time_mode_settle_rule() -> String {
-    format!(
-        "{} || {} >= {}",
-        time_mode_guard(),
-        cel_millis("self.settleTime"),
-        TIME_MODE_MIN_SETTLE.as_millis()
-    )
-}
-
-/// Its message.
-pub fn time_mode_settle_message() -> String {
-    format!(
-        "rollout.settleTime must be at least {} when rollout.acknowledgement is Time ({}: {TIME_MODE_SETTLE_REASON})",
-        spell(TIME_MODE_MIN_SETTLE),
-        spell(TIME_MODE_MIN_SETTLE)
     )
 }
 

@@ -15,7 +15,7 @@ use super::bootstrap::{parse_bootstrap_servers, BootstrapError};
 use super::bounds::{
     spell, DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT,
     MAX_IDS, MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL, SETTLE_TIME,
-    STABILIZATION_WINDOW, TIME_MODE_MIN_SETTLE, TIME_MODE_SETTLE_REASON,
+    STABILIZATION_WINDOW,
     TOPIC_FILTER_MAX_COMPILED_BYTES,
 };
 use super::kafka::{SaslSpec, TlsSpec};
@@ -83,8 +83,6 @@ pub enum SpecViolation {
     TopicFilterTooLarge { list: &'static str },
     #[error("spec.rollout.agentPort is {0}: use a port between {min} and {max}", min = AGENT_PORT.0, max = AGENT_PORT.1)]
     AgentPort(i32),
-    #[error("spec.rollout.settleTime is {value} with acknowledgement: Time: use at least {min} ({min}: {TIME_MODE_SETTLE_REASON})", min = spell(TIME_MODE_MIN_SETTLE))]
-    SettleTooShort { value: String },
     #[error(
         "spec.rollout.timeout must be longer than settleTime, or Time-mode rollouts always degrade"
     )]
@@ -243,16 +241,7 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     if spec.kafka.sasl.is_some() && spec.kafka.tls.is_none() {
         errors.push(SpecViolation::SaslWithoutTls);
     }
-    // A malformed settleTime is reported once, by its own bounds (it reads as zero here).
     let time_mode = spec.rollout.acknowledgement == AckMode::Time;
-    if time_mode
-        && settle_time < TIME_MODE_MIN_SETTLE
-        && SETTLE_TIME.parse(&spec.rollout.settle_time).is_ok()
-    {
-        errors.push(SpecViolation::SettleTooShort {
-            value: spec.rollout.settle_time.clone(),
-        });
-    }
     if time_mode && timeout <= settle_time {
         errors.push(SpecViolation::TimeoutNotAfterSettle);
     }

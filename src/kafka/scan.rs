@@ -82,24 +82,26 @@ pub(super) async fn read_min_isr(
     let opts = AdminOptions::new().request_timeout(Some(timeout));
     let specs: Vec<ResourceSpecifier> =
         topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
-    let mut out = HashMap::new();
-    let mut missing = Vec::new();
     let results = admin
         .describe_configs(&specs, &opts)
         .await
         .unwrap_or_default();
-    for (i, topic) in topics.iter().enumerate() {
-        let value = results
-            .get(i)
-            .and_then(|r| r.as_ref().ok())
-            .and_then(|c| c.get(KEY))
-            .and_then(|e| e.value.as_deref());
-        match value.and_then(|v| v.parse().ok()) {
-            Some(v) => {
-                out.insert(topic.clone(), v);
-            }
-            None => missing.push(topic.clone()),
-        }
+    // Per topic: None when its description failed (or the whole call did), Some(value) else.
+    let described: Vec<Option<Option<&str>>> = (0..topics.len())
+        .map(|i| {
+            let config = results.get(i)?.as_ref().ok()?;
+            Some(config.get(KEY).and_then(|e| e.value.as_deref()))
+        })
+        .collect();
+    let (mut out, missing, failed) = split_min_isr(topics, &described);
+    if !failed.is_empty() {
+        // Left out, not defaulted: an unknown min ISR makes the partition's health Unknown, so a
+        // demotion that would need it is held back instead of decided on a guess.
+        tracing::warn!(
+            topics = failed.len(),
+            "min.insync.replicas of {} topic(s) could not be described; their health is unknown this scan",
+            failed.len()
+        );
     }
     if let (false, Some(id)) = (missing.is_empty(), broker) {
         let default = admin
@@ -118,6 +120,30 @@ pub(super) async fn read_min_isr(
         }
     }
     out
+}
+
+/// Splits topics' described `min.insync.replicas` into the values known, the topics described
+/// without a value (they take the broker default) and the topics whose description failed or
+/// whose value does not parse (left unknown: never given the default, which could be lower than
+/// a topic override the operator could not read).
+fn split_min_isr(
+    topics: &[Arc<str>],
+    described: &[Option<Option<&str>>],
+) -> (HashMap<Arc<str>, u32>, Vec<Arc<str>>, Vec<Arc<str>>) {
+    let (mut known, mut default, mut failed) = (HashMap::new(), Vec::new(), Vec::new());
+    for (i, topic) in topics.iter().enumerate() {
+        match described.get(i).copied().flatten() {
+            Some(Some(v)) => match v.parse() {
+                Ok(v) => {
+                    known.insert(topic.clone(), v);
+                }
+                Err(_) => failed.push(topic.clone()),
+            },
+            Some(None) => default.push(topic.clone()),
+            None => failed.push(topic.clone()),
+        }
+    }
+    (known, default, failed)
 }
 
 /// What the offset probe learned in one scan.
@@ -215,4 +241,26 @@ pub(super) async fn read_offsets(probe: &OffsetProbe, md: &Metadata) -> Offsets 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_that_failed_to_describe_is_left_unknown_not_defaulted() {
+        let topics: Vec<Arc<str>> = ["set", "unset", "failed", "garbage", "absent"]
+            .into_iter()
+            .map(Arc::from)
+            .collect();
+        // "absent": the answer has fewer results than topics (the whole call failed).
+        let described = [Some(Some("3")), Some(None), None, Some(Some("x"))];
+        let (known, default, failed) = split_min_isr(&topics, &described);
+        assert_eq!(known, HashMap::from([(Arc::from("set"), 3)]));
+        assert_eq!(default, vec![Arc::<str>::from("unset")]);
+        assert_eq!(
+            failed,
+            ["failed", "garbage", "absent"].map(Arc::<str>::from).to_vec()
+        );
+    }
 }

@@ -12,8 +12,9 @@
 //!    the new process would end 20 s later at the earliest);
 //! 6. the restarted operator logged what it restored (high watermarks included), status holds
 //!    the topic's high watermark 50, and an unclean takeover decided from the restored state (the
-//!    topic's primaries gone, 4 alive with log end offset 50) elects 4, which an empty history
-//!    refuses.
+//!    topic's primaries gone, 4 alive with log end offset 50) does *not* elect 4: a restored high
+//!    watermark is a predecessor's sample, not one this process watched up to the loss. The same
+//!    bar witnessed by the deciding process elects 4 at offset 50 and refuses it at 49.
 //!
 //! The test sets `spec.promotion` of `kafka/kafka` (topics: only its own) and gives it back at
 //! the end, also on failure; when `kafka/kafka` did not exist, it creates the example and deletes
@@ -449,13 +450,20 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
         SignedDuration::from_secs(3),
     )
     .expect("restore status.engineState");
-    let elect = takeover(&restored.history, MESSAGES, now);
+    assert!(
+        takeover(&restored.history, MESSAGES, now).is_empty(),
+        "a restored high watermark must not be the bar of an unclean election"
+    );
+    // The bar read and watched by the deciding process itself: the rule of the takeover.
+    let mut witnessed = restored.history.clone();
+    witnessed.hw_witness = witnessed.last_known_hw.clone();
+    let elect = takeover(&witnessed, MESSAGES, now);
     assert!(
         matches!(&elect[..], [PromotionAction::UncleanElect { node_id: 4, partitions, .. }] if partitions.len() == 1),
         "{elect:?}"
     );
     assert!(
-        takeover(&restored.history, MESSAGES - 1, now).is_empty(),
+        takeover(&witnessed, MESSAGES - 1, now).is_empty(),
         "4 short of one acknowledged message must not be elected"
     );
     assert!(takeover(&PolicyHistory::default(), MESSAGES, now).is_empty());

@@ -48,7 +48,8 @@ scenario_d8() {
   echo "DRILL D8 deleted_set_lists_kept=yes observer_in_isr_during_20s=no"
 }
 
-# D10: invalid specs are refused by the apiserver with a message that says what to fix (each a
+# D10: invalid and hostile specs (flapping knobs, Time mode without a settle time, credentials sent
+# in clear text to a host of the author's choice, ...) are refused by the apiserver with a message that says what to fix (each a
 # server-side dry-run merge patch of the live example ObserverSet: nothing is stored), and a
 # second ObserverSet selecting the same pods is marked Conflict with nothing written.
 D10_CASES=(
@@ -70,12 +71,22 @@ D10_CASES=(
   '{"spec":{"promotion":{"maxLagMessages":-1}}}|promotion.maxLagMessages must be 0 or more'
   '{"spec":{"promotion":{"scanInterval":"50ms"}}}|promotion.scanInterval must be between 100ms and 10m'
   '{"spec":{"promotion":{"autoDemote":{"enabled":true,"stabilizationWindow":"1441m"}}}}|promotion.autoDemote.stabilizationWindow must be between 0s and 24h'
+  '{"spec":{"rollout":{"acknowledgement":"Time","settleTime":"30s","timeout":"30s"}}}|rollout.timeout must be longer than rollout.settleTime when rollout.acknowledgement is Time'
+  '{"spec":{"rollout":{"agentPort":0}}}|rollout.agentPort must be between 1 and 65535'
+  '{"spec":{"rollout":{"agentPort":70000}}}|rollout.agentPort must be between 1 and 65535'
+  '{"spec":{"observers":[2147483648]}}|observers must be node ids >= 0 and <= 2147483647'
+  '{"spec":{"kafka":{"bootstrapServers":"http://evil.example:9092/x"}}}|bootstrapServers must be host:port entries'
+  '{"spec":{"kafka":{"tls":null,"sasl":{"mechanism":"PLAIN","secretRef":{"name":"other-team"}}}}}|spec.kafka.sasl needs spec.kafka.tls'
+  '{"spec":{"nodes":{"brokers":{"nodeId":{"label":"Not A Label!","ordinalOffset":null}}}}}|nodeId.label must be a label key'
   '{"spec":{"nodes":{"brokers":{"selector":{"matchLabels":null}}}}}|selector must have at least one matchLabels entry or matchExpressions term'
   '{"spec":{"nodes":{"brokers":{"nodeId":{"label":"x","ordinalOffset":1}}}}}|nodeId needs exactly one of label or ordinalOffset'
   '{"spec":{"nodes":{"brokers":{"nodeId":{"ordinalOffset":2147483648}}}}}|nodeId.ordinalOffset must be between 0 and 2147483647'
   '{"spec":{"kafka":{"bootstrapServers":" "}}}|bootstrapServers must list at least one host:port'
   '{"spec":{"deletionPolicy":"Sometimes"}}|spec.deletionPolicy'
 )
+# A tenant's topic filter bounded in length and count (the operator also bounds its compiled size).
+D10_CASES+=("{\"spec\":{\"promotion\":{\"topics\":{\"include\":[\"$(printf 'a%.0s' {1..257})\"]}}}}|spec.promotion.topics.include[0]")
+D10_CASES+=("{\"spec\":{\"promotion\":{\"topics\":{\"include\":[$(printf '"t%s",' {1..64})\"t65\"]}}}}|spec.promotion.topics.include: Too many")
 scenario_d10() {
   local case patch want out n=0 bad=()
   for case in "${D10_CASES[@]}"; do

@@ -3,14 +3,16 @@
 #
 # A topic 1:2:4 (min ISR 2) with acks=all records flowing; brokers 1 and 2 stopped at the same
 # moment (both JVMs SIGKILLed), so 4, never in the ISR, is the only replica left:
+#   0. before the loss, the operator's leader is restarted (pod deleted; the other replica takes
+#      over): the successor reads the partition's high watermark itself from the live leader
 #   1. uncleanTakeover false (the example's default): 4 is promoted (UnderMinIsr) but not elected;
 #      the partition stays without a leader for 20 s and the operator says why (uncleanTakeover
 #      disabled) in a Warning Event
-#   2. the operator's leader is restarted (pod deleted; the other replica takes over and restores
-#      the engine state, which holds the partition's last high watermark)
-#   3. uncleanTakeover set to true: the successor elects 4 by unclean election (its log end
-#      offset reaches the saved high watermark) and 4 leads
-#   4. min.insync.replicas lowered to 1 (as an operator would, so the one replica left can
+#   2. uncleanTakeover set to true: the leader elects 4 by unclean election (its log end offset
+#      reaches the high watermark this process read and watched up to the loss) and 4 leads. A
+#      restart *after* the loss would refuse instead (a restored high watermark is not a witness):
+#      tests/integration/engine_state_failover.rs shows that on the bed's saved state
+#   3. min.insync.replicas lowered to 1 (as an operator would, so the one replica left can
 #      commit: Kafka 4 freezes the HW below min ISR), then every acknowledged record is read
 #      back from 4 exactly once
 set -o pipefail # as run.sh, which sources this file: a pipeline fails when any of it fails
@@ -26,7 +28,13 @@ scenario_d12() {
   # An empty answer means the default (false): a failed read must not pass for it.
   unclean="$(obs_get '{.spec.promotion.uncleanTakeover}')" || fail "cannot read the example ObserverSet's uncleanTakeover"
   [[ "$unclean" =~ ^(|false)$ ]] || fail "the example ObserverSet has uncleanTakeover on ($unclean)"
-  sleep 3 # a few scans see the partition led, so the engine knows a recent high watermark
+  log "== the operator's leader restarted before the loss"
+  local old_leader
+  old_leader="$(operator_leader)"
+  [[ -n "$old_leader" ]] || fail "no operator leader found"
+  kubectl -n "$OPERATOR_NS" delete pod "$old_leader" --wait=false >/dev/null || fail "cannot delete the operator leader $old_leader"
+  wait_obs 60 "a new operator leader" '[[ -n "$(operator_leader)" && "$(operator_leader)" != "$old_leader" ]]'
+  sleep 5 # a few scans of the successor see the partition led: it reads the high watermark itself
 
   log "== brokers 1 and 2 lost at once"
   t_lost="$(now_ms)"
@@ -42,11 +50,7 @@ scenario_d12() {
   [[ -n "$why" ]] || fail "no Event says why 4 is not elected (uncleanTakeover disabled)"
   log "held back as expected: $why"
 
-  log "== the operator's leader restarted; then uncleanTakeover: true"
-  local old_leader
-  old_leader="$(operator_leader)"
-  kubectl -n "$OPERATOR_NS" delete pod "$old_leader" --wait=false >/dev/null || fail "cannot delete the operator leader $old_leader"
-  wait_obs 60 "a new operator leader" '[[ -n "$(operator_leader)" && "$(operator_leader)" != "$old_leader" ]]'
+  log "== uncleanTakeover: true"
   t_set="$(now_ms)"
   obs_patch '{"spec":{"promotion":{"uncleanTakeover":true}}}'
   t_elected="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_set" 'leads(4)' 90 "4 elected leader (unclean takeover)")"
