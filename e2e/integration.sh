@@ -47,6 +47,7 @@ stage() { # name, command...
   timings+=("$(printf '%-44s %4ds' "$name" $((SECONDS - t)))")
 }
 stage "Helm chart: lint, template, schema, dry-run" bash e2e/chart-check.sh
+stage "Helm chart: namespaced RBAC and admission policy on the bed" bash e2e/namespaced-check.sh
 # The local-process operator of an earlier run on this bed shares the Lease: stopped first.
 stage "real node: operator installed by its Helm chart" bash -c 'bash e2e/testbed/operator.sh down && bash e2e/testbed/operator-chart.sh up'
 # examples/strimzi/ against Strimzi's own CRDs (made from Maven Central's io.strimzi jars), by

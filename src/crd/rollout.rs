@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use kube::KubeSchema;
 
 use super::bounds::{
-    agent_port_message, agent_port_rule, time_mode_timeout_rule, JVM_CACHE_TTL, ROLLOUT_TIMEOUT, SETTLE_TIME, TIME_MODE_TIMEOUT_MESSAGE,
+    agent_port_message, agent_port_rule, time_mode_timeout_rule, JVM_CACHE_TTL, ROLLOUT_TIMEOUT,
+    SETTLE_TIME, TIME_MODE_TIMEOUT_MESSAGE,
 };
 use super::duration::DURATION_PATTERN;
 

@@ -13,10 +13,9 @@ use kube::ResourceExt;
 
 use super::bootstrap::{parse_bootstrap_servers, BootstrapError};
 use super::bounds::{
-    spell, DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT,
+    DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT,
     MAX_IDS, MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL, SETTLE_TIME,
-    STABILIZATION_WINDOW,
-    TOPIC_FILTER_MAX_COMPILED_BYTES,
+    STABILIZATION_WINDOW, TOPIC_FILTER_MAX_COMPILED_BYTES,
 };
 use super::kafka::{SaslSpec, TlsSpec};
 use super::memo;

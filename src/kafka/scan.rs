@@ -93,7 +93,11 @@ pub(super) async fn read_min_isr(
             Some(config.get(KEY).and_then(|e| e.value.as_deref()))
         })
         .collect();
-    let (mut out, missing, failed) = split_min_isr(topics, &described);
+    let MinIsrSplit {
+        known: mut out,
+        default: missing,
+        failed,
+    } = split_min_isr(topics, &described);
     if !failed.is_empty() {
         // Left out, not defaulted: an unknown min ISR makes the partition's health Unknown, so a
         // demotion that would need it is held back instead of decided on a guess.
@@ -126,10 +130,7 @@ pub(super) async fn read_min_isr(
 /// without a value (they take the broker default) and the topics whose description failed or
 /// whose value does not parse (left unknown: never given the default, which could be lower than
 /// a topic override the operator could not read).
-fn split_min_isr(
-    topics: &[Arc<str>],
-    described: &[Option<Option<&str>>],
-) -> (HashMap<Arc<str>, u32>, Vec<Arc<str>>, Vec<Arc<str>>) {
+fn split_min_isr(topics: &[Arc<str>], described: &[Option<Option<&str>>]) -> MinIsrSplit {
     let (mut known, mut default, mut failed) = (HashMap::new(), Vec::new(), Vec::new());
     for (i, topic) in topics.iter().enumerate() {
         match described.get(i).copied().flatten() {
@@ -143,7 +144,21 @@ fn split_min_isr(
             None => failed.push(topic.clone()),
         }
     }
-    (known, default, failed)
+    MinIsrSplit {
+        known,
+        default,
+        failed,
+    }
+}
+
+/// [`split_min_isr`]'s answer.
+#[derive(Debug, PartialEq, Eq)]
+struct MinIsrSplit {
+    known: HashMap<Arc<str>, u32>,
+    /// Described without a value: the broker default applies.
+    default: Vec<Arc<str>>,
+    /// Not described, or a value that does not parse: unknown this scan.
+    failed: Vec<Arc<str>>,
 }
 
 /// What the offset probe learned in one scan.
@@ -255,12 +270,18 @@ mod tests {
             .collect();
         // "absent": the answer has fewer results than topics (the whole call failed).
         let described = [Some(Some("3")), Some(None), None, Some(Some("x"))];
-        let (known, default, failed) = split_min_isr(&topics, &described);
+        let MinIsrSplit {
+            known,
+            default,
+            failed,
+        } = split_min_isr(&topics, &described);
         assert_eq!(known, HashMap::from([(Arc::from("set"), 3)]));
         assert_eq!(default, vec![Arc::<str>::from("unset")]);
         assert_eq!(
             failed,
-            ["failed", "garbage", "absent"].map(Arc::<str>::from).to_vec()
+            ["failed", "garbage", "absent"]
+                .map(Arc::<str>::from)
+                .to_vec()
         );
     }
 }
