@@ -59,8 +59,6 @@ pub struct DurationBounds {
     pub field: &'static str,
     pub min: Duration,
     pub max: Duration,
-    /// Why the floor is where it is, appended to messages (empty: no reason worth saying).
-    pub why: &'static str,
 }
 
 const fn ms(n: u64) -> Duration {
@@ -76,7 +74,6 @@ pub const SCAN_INTERVAL: DurationBounds = DurationBounds {
     field: "promotion.scanInterval",
     min: ms(100),
     max: secs(600),
-    why: "",
 };
 
 /// `promotion.cooldown`: `0s` means no cooldown (the confirmations still apply).
@@ -84,7 +81,6 @@ pub const COOLDOWN: DurationBounds = DurationBounds {
     field: "promotion.cooldown",
     min: ms(0),
     max: secs(24 * 3600),
-    why: "",
 };
 
 /// `promotion.autoDemote.stabilizationWindow`: `0s` demotes at the first healthy scan.
@@ -92,7 +88,6 @@ pub const STABILIZATION_WINDOW: DurationBounds = DurationBounds {
     field: "promotion.autoDemote.stabilizationWindow",
     min: ms(0),
     max: secs(24 * 3600),
-    why: "",
 };
 
 /// `rollout.settleTime` (Time mode): `0s` counts a pod acknowledged in the pass after the write.
@@ -100,7 +95,6 @@ pub const SETTLE_TIME: DurationBounds = DurationBounds {
     field: "rollout.settleTime",
     min: ms(0),
     max: secs(3600),
-    why: "",
 };
 
 /// `rollout.timeout`.
@@ -108,7 +102,6 @@ pub const ROLLOUT_TIMEOUT: DurationBounds = DurationBounds {
     field: "rollout.timeout",
     min: secs(1),
     max: secs(24 * 3600),
-    why: "",
 };
 
 /// `rollout.jvmCacheTtl`: the range the broker patch accepts for `KAFKA_OBSERVER_IDS_TTL_MS`
@@ -117,7 +110,6 @@ pub const JVM_CACHE_TTL: DurationBounds = DurationBounds {
     field: "rollout.jvmCacheTtl",
     min: ms(100),
     max: secs(60),
-    why: "",
 };
 
 /// Every bounded duration field.
@@ -138,14 +130,12 @@ pub enum DurationFieldError {
         field: &'static str,
         source: DurationError,
     },
-    #[error("spec.{field} is {value}: use a duration between {min} and {max}{why}")]
+    #[error("spec.{field} is {value}: use a duration between {min} and {max}")]
     OutOfRange {
         field: &'static str,
         value: String,
         min: String,
         max: String,
-        /// Empty, or ` (<why the floor>)`.
-        why: String,
     },
 }
 
@@ -162,7 +152,6 @@ impl DurationBounds {
                 value: value.to_string(),
                 min: spell(self.min),
                 max: spell(self.max),
-                why: self.why_suffix(),
             });
         }
         Ok(d)
@@ -180,22 +169,14 @@ impl DurationBounds {
         )
     }
 
-    /// The CEL rule's message: what to write instead, and why the floor when it has a reason.
+    /// The CEL rule's message: what to write instead.
     pub fn cel_message(&self) -> String {
         format!(
-            "{} must be between {} and {}{}",
+            "{} must be between {} and {}",
             self.field,
             spell(self.min),
-            spell(self.max),
-            self.why_suffix()
+            spell(self.max)
         )
-    }
-
-    fn why_suffix(&self) -> String {
-        match self.why {
-            "" => String::new(),
-            why => format!(" ({}: {why})", spell(self.min)),
-        }
     }
 }
 

@@ -54,11 +54,7 @@ scenario_d21() {
   # Failed or not, the old leader runs again before the restore puts the bed back.
   on_restore "kill -CONT $pid"
   log "leader $leader: operator pid $pid stopped (SIGSTOP)"
-  for _ in $(seq 120); do
-    holder="$(operator_leader)"
-    [[ -n "$holder" && "$holder" != "$leader" ]] && break
-    sleep 0.5
-  done
+  holder="$(lease_holder_after "$leader")"
   [[ "$holder" == "$follower" ]] || fail "the Lease went to '$holder', not to the other replica $follower, while $leader was stopped"
   t_taken="$(now_ms)"
   # The new leader acts: 4 promoted by hand, both lists without 4, phase Ready.

@@ -38,11 +38,7 @@ scenario_d3() {
   kubectl -n "$OPERATOR_NS" delete pod "$leader" --grace-period=0 --force --wait=false >/dev/null 2>&1
   log "leader $leader: operator pid $pid killed (-9), pod force-deleted; controllers' agents resume"
   resume_paused
-  for _ in $(seq 120); do
-    holder="$(operator_leader)"
-    [[ -n "$holder" && "$holder" != "$leader" ]] && break
-    sleep 0.5
-  done
+  holder="$(lease_holder_after "$leader")"
   [[ "$holder" == "$follower" ]] || fail "the Lease went to '$holder', not to the other replica $follower"
   t_takeover="$(now_ms)"
   t_brk="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_kill" 'lacks($3, 4)' 60 "the brokers' ConfigMap without 4 (the successor finishes the rollout)")"

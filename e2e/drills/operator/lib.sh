@@ -126,6 +126,17 @@ wait_auto_demoted() {
 operator_pods() { kubectl -n "$OPERATOR_NS" get pods -l "$OPERATOR_LABEL" --field-selector=status.phase=Running -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
 # The pod holding the operator's Lease (its holderIdentity is the pod name).
 operator_leader() { kubectl -n "$OPERATOR_NS" get lease kafka-observer-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+# The Lease's holder once it is someone other than $1, polled every 0.5 s for up to 60 s; prints
+# the last holder read (empty or $1 again when it never moved: the caller's check then fails).
+lease_holder_after() {
+  local old="$1" holder=""
+  for _ in $(seq 120); do
+    holder="$(operator_leader)"
+    [[ -n "$holder" && "$holder" != "$old" ]] && break
+    sleep 0.5
+  done
+  echo "$holder"
+}
 operator_log() { kubectl -n "$OPERATOR_NS" logs -l "$OPERATOR_LABEL" --tail=3000 --prefix 2>/dev/null; }
 
 # What CI's record shows of a failed drill (kafka/lib.sh's fail calls it once, at the first
