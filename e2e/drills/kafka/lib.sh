@@ -184,14 +184,35 @@ cri_strip() { sed -E 's/^(\[[0-9]+\] )?[^ ]+ (stdout|stderr) [FP] /\1/'; }
 # leader, a timeout); never fails, so a caller polling it is not ended by set -e. The tool's
 # errors go to the scenario's quorum-tool.err.
 active_controller() {
-  local cb status
-  cb="$(bash "$KAFKA_SH" controller-bootstrap 2>/dev/null)" || return 0
-  [[ -n "$cb" ]] || return 0
+  local cb bb
   printf 'request.timeout.ms=2000\ndefault.api.timeout.ms=4000\n' > "$drill_work/quorum-tool.properties"
-  status="$("$tb/bin/kafka-metadata-quorum" --bootstrap-controller "$cb" \
+  cb="$(bash "$KAFKA_SH" controller-bootstrap 2>/dev/null)" || cb=""
+  if [[ -n "$cb" ]] && quorum_leader --bootstrap-controller "$cb"; then return 0; fi
+  # Through a broker, which forwards DescribeQuorum to the active controller: answers when the
+  # controllers' own path does not. Kafka 4.1's ControllerRegistrationManager can stay stuck
+  # after one timed-out registration ("channel manager timed out before sending the request",
+  # then "waiting for the previous RPC to complete" for good: seen on a bed restarted while its
+  # pods' DNS names still gave their old addresses), and a controller that never registered
+  # is missing from what the controllers answer, so --bootstrap-controller times out on
+  # "waiting for a node assignment" although the quorum is healthy.
+  bb="$(broker_pod_ips)" || bb=""
+  [[ -z "$bb" ]] || quorum_leader --bootstrap-server "$bb" || true
+}
+# quorum_leader --bootstrap-controller|--bootstrap-server ADDRS: prints the leader's id and
+# succeeds, or fails printing nothing.
+quorum_leader() {
+  local status id
+  status="$("$tb/bin/kafka-metadata-quorum" "$1" "$2" \
     --command-config "$drill_work/quorum-tool.properties" describe --status \
-    2>>"${SCENARIO_DIR:-$drill_work}/quorum-tool.err")" || return 0
-  sed -n 's/^LeaderId: *\([0-9]*\).*/\1/p' <<<"$status"
+    2>>"${SCENARIO_DIR:-$drill_work}/quorum-tool.err")" || return 1
+  id="$(sed -n 's/^LeaderId: *\([0-9]*\).*/\1/p' <<<"$status")"
+  [[ -n "$id" ]] || return 1
+  echo "$id"
+}
+# The brokers' pod IPs (port 9092), read at call time as the controllers' are.
+broker_pod_ips() {
+  kubectl -n "$KAFKA_NS" get pods -l app.kubernetes.io/component=broker \
+    -o jsonpath='{range .items[*]}{.status.podIP}{":9092\n"}{end}' | grep -v '^:' | paste -sd, -
 }
 # current_active_controller: active_controller asked again until it answers (60 s): with the
 # node's CPU busy (make test runs S1-S10 beside the Rust tests, which start a cluster of their
