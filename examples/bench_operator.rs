@@ -1,7 +1,7 @@
 //! Operator benchmark against the bed's real apiserver (run by e2e/bench/operator.sh).
 //!
 //! Creates N ObserverSets in a namespace of their own, each naming pods that do not exist
-//! (selectors match nothing) with Time acknowledgement and settleTime 0s: what is measured is the
+//! (selectors match nothing), so a step has no pod to wait for: what is measured is the
 //! operator's own pipeline (watch, validate, plan, write two ConfigMaps, status), not the kubelet
 //! or the agents. Then changes one ObserverSet's spec at a time and times, from sending the patch
 //! until this process sees both of its ConfigMaps with the new list through a
@@ -76,7 +76,7 @@ fn observer_set(name: &str, observers: &[i32], bootstrap: &str) -> anyhow::Resul
             },
             "observers": observers,
             "promotion": {"policy": "Manual"},
-            "rollout": {"acknowledgement": "Time", "settleTime": "0s", "timeout": "30s"}
+            "rollout": {"acknowledgement": "Agent", "timeout": "30s"}
         }
     });
     Ok(serde_json::from_value(v)?)

@@ -6,8 +6,8 @@
 #     for one change on an idle operator and for changes sent back to back
 #     (examples/bench_operator.rs), plus first-write time for all 200 and a 200-change burst;
 #   - operator RSS at 200 ObserverSets (peak during the run and settled afterwards).
-# What is measured honestly: the bench's ObserverSets select pods that do not exist and use Time
-# acknowledgement with settleTime 0s, so the numbers are the operator's pipeline (watch, validate,
+# What is measured honestly: the bench's ObserverSets select pods that do not exist, so a step
+# has no pod to wait for and the numbers are the operator's pipeline (watch, validate,
 # plan, two ConfigMap writes, status) on the real apiserver, not the kubelet's volume sync or the
 # agents (the drill and tests/integration/operator_rollout.rs cover those on the bed's real pods).
 # Environment: KOO_BENCH_SETS (200), KOO_BENCH_SAMPLES (100).

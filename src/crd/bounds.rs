@@ -76,21 +76,26 @@ pub const SCAN_INTERVAL: DurationBounds = DurationBounds {
     max: secs(600),
 };
 
-/// `promotion.cooldown`: `0s` means no cooldown (the confirmations still apply).
+/// `promotion.cooldown`: at least 5 s. With no cooldown a broker that bounces would have its
+/// observer promoted and demoted as fast as the scans and the window allow, each time a rollout
+/// to every pod; the floor bounds what one careless spec can cost the cluster and the operator.
 pub const COOLDOWN: DurationBounds = DurationBounds {
     field: "promotion.cooldown",
-    min: ms(0),
+    min: secs(5),
     max: secs(24 * 3600),
 };
 
-/// `promotion.autoDemote.stabilizationWindow`: `0s` demotes at the first healthy scan.
+/// `promotion.autoDemote.stabilizationWindow`: at least 10 s. A shorter window demotes on the
+/// first healthy scan after a broker's restart, before it has shown it stays (a broker that
+/// flaps then makes its observer flap with it: D6, e2e/drills/operator/drills-policy.sh).
 pub const STABILIZATION_WINDOW: DurationBounds = DurationBounds {
     field: "promotion.autoDemote.stabilizationWindow",
-    min: ms(0),
+    min: secs(10),
     max: secs(24 * 3600),
 };
 
-/// `rollout.settleTime` (Time mode): `0s` counts a pod acknowledged in the pass after the write.
+/// `rollout.settleTime`, whatever the mode (Agent mode does not use it). Time mode has its
+/// own floor, [`TIME_MODE_MIN_SETTLE`].
 pub const SETTLE_TIME: DurationBounds = DurationBounds {
     field: "rollout.settleTime",
     min: ms(0),
@@ -211,6 +216,31 @@ pub fn time_mode_timeout_rule() -> String {
         time_mode_guard(),
         cel_millis("self.timeout"),
         cel_millis("self.settleTime")
+    )
+}
+
+/// The shortest `rollout.settleTime` in Time mode. Time mode takes a pod as acknowledged once
+/// settleTime has passed since the write and nudge, without asking it: the controllers' list
+/// must have reached the controller JVMs (kubelet delivery, then their observer.ids cache TTL,
+/// 1 s by default) before the brokers' list is written. `0s` would write both lists in one
+/// reconcile and so give up controllers first.
+pub const TIME_MODE_MIN_SETTLE: Duration = secs(10);
+
+/// CEL rule on `rollout`: in Time mode `settleTime` is at least [`TIME_MODE_MIN_SETTLE`].
+pub fn time_mode_settle_rule() -> String {
+    format!(
+        "{} || {} >= {}",
+        time_mode_guard(),
+        cel_millis("self.settleTime"),
+        TIME_MODE_MIN_SETTLE.as_millis()
+    )
+}
+
+/// Its message.
+pub fn time_mode_settle_message() -> String {
+    format!(
+        "rollout.settleTime must be at least {} when rollout.acknowledgement is Time: a pod counts as acknowledged after settleTime without being asked, and the controllers' list must reach the controller JVMs before the brokers' list is written (or use acknowledgement: Agent)",
+        spell(TIME_MODE_MIN_SETTLE)
     )
 }
 

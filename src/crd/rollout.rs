@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use kube::KubeSchema;
 
 use super::bounds::{
-    agent_port_message, agent_port_rule, time_mode_timeout_rule, JVM_CACHE_TTL, ROLLOUT_TIMEOUT,
-    SETTLE_TIME, TIME_MODE_TIMEOUT_MESSAGE,
+    agent_port_message, agent_port_rule, time_mode_settle_message, time_mode_settle_rule,
+    time_mode_timeout_rule, JVM_CACHE_TTL, ROLLOUT_TIMEOUT, SETTLE_TIME, TIME_MODE_TIMEOUT_MESSAGE,
 };
 use super::duration::DURATION_PATTERN;
 
@@ -14,6 +14,7 @@ use super::duration::DURATION_PATTERN;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(time_mode_timeout_rule()).message(TIME_MODE_TIMEOUT_MESSAGE))]
+#[x_kube(validation = Rule::new(time_mode_settle_rule()).message(Message::Message(time_mode_settle_message())))]
 pub struct RolloutSpec {
     /// How the operator learns that a pod has seen a revision.
     #[serde(default)]

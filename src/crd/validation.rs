@@ -13,9 +13,10 @@ use kube::ResourceExt;
 
 use super::bootstrap::{parse_bootstrap_servers, BootstrapError};
 use super::bounds::{
-    DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN, JVM_CACHE_TTL, MAX_CONCURRENT,
-    MAX_IDS, MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT, SCAN_INTERVAL, SETTLE_TIME,
-    STABILIZATION_WINDOW, TOPIC_FILTER_MAX_COMPILED_BYTES,
+    time_mode_settle_message, DurationFieldError, AGENT_PORT, CONFIRMATIONS, COOLDOWN,
+    JVM_CACHE_TTL, MAX_CONCURRENT, MAX_IDS, MAX_NODE_ID, MAX_TOPIC_PATTERNS, ROLLOUT_TIMEOUT,
+    SCAN_INTERVAL, SETTLE_TIME, STABILIZATION_WINDOW, TIME_MODE_MIN_SETTLE,
+    TOPIC_FILTER_MAX_COMPILED_BYTES,
 };
 use super::kafka::{SaslSpec, TlsSpec};
 use super::memo;
@@ -86,6 +87,8 @@ pub enum SpecViolation {
         "spec.rollout.timeout must be longer than settleTime, or Time-mode rollouts always degrade"
     )]
     TimeoutNotAfterSettle,
+    #[error("spec.{}", time_mode_settle_message())]
+    SettleTooShortForTime,
     #[error("{SASL_WITHOUT_TLS}")]
     SaslWithoutTls,
 }
@@ -243,6 +246,9 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     let time_mode = spec.rollout.acknowledgement == AckMode::Time;
     if time_mode && timeout <= settle_time {
         errors.push(SpecViolation::TimeoutNotAfterSettle);
+    }
+    if time_mode && settle_time < TIME_MODE_MIN_SETTLE {
+        errors.push(SpecViolation::SettleTooShortForTime);
     }
 
     if !errors.is_empty() {

@@ -173,13 +173,13 @@ fn every_duration_is_bounded() {
         (
             "promotion.cooldown",
             |o, v| o.spec.promotion.cooldown = v.into(),
-            "",
+            "4999ms",
             "25h",
         ),
         (
             "promotion.autoDemote.stabilizationWindow",
             |o, v| o.spec.promotion.auto_demote.stabilization_window = v.into(),
-            "",
+            "9s",
             "1441m",
         ),
         (
@@ -377,6 +377,29 @@ fn time_mode_needs_a_timeout_longer_than_the_settle_time() {
         o.spec.rollout.timeout = "1m".into();
     })
     .is_empty());
+}
+
+#[test]
+fn time_mode_needs_a_settle_time_of_ten_seconds() {
+    for short in ["0s", "9999ms", "9s"] {
+        let m = message(|o| {
+            o.spec.rollout.acknowledgement = AckMode::Time;
+            o.spec.rollout.settle_time = short.into();
+        });
+        assert!(
+            m.starts_with(
+                "spec.rollout.settleTime must be at least 10s when rollout.acknowledgement is Time"
+            ),
+            "{short}: {m}"
+        );
+    }
+    assert!(violations(|o| {
+        o.spec.rollout.acknowledgement = AckMode::Time;
+        o.spec.rollout.settle_time = "10s".into();
+    })
+    .is_empty());
+    // Agent mode asks the pods and never reads settleTime: 0s stays valid there.
+    assert!(violations(|o| o.spec.rollout.settle_time = "0s".into()).is_empty());
 }
 
 #[test]

@@ -283,7 +283,7 @@ async fn a_restart_keeps_the_stabilization_deadline_and_the_high_watermarks() {
 
     let promotion = json!({
         "policy": "UnderMinIsr", "promoted": [], "maxLagMessages": 1000, "confirmations": 2,
-        "scanInterval": "1s", "cooldown": "0s", "maxConcurrentPromotions": 1,
+        "scanInterval": "1s", "cooldown": "5s", "maxConcurrentPromotions": 1,
         "topics": {"include": [format!("^{TOPIC}$")], "exclude": []},
         "dryRun": false, "uncleanTakeover": false,
         "autoDemote": {"enabled": true, "stabilizationWindow": format!("{WINDOW}s")}

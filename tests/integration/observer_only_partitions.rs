@@ -73,7 +73,7 @@ async fn an_observer_only_partition_is_reported_and_promotes_nothing() {
     let mut body = bed.podless_observer_set(SET, &[4], &[]);
     body["spec"]["promotion"] = json!({
         "policy": "UnderMinIsr", "promoted": [], "confirmations": 1, "scanInterval": "1s",
-        "cooldown": "0s", "maxLagMessages": 1000,
+        "cooldown": "5s", "maxLagMessages": 1000,
         "topics": {"include": [format!("^{TOPIC}$")], "exclude": []},
         "dryRun": false, "autoDemote": {"enabled": false}
     });

@@ -1,7 +1,7 @@
 //! The operator writes one observer.ids ConfigMap per role for an ObserverSet, in the safe
 //! format, restores them after an edit or a deletion by someone else, follows spec changes, and
 //! keeps them (without owner references) when the ObserverSet is deleted with deletionPolicy
-//! Retain. Runs in its own namespace, with no Kafka pods (Time acknowledgement, settle 0s).
+//! Retain. Runs in its own namespace, with no Kafka pods (a rollout has no pod to wait for).
 
 use crate::support;
 

@@ -142,8 +142,8 @@ fn test_pod(name: &str, labels: Value) -> Pod {
     .unwrap()
 }
 
-/// An ObserverSet of `refuse-test`: Time acknowledgement without settle time (the pods never
-/// run, so a rollout waits for nobody) and a dry-run policy watching no topic, so the
+/// An ObserverSet of `refuse-test`: no pod runs, so a rollout (Agent acknowledgement) asks and
+/// waits for nobody, and a dry-run policy watching no topic, so the
 /// automation, when it runs for the set, writes an empty plan and nothing else.
 fn observer_set(bed: &Bed, name: &str, controllers: Value, brokers: Value) -> Value {
     json!({
@@ -161,7 +161,7 @@ fn observer_set(bed: &Bed, name: &str, controllers: Value, brokers: Value) -> Va
                 "policy": "UnderMinIsr", "dryRun": true, "scanInterval": "500ms",
                 "topics": {"include": ["^refuse-no-such-topic$"], "exclude": []}
             },
-            "rollout": {"acknowledgement": "Time", "settleTime": "0s", "timeout": "30s"}
+            "rollout": {"acknowledgement": "Agent", "timeout": "30s"}
         }
     })
 }

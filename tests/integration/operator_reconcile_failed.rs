@@ -3,8 +3,8 @@
 //! cause is gone. The cause here is one real clusters have: a ResourceQuota that allows no more
 //! ConfigMaps in the namespace, so the apiserver refuses the observer list.
 //!
-//! Owns its state: a fresh namespace with the quota and a pod-less ObserverSet (Time
-//! acknowledgement, settle 0s), deleted at the end. Uses the bed's shared operator.
+//! Owns its state: a fresh namespace with the quota and a pod-less ObserverSet (no pod to
+//! wait for), deleted at the end. Uses the bed's shared operator.
 
 use crate::support;
 

@@ -191,7 +191,7 @@ async fn apiserver_refuses_out_of_bounds_values_and_malformed_strings() {
         p["maxLagMessages"] = serde_json::json!(0);
         p["scanInterval"] = serde_json::json!("100ms");
         p["cooldown"] = serde_json::json!("24h");
-        p["autoDemote"] = serde_json::json!({"enabled": true, "stabilizationWindow": "0s"});
+        p["autoDemote"] = serde_json::json!({"enabled": true, "stabilizationWindow": "10s"});
         let r = &mut b["spec"]["rollout"];
         r["timeout"] = serde_json::json!("86400s");
         r["settleTime"] = serde_json::json!("1h");
@@ -206,6 +206,13 @@ async fn apiserver_refuses_out_of_bounds_values_and_malformed_strings() {
     };
     let rollout = |field: &'static str, value: serde_json::Value| {
         with(good.clone(), move |b| b["spec"]["rollout"][field] = value)
+    };
+    let rollout_fields = |fields: serde_json::Value| {
+        with(good.clone(), move |b| {
+            for (k, v) in fields.as_object().into_iter().flatten() {
+                b["spec"]["rollout"][k.as_str()] = v.clone();
+            }
+        })
     };
     let bootstrap = |value: &str| {
         let value = serde_json::json!(value);
@@ -275,14 +282,32 @@ async fn apiserver_refuses_out_of_bounds_values_and_malformed_strings() {
             "promotion.scanInterval must be between 100ms and 10m",
         ),
         (
+            "cooldown below 5s (promotion and demotion could flap)",
+            promotion("cooldown", json!("4s")),
+            "promotion.cooldown must be between 5s and 24h",
+        ),
+        (
+            "stabilizationWindow below 10s (demotion on the first healthy scan)",
+            promotion(
+                "autoDemote",
+                json!({"enabled": true, "stabilizationWindow": "0s"}),
+            ),
+            "promotion.autoDemote.stabilizationWindow must be between 10s and 24h",
+        ),
+        (
+            "Time mode with a settleTime of 0s (both lists in one reconcile)",
+            rollout_fields(json!({"acknowledgement": "Time", "settleTime": "0s"})),
+            "rollout.settleTime must be at least 10s when rollout.acknowledgement is Time",
+        ),
+        (
             "cooldown above 24h",
             promotion("cooldown", json!("25h")),
-            "promotion.cooldown must be between 0s and 24h",
+            "promotion.cooldown must be between 5s and 24h",
         ),
         (
             "cooldown that would overflow a duration",
             promotion("cooldown", json!("999999999h")),
-            "promotion.cooldown must be between 0s and 24h",
+            "promotion.cooldown must be between 5s and 24h",
         ),
         (
             "stabilizationWindow above 24h",
@@ -290,7 +315,7 @@ async fn apiserver_refuses_out_of_bounds_values_and_malformed_strings() {
                 "autoDemote",
                 json!({"enabled": true, "stabilizationWindow": "1441m"}),
             ),
-            "promotion.autoDemote.stabilizationWindow must be between 0s and 24h",
+            "promotion.autoDemote.stabilizationWindow must be between 10s and 24h",
         ),
         (
             "settleTime above 1h",

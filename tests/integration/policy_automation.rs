@@ -101,9 +101,9 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     let mut body = bed.podless_observer_set("auto", &[4], &[]);
     body["spec"]["promotion"] = json!({
         "policy": "UnderMinIsr", "promoted": [], "confirmations": 2, "scanInterval": "1s",
-        "cooldown": "0s", "maxLagMessages": 1000,
+        "cooldown": "5s", "maxLagMessages": 1000,
         "topics": {"include": [format!("^{TOPIC}$")], "exclude": []},
-        "dryRun": true, "autoDemote": {"enabled": true, "stabilizationWindow": "0s"}
+        "dryRun": true, "autoDemote": {"enabled": true, "stabilizationWindow": "10s"}
     });
     support::create_observer_set(&api, body).await;
 
@@ -179,7 +179,7 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
         "events: {reasons:?}"
     );
 
-    // Recovery: broker 2 back in the ISR, the automation demotes 4 (window and cooldown 0).
+    // Recovery: broker 2 back in the ISR, the automation demotes 4 (after the 10 s window).
     killed.start().expect("start broker 2");
     wait_status(&api, Duration::from_secs(120), "the demotion of 4", |s| {
         auto_ids(s).is_empty()

@@ -358,7 +358,7 @@ fn check<'a>(e: &'a Value, rule: &str) -> &'a Value {
 /// The bed's operator automates `cli` (policy UnderMinIsr on the test's topic, cooldown and
 /// stabilization window one hour): it promotes 4 while the topic needs min ISR 3, saves the
 /// window's start once the topic is back at min ISR 2, and after a demotion (window and cooldown
-/// briefly 0) the demotion's time. `explain 4` must show exactly those saved times.
+/// briefly at their floors, 10 s and 5 s) the demotion's time. `explain 4` must show exactly those saved times.
 async fn explain_reads_the_operators_memory(
     bed: &support::Bed,
     ns: &str,
@@ -451,11 +451,11 @@ async fn explain_reads_the_operators_memory(
         "{verdict}"
     );
 
-    // The demotion (window and cooldown 0), then the cooldown back at one hour: the operator
+    // The demotion (window 10 s, cooldown 5 s: both long past), then the cooldown back at one hour: the operator
     // saves the demotion's time, which status.autoPromotions no longer shows.
     patch_promotion(
         &api,
-        json!({"cooldown": "0s", "autoDemote": {"enabled": true, "stabilizationWindow": "0s"}}),
+        json!({"cooldown": "5s", "autoDemote": {"enabled": true, "stabilizationWindow": "10s"}}),
     )
     .await;
     support::wait_for(

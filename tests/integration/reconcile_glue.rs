@@ -4,7 +4,7 @@
 //!
 //! The refusal is the apiserver's own: a ValidatingAdmissionPolicy that denies every write to
 //! the brokers' ConfigMap of this test's set, as an admission webhook or policy of a real
-//! cluster can. The set is pod-less with Time acknowledgement and settle 0s, so one reconcile
+//! cluster can. The set is pod-less (a role without pods has nothing to wait for), so one reconcile
 //! takes a promotion through both steps (intent, controllers' list, brokers' list, final status)
 //! and the refusal lands between the controllers' list and the final status.
 //!

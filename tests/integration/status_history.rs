@@ -191,9 +191,9 @@ async fn history_of_manual_and_automatic_actions_and_the_wide_columns() {
     let mut body = bed.podless_observer_set(SET, &[4], &[]);
     body["spec"]["promotion"] = json!({
         "policy": "UnderMinIsr", "promoted": [], "confirmations": 2, "scanInterval": "1s",
-        "cooldown": "0s", "maxLagMessages": 1000,
+        "cooldown": "5s", "maxLagMessages": 1000,
         "topics": {"include": [format!("^{TOPIC}$")], "exclude": []},
-        "autoDemote": {"enabled": true, "stabilizationWindow": "0s"}
+        "autoDemote": {"enabled": true, "stabilizationWindow": "10s"}
     });
     support::create_observer_set(&api, body).await;
     let op = Operator::start(&bed, &ns);

@@ -258,8 +258,8 @@ impl Bed {
         pods
     }
 
-    /// An ObserverSet for a namespace without Kafka pods: the selectors match nothing, Time
-    /// acknowledgement with no settle time, so a rollout has no pod to wait for. Its bootstrap
+    /// An ObserverSet for a namespace without Kafka pods: the selectors match nothing, so a
+    /// rollout (Agent acknowledgement) has no pod to ask and each step completes at once. Its bootstrap
     /// is the bed's, so an automation scanning it reaches the bed's Kafka.
     pub fn podless_observer_set(&self, name: &str, observers: &[i32], promoted: &[i32]) -> Value {
         serde_json::json!({
@@ -274,7 +274,7 @@ impl Bed {
                 },
                 "observers": observers,
                 "promotion": {"policy": "Manual", "promoted": promoted},
-                "rollout": {"acknowledgement": "Time", "settleTime": "0s", "timeout": "30s"}
+                "rollout": {"acknowledgement": "Agent", "timeout": "30s"}
             }
         })
     }

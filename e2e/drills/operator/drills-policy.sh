@@ -3,7 +3,7 @@
 
 # D6: a flapping broker. Broker 1 (of a topic 1:2:4) is stopped and started five times, 12 s
 # down and, once back in the ISR, 12 s up each time, for about two minutes, with the demotion's stabilization
-# window shortened to 5 s, so that without a cooldown 4 would be promoted and demoted with every
+# window at its floor of 10 s (shorter than the 12 s up), so that without a cooldown 4 would be promoted and demoted with every
 # flap. Every automatic action on 4 (status.history, who=automation) comes at least the
 # cooldown (30 s in the example) after the one before, so at most one per cooldown; and there
 # are at least two (the cooldown was what held the others back, not a quiet bed).
@@ -18,7 +18,7 @@ scenario_d6() {
   # shellcheck disable=SC2312 # date does not fail
   t0="$(now_ms)" t0_iso="$(date -u +%Y-%m-%dT%H:%M:%S)"
   wait_sample "$SCENARIO_DIR/isr.log" "$t0" 'isr_none(4) && isr_min() == 2' 60 "ISR {1,2}, without 4" >/dev/null
-  obs_patch '{"spec":{"promotion":{"autoDemote":{"enabled":true,"stabilizationWindow":"5s"}}}}'
+  obs_patch '{"spec":{"promotion":{"autoDemote":{"enabled":true,"stabilizationWindow":"10s"}}}}'
   for i in 1 2 3 4 5; do
     log "== flap $i: broker 1 down"
     bash "$KAFKA_SH" stop 1 >&2 || fail "kafka.sh stop 1 failed"
