@@ -7,7 +7,8 @@
 //! the decision into status and Events (pure, with `conditions`); `silence` remembers how long
 //! each agent has been silent (pure); `status_patch` is the
 //! reconciler's share of that status as sent (pure); `reconcile` applies it. `pods` routes pod events
-//! to the ObserverSets selecting them.
+//! to the ObserverSets selecting them; `wake` says which changes of an ObserverSet wake its
+//! reconcile (pure).
 
 mod backoff;
 mod conditions;
@@ -18,6 +19,7 @@ mod pods;
 mod reconcile;
 mod silence;
 mod status_patch;
+mod wake;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,7 +31,7 @@ use kube::api::Api;
 use kube::core::Selector;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{reflector, watcher, PredicateConfig, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 
 pub use reconcile::reconcile;
@@ -185,8 +187,17 @@ async fn run_one(
     shutdown: Shutdown,
 ) {
     let siblings_api = sets.clone();
-    let controller = Controller::new(sets, watcher::Config::default().any_semantic());
-    let store = controller.store();
+    // `Controller::new` as it builds its own watch, with one filter after the cache: the store
+    // sees every write, but only a change of what a reconcile decides on wakes it (`wake`), not
+    // the status writes of either loop; a failed reconcile then waits its backoff.
+    let (store, writer) = reflector::store();
+    let changes = reflector(
+        writer,
+        watcher(sets, watcher::Config::default().any_semantic()),
+    )
+    .applied_objects()
+    .predicate_filter(wake::fingerprint, PredicateConfig::default());
+    let controller = Controller::for_stream(changes, store.clone());
     ctx.sets
         .write()
         .unwrap_or_else(|e| e.into_inner())

@@ -536,8 +536,8 @@ async fn conflicted(
 
 /// Adds the reconciler's new history entries, trims its own that fell out of the newest
 /// `history::LIMIT` (the automation trims its own), and sets `status.lastAction` to the newest
-/// entry of both loops: the reconciler reconciles on every status change, so it follows the
-/// automation's entries too.
+/// entry of both loops: a change of the automation's entries wakes the reconciler (`super::wake`),
+/// so it follows them too.
 fn with_history(next: &mut ObserverSetStatus, manual: Vec<crate::crd::HistoryEntry>) {
     let merged = history::record(&next.history, manual);
     let mut kept = history::own(&next.history, true);
