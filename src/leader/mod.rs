@@ -1,16 +1,20 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so that of several operator replicas
 //! exactly one writes ConfigMaps and promotes or demotes at any time.
 //!
-//! The lease itself is managed by `kube-lease-manager`. What this module adds is the rule for
-//! *acting*: a replica acts only between "acquired" and the first sign that it may no longer
-//! hold the lease (lost it, or a renewal failed). Every API call of the campaign has a timeout
-//! shorter than the renewal grace period, so a hung request surfaces as a failed renewal, and
-//! the replica stops acting, before the lease can expire and another replica take over.
+//! `lease` is the rule for the Lease itself (expiry timed on the monotonic clock from the
+//! moment a change was observed, every write conditional on the version it was decided on),
+//! `campaign` its shell. This module adds the rule for *acting*: a replica acts only between
+//! "acquired" and the first sign that it may no longer hold the lease (lost it, or a renewal
+//! failed). Every API call of the campaign has a timeout shorter than the renewal grace period,
+//! so a hung request surfaces as a failed renewal, and the replica stops acting, before the
+//! lease can expire and another replica take over.
+
+pub mod campaign;
+pub mod lease;
 
 use std::future::Future;
 use std::time::Duration;
 
-use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
 use tokio::sync::watch;
 
 use crate::k8s::client::{self, Witness};
@@ -43,8 +47,9 @@ pub struct LeaderArgs {
     #[arg(long = "leader-identity", env = "POD_NAME")]
     pub identity: Option<String>,
     /// How long a lease stays valid after its last renewal (whole seconds). 4 s: a standby
-    /// takes over at most about 5 s after the leader is lost (expiry, then up to 1 s of
-    /// kube-lease-manager's random wait), at the cost of one Lease update every 2 s.
+    /// takes over about 4 to 4.5 s after the leader's last renewal (a duration from when it
+    /// saw that renewal, then up to one poll of 500 ms), at the cost of one Lease update every
+    /// 2 s and one read every 500 ms per standby.
     #[arg(long, env = "LEASE_DURATION", default_value = "4s", value_parser = crate::crd::parse_duration)]
     pub lease_duration: Duration,
     /// How long before expiry the holder renews; also the clock skew tolerated between nodes.
@@ -109,13 +114,25 @@ impl LeaseTiming {
     /// the grace, like a call's bound. The holder renews `grace` before expiry, so a renewal
     /// that answers within its own bound extends the term before it lapses; one that does not
     /// leaves writes refused until the next succeeds. The margin also covers the clock skew a
-    /// successor still timing the Lease by its wall clock (an older version) may have.
+    /// successor still timing the Lease by its wall clock (an older version, during an upgrade
+    /// from one that used kube-lease-manager) may have.
     pub fn fence_margin(&self) -> Duration {
         self.request_timeout()
     }
 
     pub fn duration(&self) -> Duration {
         Duration::from_secs(self.duration_secs)
+    }
+
+    /// How often the holder renews: `grace` before the Lease would expire.
+    pub fn renew_every(&self) -> Duration {
+        Duration::from_secs(self.duration_secs - self.grace_secs)
+    }
+
+    /// How often a standby reads the Lease: an eighth of the duration, within 250 ms..1 s. A
+    /// takeover comes at most this long after the Lease expired as the standby times it.
+    pub fn poll(&self) -> Duration {
+        (self.duration() / 8).clamp(Duration::from_millis(250), Duration::from_secs(1))
     }
 }
 
@@ -143,8 +160,8 @@ pub enum LeaderAction {
     Nothing,
 }
 
-/// The decision rule, pure. After `Failed` the campaign also rebuilds its lease manager, so
-/// that a lease still held is re-reported as `Acquired` rather than silently renewed.
+/// The decision rule, pure. After `Failed` the campaign reads the Lease again before any write,
+/// so a lease still held is re-reported as `Acquired` by a fresh renewal.
 pub fn decide(role: LeaderRole, event: Event) -> (LeaderRole, LeaderAction) {
     match (role, event) {
         (LeaderRole::Candidate, Event::Acquired) => (LeaderRole::Leader, LeaderAction::StartActing),
@@ -230,13 +247,13 @@ pub fn campaign(
     };
     let client =
         client::campaign(config, timing.request_timeout(), witness).map_err(LeaderError::Client)?;
-    let lease = LeaseTarget {
-        client,
+    let target = campaign::LeaseTarget {
+        api: kube::Api::namespaced(client, &args.lease_namespace),
         name: args.lease_name.clone(),
-        namespace: args.lease_namespace.clone(),
-        params: LeaseParams::new(identity, timing.duration_secs, timing.grace_secs),
+        identity,
+        timing,
     };
-    tokio::spawn(run_campaign(lease, sender, metrics, shutdown));
+    tokio::spawn(campaign::run(target, sender, metrics, shutdown));
     Ok(leadership)
 }
 
@@ -275,92 +292,6 @@ pub async fn while_leader<F, Fut>(
             _ = &mut acting => return,
             _ = watching.lost() => tracing::warn!("no longer leading: stopped acting"),
         }
-    }
-}
-
-struct LeaseTarget {
-    client: kube::Client,
-    name: String,
-    namespace: String,
-    params: LeaseParams,
-}
-
-const RETRY_AFTER: Duration = Duration::from_secs(2);
-
-async fn run_campaign(
-    lease: LeaseTarget,
-    sender: watch::Sender<bool>,
-    metrics: Metrics,
-    shutdown: Shutdown,
-) {
-    let mut role = LeaderRole::Candidate;
-    let publish = |role: LeaderRole| {
-        let leading = role == LeaderRole::Leader;
-        sender.send_replace(leading);
-        metrics.set_leader(leading);
-    };
-    while !shutdown.is_triggered() {
-        let manager = match LeaseManager::new(
-            lease.client.clone(),
-            &lease.name,
-            &lease.namespace,
-            lease.params.clone(),
-            LeaseCreateMode::AutoCreate,
-        )
-        .await
-        {
-            Ok(manager) => manager,
-            Err(error) => {
-                tracing::warn!(%error, lease = %lease.name, "cannot reach the leader Lease; retrying");
-                pause(&shutdown).await;
-                continue;
-            }
-        };
-        loop {
-            let event = tokio::select! {
-                _ = shutdown.wait() => {
-                    // The caller stops acting before it stops the campaign, so the lease is
-                    // released first and "not leading" published once it is gone.
-                    if let Err(error) = manager.release().await {
-                        tracing::warn!(%error, "could not release the leader Lease; it expires by itself");
-                    }
-                    publish(LeaderRole::Candidate);
-                    return;
-                }
-                result = manager.changed() => match result {
-                    Ok(true) => Event::Acquired,
-                    Ok(false) => Event::Lost,
-                    Err(error) => {
-                        tracing::warn!(%error, "leader Lease call failed");
-                        Event::Failed
-                    }
-                },
-            };
-            let (next, action) = decide(role, event);
-            role = next;
-            match action {
-                LeaderAction::StartActing => {
-                    tracing::info!(lease = %lease.name, "acquired the leader Lease")
-                }
-                LeaderAction::StopActing => {
-                    tracing::warn!(lease = %lease.name, ?event, "stepping down")
-                }
-                LeaderAction::Nothing => {}
-            }
-            publish(role);
-            if event == Event::Failed {
-                pause(&shutdown).await;
-                break;
-            }
-        }
-    }
-    publish(LeaderRole::Candidate);
-}
-
-async fn pause(shutdown: &Shutdown) {
-    tokio::select! {
-        _ = shutdown.wait() => {}
-        _ = tokio::time::sleep(RETRY_AFTER) => {}
     }
 }
 

@@ -11,6 +11,7 @@ mod support;
 
 mod automation_glue;
 mod engine_state_failover;
+mod leader_lease;
 mod observer_only_partitions;
 mod operator_configmaps;
 mod operator_conflict;

@@ -1,0 +1,238 @@
+//! The campaign's shell: reads and writes the Lease as `super::lease` decides, and publishes
+//! whether this replica acts.
+//!
+//! Every write is a JSON merge patch carrying the `resourceVersion` it was decided on (the
+//! apiserver refuses it with 409 Conflict when anyone wrote since), or a create (refused when
+//! the Lease exists). The campaign client's `Witness` layer (`crate::k8s::client`) turns each
+//! answer naming us into a fenced term: this module never extends the fence itself.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::lease::{self, Seen, Step, Watching};
+use super::{decide, Event, LeaderAction, LeaderRole, LeaseTiming};
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
+
+/// The Lease this replica campaigns for.
+pub struct LeaseTarget {
+    pub api: Api<Lease>,
+    pub name: String,
+    pub identity: String,
+    pub timing: LeaseTiming,
+}
+
+/// What one write did.
+enum Written {
+    /// The answer names us: this replica holds the Lease at `Seen::version`.
+    Held(Seen),
+    /// Someone wrote first (409) or created it first: read again.
+    Raced,
+}
+
+impl LeaseTarget {
+    pub async fn read(&self) -> Result<Option<Seen>, kube::Error> {
+        Ok(self.api.get_opt(&self.name).await?.map(|l| seen(&l)))
+    }
+
+    async fn create(&self) -> Result<Written, kube::Error> {
+        let now = MicroTime(Timestamp::now());
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some(self.identity.clone()),
+                lease_duration_seconds: Some(self.duration_secs()),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(created) => Ok(Written::Held(seen(&created))),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Written::Raced),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Renews (`taken: None`) or takes (`Some(transitions)` as read) the Lease at `version`.
+    async fn write(&self, version: &str, taken: Option<i32>) -> Result<Written, kube::Error> {
+        let now = serde_json::to_value(MicroTime(Timestamp::now())).unwrap_or_default();
+        let mut spec = json!({
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.duration_secs(),
+            "renewTime": now,
+        });
+        if let Some(transitions) = taken {
+            spec["acquireTime"] = now;
+            spec["leaseTransitions"] = json!(transitions.saturating_add(1));
+        }
+        let patch = json!({"metadata": {"resourceVersion": version}, "spec": spec});
+        self.patch(&patch).await
+    }
+
+    /// Gives the Lease up at `version`, so a standby takes it at once instead of a duration on.
+    async fn release(&self, version: &str) -> Result<(), kube::Error> {
+        let patch = json!({
+            "metadata": {"resourceVersion": version},
+            "spec": {"holderIdentity": null, "leaseDurationSeconds": 1},
+        });
+        self.patch(&patch).await.map(|_| ())
+    }
+
+    async fn patch(&self, patch: &serde_json::Value) -> Result<Written, kube::Error> {
+        let params = PatchParams::default();
+        match self
+            .api
+            .patch(&self.name, &params, &Patch::Merge(patch))
+            .await
+        {
+            Ok(lease) => {
+                let now = seen(&lease);
+                Ok(
+                    match now.holder.as_deref() == Some(self.identity.as_str()) {
+                        true => Written::Held(now),
+                        false => Written::Raced,
+                    },
+                )
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Written::Raced),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn duration_secs(&self) -> i32 {
+        i32::try_from(self.timing.duration_secs).unwrap_or(i32::MAX)
+    }
+}
+
+fn seen(lease: &Lease) -> Seen {
+    let spec = lease.spec.as_ref();
+    Seen {
+        holder: spec
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty()),
+        version: lease.metadata.resource_version.clone().unwrap_or_default(),
+        transitions: spec.and_then(|s| s.lease_transitions).unwrap_or(0),
+    }
+}
+
+/// After a write lost a race: read again soon, not in a tight loop.
+const RACED_RETRY: Duration = Duration::from_millis(100);
+
+/// Campaigns until `shutdown`; then stops acting and releases the Lease if it holds it.
+pub async fn run(
+    target: LeaseTarget,
+    sender: watch::Sender<bool>,
+    metrics: Metrics,
+    shutdown: Shutdown,
+) {
+    let mut role = LeaderRole::Candidate;
+    let publish = |role: LeaderRole| {
+        let leading = role == LeaderRole::Leader;
+        sender.send_replace(leading);
+        metrics.set_leader(leading);
+    };
+    let mut watching: Option<Watching> = None;
+    // The Lease as our last write left it: the leader renews on that version without a read.
+    let mut held: Option<Seen> = None;
+    while !shutdown.is_triggered() {
+        let started = Instant::now();
+        let (event, wait) = match turn(&target, &mut watching, &mut held).await {
+            Ok(Turn::Holding) => (Some(Event::Acquired), target.timing.renew_every()),
+            Ok(Turn::Raced) => (Some(Event::Lost), RACED_RETRY),
+            Ok(Turn::Waiting(expires_in)) => {
+                (Some(Event::Lost), expires_in.min(target.timing.poll()))
+            }
+            Err(error) => {
+                tracing::warn!(%error, lease = %target.name, "leader Lease call failed");
+                held = None;
+                (Some(Event::Failed), target.timing.poll())
+            }
+        };
+        if let Some(event) = event {
+            let (next, action) = decide(role, event);
+            role = next;
+            match action {
+                LeaderAction::StartActing => {
+                    tracing::info!(lease = %target.name, "acquired the leader Lease")
+                }
+                LeaderAction::StopActing => {
+                    tracing::warn!(lease = %target.name, ?event, "stepping down")
+                }
+                LeaderAction::Nothing => {}
+            }
+            publish(role);
+        }
+        // Timed from the start of the turn: a renewal is sent `renew_every` after the last
+        // one was, however long its answer took.
+        let until = started + wait;
+        tokio::select! {
+            _ = shutdown.wait() => {}
+            _ = tokio::time::sleep_until(until.into()) => {}
+        }
+    }
+    // Stop acting before the Lease goes: after the release a standby may act at once.
+    publish(LeaderRole::Candidate);
+    if let Some(lease) = held {
+        if let Err(error) = target.release(&lease.version).await {
+            tracing::warn!(%error, "could not release the leader Lease; it expires by itself");
+        }
+    }
+}
+
+enum Turn {
+    Holding,
+    Raced,
+    Waiting(Duration),
+}
+
+/// One read-decide-write round.
+async fn turn(
+    target: &LeaseTarget,
+    watching: &mut Option<Watching>,
+    held: &mut Option<Seen>,
+) -> Result<Turn, kube::Error> {
+    let current = match held.take() {
+        Some(ours) => Some(ours),
+        None => {
+            let read = target.read().await?;
+            if let Some(s) = &read {
+                *watching = Some(lease::observe(watching.take(), s, Instant::now()));
+            }
+            read
+        }
+    };
+    let step = lease::step(
+        &target.identity,
+        current.as_ref(),
+        watching.as_ref(),
+        target.timing.duration(),
+        Instant::now(),
+    );
+    let written = match step {
+        Step::Wait { expires_in } => return Ok(Turn::Waiting(expires_in)),
+        Step::Create => target.create().await?,
+        Step::Renew { version } => target.write(&version, None).await?,
+        Step::Take {
+            version,
+            transitions,
+        } => target.write(&version, Some(transitions)).await?,
+    };
+    Ok(match written {
+        Written::Held(now) => {
+            *held = Some(now);
+            Turn::Holding
+        }
+        Written::Raced => Turn::Raced,
+    })
+}

@@ -1,0 +1,259 @@
+//! The leader Lease (`src/leader/`) against the bed's real apiserver: two campaigns in this
+//! process, one of them reaching the apiserver through a TCP relay the test can cut (a
+//! partition: packets vanish, no reset), and a "ghost" holder the test writes by hand.
+//!
+//! What must hold: the two replicas' write fences never both admit a write at the same instant,
+//! and a Lease another holder keeps renewing is never taken, however old its `renewTime` looks
+//! to the wall clock. Each test owns a fresh namespace and its Lease, and deletes them.
+//! Needs the bed (`KOO_TESTBED`), nothing of its Kafka.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use kafka_observer_operator::leader::{self, LeaderArgs, Leadership};
+use kafka_observer_operator::metrics::Metrics;
+use kafka_observer_operator::shutdown::Shutdown;
+
+use super::support;
+
+const LEASE: &str = "koo-it-leader";
+const DURATION: Duration = Duration::from_secs(4);
+
+fn args(ns: &str, identity: &str) -> LeaderArgs {
+    LeaderArgs {
+        enabled: true,
+        lease_name: LEASE.into(),
+        lease_namespace: ns.into(),
+        identity: Some(identity.into()),
+        lease_duration: DURATION,
+        lease_grace: Duration::from_secs(2),
+    }
+}
+
+async fn bed_config(bed: &support::Bed) -> kube::Config {
+    let kubeconfig = kube::config::Kubeconfig::read_from(bed.testbed.kubeconfig())
+        .expect("read the bed's kubeconfig");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("a config for the bed's apiserver")
+}
+
+/// A TCP relay to `upstream` on 127.0.0.1 (in the apiserver certificate's names). Once `cut`
+/// is set, nothing more passes in either direction and every connection stays open, unanswered:
+/// what a partition looks like to the client (timeouts, not refusals).
+async fn relay(upstream: SocketAddr) -> (SocketAddr, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+    let addr = listener.local_addr().expect("relay address");
+    let cut = Arc::new(AtomicBool::new(false));
+    let flag = cut.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let cut = flag.clone();
+            tokio::spawn(async move {
+                if cut.load(Ordering::SeqCst) {
+                    // Accepted by the kernel's backlog, then silence.
+                    let _held = client;
+                    return std::future::pending::<()>().await;
+                }
+                let Ok(server) = TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::join!(pump(cr, sw, cut.clone()), pump(sr, cw, cut));
+            });
+        }
+    });
+    (addr, cut)
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    cut: Arc<AtomicBool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if cut.load(Ordering::SeqCst) {
+            // Keep both halves open and forward nothing, ever.
+            let _held = (from, to);
+            return std::future::pending::<()>().await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Samples both fences every 10 ms until `until` holds or `timeout` passes; panics if both
+/// admit a write at once. Returns (samples where a admitted, where b admitted).
+async fn sample_fences(
+    a: &Leadership,
+    b: &Leadership,
+    timeout: Duration,
+    until: impl Fn() -> bool,
+) -> (usize, usize) {
+    let (fa, fb) = (a.fence(), b.fence());
+    let (mut admitted_a, mut admitted_b) = (0, 0);
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline && !until() {
+        let (ok_a, ok_b) = (fa.check().is_ok(), fb.check().is_ok());
+        assert!(
+            !(ok_a && ok_b),
+            "both replicas' fences admit writes at once: a {:?}, b {:?}",
+            fa.term(),
+            fb.term()
+        );
+        admitted_a += usize::from(ok_a);
+        admitted_b += usize::from(ok_b);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (admitted_a, admitted_b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_is_fenced_before_its_successor_may_write() {
+    let Some(bed) = support::bed().await else {
+        return;
+    };
+    let ns = bed.namespace("lease-cut").await;
+    let direct = bed_config(&bed).await;
+    let upstream: SocketAddr = {
+        let uri = &direct.cluster_url;
+        let host = uri.host().expect("apiserver host");
+        let port = uri.port_u16().unwrap_or(443);
+        tokio::net::lookup_host((host, port))
+            .await
+            .expect("resolve the apiserver")
+            .next()
+            .expect("an apiserver address")
+    };
+    let (relay_addr, cut) = relay(upstream).await;
+    let mut relayed = direct.clone();
+    relayed.cluster_url = format!("https://{relay_addr}").parse().unwrap();
+
+    let (down_a, down_b) = (Shutdown::new(), Shutdown::new());
+    let a = leader::campaign(relayed, &args(&ns, "a"), Metrics::new(), down_a.clone())
+        .expect("campaign a");
+    let mut waiting = a.clone();
+    tokio::time::timeout(Duration::from_secs(20), waiting.acquired())
+        .await
+        .expect("a acquires the free Lease within 20 s");
+    let b = leader::campaign(direct, &args(&ns, "b"), Metrics::new(), down_b.clone())
+        .expect("campaign b");
+
+    // A renews through the relay: b stands by for longer than a lease duration.
+    let (held_a, held_b) = sample_fences(&a, &b, Duration::from_secs(6), || false).await;
+    assert!(held_a > 0, "a's fence never admitted a write while leading");
+    assert_eq!(held_b, 0, "b admitted writes while a renewed");
+    assert!(!b.is_leader(), "b leads while a renews");
+
+    cut.store(true, Ordering::SeqCst);
+    let cut_at = Instant::now();
+    let b_leads = {
+        let b = b.clone();
+        move || b.is_leader()
+    };
+    sample_fences(&a, &b, Duration::from_secs(20), b_leads).await;
+    let takeover = cut_at.elapsed();
+    assert!(b.is_leader(), "b did not take over within 20 s of the cut");
+    // And on for a while: a, still cut off, must stay fenced.
+    let (_, after_b) = sample_fences(&a, &b, Duration::from_secs(2), || false).await;
+    assert!(after_b > 0, "b leads but its fence never admitted a write");
+    assert!(
+        a.fence().check().is_err(),
+        "a's fence still admits writes 2 s after b took over"
+    );
+    println!("leader_lease: cut -> b leads {takeover:.2?} (lease duration {DURATION:?})");
+
+    down_a.trigger();
+    down_b.trigger();
+    bed.drop_namespace(&ns).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_its_holder_renews_is_never_taken_whatever_its_renew_time() {
+    let Some(bed) = support::bed().await else {
+        return;
+    };
+    let ns = bed.namespace("lease-ghost").await;
+    let leases: Api<Lease> = Api::namespaced(bed.client.clone(), &ns);
+    // Held by a replica whose renewTime reads as 26 years old: a candidate timing expiry by
+    // the wall clock would take it at once.
+    let ghost: Lease = serde_json::from_value(json!({
+        "metadata": {"name": LEASE},
+        "spec": {"holderIdentity": "ghost", "leaseDurationSeconds": 4,
+                 "renewTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 0}
+    }))
+    .unwrap();
+    leases
+        .create(&PostParams::default(), &ghost)
+        .await
+        .expect("create the ghost's Lease");
+
+    let down = Shutdown::new();
+    let b = leader::campaign(
+        bed_config(&bed).await,
+        &args(&ns, "b"),
+        Metrics::new(),
+        down.clone(),
+    )
+    .expect("campaign b");
+
+    // The ghost renews every second for 7 s, always with the same old renewTime: only the
+    // Lease's version changes, and that alone must restart b's wait.
+    let mut last_renewal_sent = Instant::now();
+    for i in 0..7 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!b.is_leader(), "b took a renewed Lease after {i} renewals");
+        last_renewal_sent = Instant::now();
+        let patch = json!({"metadata": {"annotations": {"renewal": i.to_string()}}, "spec": {"holderIdentity": "ghost"}});
+        leases
+            .patch(LEASE, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the ghost renews");
+    }
+    let mut waiting = b.clone();
+    tokio::time::timeout(Duration::from_secs(15), waiting.acquired())
+        .await
+        .expect("b takes the Lease once the ghost stops renewing");
+    let after = last_renewal_sent.elapsed();
+    assert!(
+        after >= DURATION,
+        "b took the Lease {after:?} after the ghost's last renewal, less than a lease duration"
+    );
+    let lease = leases.get(LEASE).await.expect("read the Lease");
+    let spec = lease.spec.expect("a Lease spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+    assert_eq!(
+        spec.lease_transitions,
+        Some(1),
+        "a takeover counts a transition"
+    );
+    println!("leader_lease: ghost's last renewal -> b leads {after:.2?}");
+
+    // A clean shutdown releases it: no holder left.
+    down.trigger();
+    support::wait_for(Duration::from_secs(10), "the Lease released", || async {
+        let lease = leases.get(LEASE).await.ok()?;
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    bed.drop_namespace(&ns).await;
+}
