@@ -10,16 +10,36 @@ use super::error::{Error, Result};
 use crate::writers;
 
 /// Server-side apply, forcing ownership: the operator is the only writer of these fields, so a
-/// conflict means someone edited the list by hand, and that edit is the drift to undo.
-pub async fn apply(api: &Api<ConfigMap>, desired: &ConfigMap) -> Result<ConfigMap> {
+/// field-manager conflict means someone edited the list by hand, and that edit is the drift to
+/// undo.
+///
+/// `expected` is the `resourceVersion` the write was decided on (`None`: the ConfigMap was
+/// absent). The apiserver applies only onto that version and answers 409 otherwise: a write
+/// decided on a read that anyone wrote after (a former leader's late write arriving after its
+/// successor's, or a hand edit in between) never lands, and the reconcile reads again.
+pub async fn apply(
+    api: &Api<ConfigMap>,
+    desired: &ConfigMap,
+    expected: Option<&str>,
+) -> Result<ConfigMap> {
     let name = desired.metadata.name.clone().unwrap_or_default();
-    api.patch(
-        &name,
-        &PatchParams::apply(writers::OPERATOR).force(),
-        &Patch::Apply(desired),
-    )
-    .await
-    .map_err(Error::kube(format!("applying ConfigMap {name}")))
+    let mut body = desired.clone();
+    body.metadata.resource_version = expected.map(str::to_string);
+    match api
+        .patch(
+            &name,
+            &PatchParams::apply(writers::OPERATOR).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 409 && expected.is_some() => {
+            Err(Error::Superseded {
+                object: format!("ConfigMap {name}"),
+            })
+        }
+        result => result.map_err(Error::kube(format!("applying ConfigMap {name}"))),
+    }
 }
 
 /// Removes our owner reference (Retain): the garbage collector then leaves the ConfigMap and

@@ -24,6 +24,9 @@ pub enum Error {
     /// Adding or removing the finalizer, or the cleanup behind it, failed.
     #[error("finalizer of ObserverSet {object}: {message}")]
     Finalizer { object: String, message: String },
+    /// A write's precondition failed: the object changed after the read it was decided on.
+    #[error("{object} changed after this reconcile read it (another writer, or a late write of a former leader); nothing was written, the reconcile reads it again")]
+    Superseded { object: String },
     /// The object as served lacks a namespace or name (never for a namespaced custom resource).
     #[error("ObserverSet has no {0}; it must be a namespaced, named object")]
     MissingMetadata(&'static str),
@@ -37,6 +40,7 @@ impl Error {
             Error::Selector { .. } => "invalid_spec",
             Error::Kube { .. } => "kube_api",
             Error::Finalizer { .. } => "finalizer",
+            Error::Superseded { .. } => "superseded",
             Error::MissingMetadata(_) => "metadata",
         }
     }
@@ -73,8 +77,11 @@ mod tests {
                 object: "a/b".into(),
                 message: "x".into(),
             },
+            Error::Superseded {
+                object: "ConfigMap c".into(),
+            },
         ];
         let labels: Vec<_> = errors.iter().map(Error::category).collect();
-        assert_eq!(labels, ["metadata", "finalizer"]);
+        assert_eq!(labels, ["metadata", "finalizer", "superseded"]);
     }
 }

@@ -127,6 +127,9 @@ impl Context {
 /// Logs, counts by category, publishes a Warning Event `ReconcileFailed` with the error (what
 /// `kubectl describe` shows; the recorder folds repeats into one series) and retries: after 5 s,
 /// doubling with each failure of the same set in a row up to 5 minutes (`backoff`).
+/// How soon a reconcile whose write lost its precondition runs again.
+const SUPERSEDED_RETRY: Duration = Duration::from_millis(200);
+
 pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> Action {
     let object = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
     tracing::warn!(observerset = %object, category = error.category(), %error, "reconcile failed; retrying");
@@ -140,6 +143,10 @@ pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> 
             .warning(&regarding, reason::RECONCILE_FAILED, note)
             .await;
     });
+    // A lost precondition is no fault to back off from: the next pass reads what won.
+    if matches!(error, Error::Superseded { .. }) {
+        return Action::requeue(SUPERSEDED_RETRY);
+    }
     let wait = ctx
         .failures
         .lock()

@@ -25,7 +25,7 @@ use super::outcome;
 use super::silence;
 use super::status_patch::status_patch;
 use super::Context;
-use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase};
+use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase, Role};
 use crate::history::{self, SpecChange};
 use crate::k8s::config_map;
 use crate::k8s::dereference::node_readiness;
@@ -213,12 +213,22 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             .controller_owner_ref(&())
             .ok_or(Error::MissingMetadata("uid"))?,
     };
-    let writer = Writer {
+    let mut writer = Writer {
         api: &api,
         config_maps: &config_maps,
         pods: &pods,
         owner: &owner,
         now,
+        versions: observed
+            .iter()
+            .map(|o| {
+                let version = o.config_map.as_ref();
+                (
+                    o.role,
+                    version.and_then(|c| c.metadata.resource_version.clone()),
+                )
+            })
+            .collect(),
     };
     // What the API holds of the status. The intent goes there before the first ConfigMap
     // write; a step taken further in this reconcile is persisted once, after its list is
@@ -425,6 +435,9 @@ struct Writer<'a> {
     pods: &'a Api<Pod>,
     owner: &'a Owner,
     now: Timestamp,
+    /// Each role's ConfigMap `resourceVersion` as last read or written by this reconcile: the
+    /// precondition of its next write (`None`: absent when read).
+    versions: BTreeMap<Role, Option<String>>,
 }
 
 impl Writer<'_> {
@@ -443,10 +456,11 @@ impl Writer<'_> {
 
     /// One decision's writes, in the apply order of the module documentation (its status is
     /// persisted by the caller): the ConfigMaps, then the nudges.
-    async fn carry_out(&self, decision: &RolloutDecision) -> Result<()> {
+    async fn carry_out(&mut self, decision: &RolloutDecision) -> Result<()> {
         let (namespace, name) = (&self.owner.namespace, &self.owner.name);
         for write in &decision.writes {
-            config_map::apply(
+            let expected = self.versions.get(&write.role).cloned().flatten();
+            let written = config_map::apply(
                 self.config_maps,
                 &build(
                     self.owner,
@@ -454,8 +468,11 @@ impl Writer<'_> {
                     write.revision,
                     write.content.clone(),
                 ),
+                expected.as_deref(),
             )
             .await?;
+            self.versions
+                .insert(write.role, written.metadata.resource_version);
             tracing::info!(observerset = %format!("{namespace}/{name}"), role = %write.role, revision = write.revision, ids = ?write.ids, cause = ?write.cause, "observer list written");
         }
         // The kubelet refreshes the volume now instead of within its sync period. All pods at

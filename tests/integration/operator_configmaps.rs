@@ -207,3 +207,55 @@ async fn deletion_policy_delete_removes_the_configmaps() {
     .await;
     bed.drop_namespace(&ns).await;
 }
+
+/// The list write's precondition, on the real apiserver: a write decided on a version someone
+/// wrote after (a former leader's late write, a hand edit in between) changes nothing and says
+/// so; one decided on the current version lands.
+#[tokio::test]
+async fn a_list_write_decided_on_a_stale_read_never_lands() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kafka_observer_operator::k8s::config_map;
+    use kafka_observer_operator::k8s::Error;
+    use kube::api::PostParams;
+
+    let Some(bed) = bed().await else {
+        return;
+    };
+    let ns = bed.namespace("cm-precondition").await;
+    let cms = bed.config_maps(&ns);
+    let list = |ids: &str| -> ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": {"name": "pre-observers-broker"},
+            "data": {"observer.ids": ids}
+        }))
+        .unwrap()
+    };
+    let created = cms
+        .create(&PostParams::default(), &list("4\n"))
+        .await
+        .expect("create the ConfigMap");
+    let read_version = created.metadata.resource_version.clone();
+    // Someone writes after our read: the successor's list.
+    let successor = config_map::apply(&cms, &list("4\n5\n"), read_version.as_deref())
+        .await
+        .expect("a write on the current version lands");
+    // Our late write, decided on the first read.
+    let late = config_map::apply(&cms, &list("\n"), read_version.as_deref()).await;
+    assert!(
+        matches!(late, Err(Error::Superseded { .. })),
+        "a write on a stale version was not refused: {late:?}"
+    );
+    let now = get_cm(&cms, "pre-observers-broker")
+        .await
+        .expect("the ConfigMap");
+    assert_eq!(
+        listed_ids(&now),
+        Some(vec![4, 5]),
+        "the late write changed the list"
+    );
+    assert_eq!(
+        now.metadata.resource_version,
+        successor.metadata.resource_version
+    );
+    bed.drop_namespace(&ns).await;
+}
