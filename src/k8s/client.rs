@@ -167,6 +167,8 @@ pub fn campaign(
 #[derive(Clone)]
 pub struct Witness {
     pub fence: Fence,
+    /// Which of the fence's Leases this client's writes renew.
+    pub lease: usize,
     pub identity: Arc<str>,
     pub lease_duration: Duration,
     pub margin: Duration,
@@ -216,9 +218,12 @@ where
             if write && parts.status.is_success() {
                 let lease = serde_json::from_slice(&bytes).unwrap_or_default();
                 if held_by(&lease, &witness.identity) {
-                    witness
-                        .fence
-                        .renewed(sent_at, witness.lease_duration, witness.margin);
+                    witness.fence.renewed(
+                        witness.lease,
+                        sent_at,
+                        witness.lease_duration,
+                        witness.margin,
+                    );
                 }
             }
             Ok(Response::from_parts(parts, Full::new(bytes)))
@@ -309,6 +314,7 @@ mod tests {
 
         // Renewed: the same write goes out.
         fence.renewed(
+            0,
             Instant::now(),
             Duration::from_secs(60),
             Duration::from_secs(1),

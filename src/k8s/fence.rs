@@ -9,6 +9,12 @@
 //! takes the Lease only after it saw the same renewal stay unrenewed for a lease duration, so
 //! the deadline falls before any successor acts (the margin covers clock skew and the write's
 //! time in flight). Checked by `crate::k8s::client`'s guard on every mutating request.
+//!
+//! The fence keeps one term per Lease it campaigns for. With one Lease (today's installs) that
+//! is the rule above. With several (one per member cluster, docs/multi-cluster.md) a write is
+//! admitted only while a majority of the terms run, until the majority-th latest ends: two
+//! majorities share a Lease, and one Lease has at most one unexpired term at a time, so at most
+//! one replica is ever admitted (the property test below replays that with drifting clocks).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -69,6 +75,32 @@ pub fn after_renewal(
     }
 }
 
+/// The term a set of per-Lease terms proves together: the majority-th latest. `Unbounded` terms
+/// (election off) count as the latest; with fewer than a majority of running terms, `Unproven`.
+pub fn majority(terms: &[Term]) -> Term {
+    let needed = terms.len() / 2 + 1;
+    let mut ends: Vec<Option<Instant>> = terms
+        .iter()
+        .filter_map(|t| match t {
+            Term::Unbounded => Some(None),
+            Term::Until(end) => Some(Some(*end)),
+            Term::Unproven => None,
+        })
+        .collect();
+    // Latest first, `None` (unbounded) before every instant.
+    ends.sort_by(|a, b| match (a, b) {
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(a), Some(b)) => b.cmp(a),
+    });
+    match ends.get(needed - 1) {
+        Some(None) => Term::Unbounded,
+        Some(Some(end)) => Term::Until(*end),
+        None => Term::Unproven,
+    }
+}
+
 /// Whether a Lease as returned by the apiserver (JSON) names `identity` as its holder.
 pub fn held_by(lease: &serde_json::Value, identity: &str) -> bool {
     lease
@@ -81,14 +113,21 @@ pub fn held_by(lease: &serde_json::Value, identity: &str) -> bool {
 #[derive(Clone, Debug)]
 pub struct Fence {
     leading: watch::Receiver<bool>,
-    term: Arc<Mutex<Term>>,
+    /// One term per Lease, in the campaign's order of its Leases.
+    terms: Arc<Mutex<Vec<Term>>>,
 }
 
 impl Fence {
+    /// A fence over one Lease.
     pub fn new(leading: watch::Receiver<bool>, term: Term) -> Self {
+        Self::over(leading, vec![term])
+    }
+
+    /// A fence over several Leases, each starting at its given term.
+    pub fn over(leading: watch::Receiver<bool>, terms: Vec<Term>) -> Self {
         Self {
             leading,
-            term: Arc::new(Mutex::new(term)),
+            terms: Arc::new(Mutex::new(terms)),
         }
     }
 
@@ -97,14 +136,18 @@ impl Fence {
         admit(*self.leading.borrow(), self.term(), Instant::now())
     }
 
+    /// The term the Leases prove together (`majority`).
     pub fn term(&self) -> Term {
-        *self.term.lock().unwrap_or_else(|p| p.into_inner())
+        majority(&self.terms.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Records a renewal of ours that the apiserver confirmed.
-    pub fn renewed(&self, sent_at: Instant, duration: Duration, margin: Duration) {
-        let mut term = self.term.lock().unwrap_or_else(|p| p.into_inner());
-        *term = after_renewal(*term, sent_at, duration, margin);
+    /// Records a renewal of ours of the Lease at `lease` (0 with one Lease) that its apiserver
+    /// confirmed. An index beyond the Leases is ignored: it proves nothing.
+    pub fn renewed(&self, lease: usize, sent_at: Instant, duration: Duration, margin: Duration) {
+        let mut terms = self.terms.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(term) = terms.get_mut(lease) {
+            *term = after_renewal(*term, sent_at, duration, margin);
+        }
     }
 }
 
@@ -171,8 +214,10 @@ mod tests {
         assert_eq!(fence.check(), Err(Refused::NotLeading));
         sender.send_replace(true);
         assert_eq!(fence.check(), Err(Refused::Unproven));
-        fence.renewed(Instant::now(), 60 * S, S);
+        fence.renewed(0, Instant::now(), 60 * S, S);
         assert!(matches!(fence.check(), Ok(Some(left)) if left > 50 * S));
+        fence.renewed(7, Instant::now(), 600 * S, S);
+        assert!(matches!(fence.check(), Ok(Some(left)) if left < 60 * S));
         // A renewal confirmed long ago (as seen after a pause) lapses.
         let (sender, receiver) = watch::channel(true);
         let stale = Fence::new(receiver, Term::Until(Instant::now() - S));

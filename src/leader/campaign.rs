@@ -16,6 +16,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::lease::{self, Seen, Step, Watching};
+use super::quorum::{self, Holding, Minority};
 use super::{decide, Event, LeaderAction, LeaderRole, LeaseTiming};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -129,64 +130,137 @@ fn seen(lease: &Lease) -> Seen {
 /// After a write lost a race: read again soon, not in a tight loop.
 const RACED_RETRY: Duration = Duration::from_millis(100);
 
-/// Campaigns until `shutdown`; then stops acting and releases the Lease if it holds it.
-pub async fn run(
+/// One Lease of the campaign and what this replica knows of it.
+struct Member {
     target: LeaseTarget,
+    watching: Option<Watching>,
+    /// The Lease as our last write left it: the holder renews on that version without a read.
+    held: Option<Seen>,
+    holding: Holding,
+    next_at: Instant,
+}
+
+impl Member {
+    /// One turn on this Lease, and when the next is due: a renewal `renew_every` after this
+    /// one was sent (timed from the turn's start, however long the answer took), a read one
+    /// poll on, or sooner when the other holder's Lease expires first.
+    async fn take_turn(&mut self) {
+        let started = Instant::now();
+        let timing = self.target.timing;
+        let (holding, wait) = match turn(&self.target, &mut self.watching, &mut self.held).await {
+            Ok(Turn::Holding) => (Holding::Held, timing.renew_every()),
+            Ok(Turn::Raced) => (Holding::Other, RACED_RETRY),
+            Ok(Turn::Waiting(expires_in)) => (Holding::Other, expires_in.min(timing.poll())),
+            Err(error) => {
+                tracing::warn!(%error, lease = %self.target.name, "leader Lease call failed");
+                self.held = None;
+                (Holding::Unreachable, timing.poll())
+            }
+        };
+        self.holding = holding;
+        self.next_at = started + wait;
+    }
+
+    async fn release(&mut self) {
+        if let Some(lease) = self.held.take() {
+            if let Err(error) = self.target.release(&lease.version).await {
+                tracing::warn!(%error, lease = %self.target.name, "could not release the leader Lease; it expires by itself");
+            }
+        }
+        self.holding = Holding::Other;
+    }
+}
+
+/// Up to one lease duration, drawn afresh for each minority (std's randomly keyed hasher: no
+/// random-number crate for one draw now and then).
+fn jitter(duration: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let draw = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    duration.mul_f64((draw % 1000) as f64 / 1000.0)
+}
+
+/// Campaigns for every Lease of `targets` (one per member cluster; one in a single cluster)
+/// until `shutdown`, leading while a majority is held; then stops acting and releases what it
+/// holds.
+pub async fn run(
+    targets: Vec<LeaseTarget>,
     sender: watch::Sender<bool>,
     metrics: Metrics,
     shutdown: Shutdown,
 ) {
+    let Some(duration) = targets.first().map(|t| t.timing.duration()) else {
+        return;
+    };
     let mut role = LeaderRole::Candidate;
     let publish = |role: LeaderRole| {
         let leading = role == LeaderRole::Leader;
         sender.send_replace(leading);
         metrics.set_leader(leading);
     };
-    let mut watching: Option<Watching> = None;
-    // The Lease as our last write left it: the leader renews on that version without a read.
-    let mut held: Option<Seen> = None;
+    let start = Instant::now();
+    let mut members: Vec<Member> = targets
+        .into_iter()
+        .map(|target| Member {
+            target,
+            watching: None,
+            held: None,
+            holding: Holding::Other,
+            next_at: start,
+        })
+        .collect();
+    let mut minority = Minority::None;
+    let mut patience = jitter(duration);
     while !shutdown.is_triggered() {
-        let started = Instant::now();
-        let (event, wait) = match turn(&target, &mut watching, &mut held).await {
-            Ok(Turn::Holding) => (Some(Event::Acquired), target.timing.renew_every()),
-            Ok(Turn::Raced) => (Some(Event::Lost), RACED_RETRY),
-            Ok(Turn::Waiting(expires_in)) => {
-                (Some(Event::Lost), expires_in.min(target.timing.poll()))
-            }
-            Err(error) => {
-                tracing::warn!(%error, lease = %target.name, "leader Lease call failed");
-                held = None;
-                (Some(Event::Failed), target.timing.poll())
-            }
+        let now = Instant::now();
+        futures::future::join_all(
+            members
+                .iter_mut()
+                .filter(|m| m.next_at <= now)
+                .map(Member::take_turn),
+        )
+        .await;
+        let holdings: Vec<Holding> = members.iter().map(|m| m.holding).collect();
+        let event = if quorum::leads(&holdings) {
+            Event::Acquired
+        } else if holdings.contains(&Holding::Unreachable) {
+            Event::Failed
+        } else {
+            Event::Lost
         };
-        if let Some(event) = event {
-            let (next, action) = decide(role, event);
-            role = next;
-            match action {
-                LeaderAction::StartActing => {
-                    tracing::info!(lease = %target.name, "acquired the leader Lease")
-                }
-                LeaderAction::StopActing => {
-                    tracing::warn!(lease = %target.name, ?event, "stepping down")
-                }
-                LeaderAction::Nothing => {}
+        let (next, action) = decide(role, event);
+        role = next;
+        match action {
+            LeaderAction::StartActing => {
+                tracing::info!(
+                    leases = members.len(),
+                    "acquired the leader Lease (a majority)"
+                )
             }
-            publish(role);
+            LeaderAction::StopActing => tracing::warn!(?event, ?holdings, "stepping down"),
+            LeaderAction::Nothing => {}
         }
-        // Timed from the start of the turn: a renewal is sent `renew_every` after the last
-        // one was, however long its answer took.
-        let until = started + wait;
+        publish(role);
+        minority = quorum::minority(minority, &holdings, Instant::now());
+        if quorum::release_due(minority, duration, patience, Instant::now()) {
+            tracing::warn!(?holdings, "a minority of the leader Leases for too long: releasing it so another replica can gather a majority");
+            for member in members.iter_mut() {
+                member.release().await;
+            }
+            minority = Minority::None;
+            patience = jitter(duration);
+        }
+        let until = members.iter().map(|m| m.next_at).min().unwrap_or(now);
         tokio::select! {
             _ = shutdown.wait() => {}
             _ = tokio::time::sleep_until(until.into()) => {}
         }
     }
-    // Stop acting before the Lease goes: after the release a standby may act at once.
+    // Stop acting before the Leases go: after the release a standby may act at once.
     publish(LeaderRole::Candidate);
-    if let Some(lease) = held {
-        if let Err(error) = target.release(&lease.version).await {
-            tracing::warn!(%error, "could not release the leader Lease; it expires by itself");
-        }
+    for member in members.iter_mut() {
+        member.release().await;
     }
 }
 

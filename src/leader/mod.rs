@@ -11,6 +11,9 @@
 
 pub mod campaign;
 pub mod lease;
+pub mod quorum;
+#[cfg(test)]
+mod safety;
 
 use std::future::Future;
 use std::time::Duration;
@@ -235,25 +238,64 @@ pub fn campaign(
         .or_else(|| std::env::var("HOSTNAME").ok())
         .filter(|id| !id.is_empty())
         .ok_or(LeaderError::NoIdentity)?;
-    let (sender, receiver) = watch::channel(false);
-    let leadership = Leadership::new(receiver, Term::Unproven);
-    // Only a Lease write whose answer names us proves the term: not the campaign's own
-    // conclusion, which a paused process keeps unchanged.
-    let witness = Witness {
-        fence: leadership.fence(),
-        identity: identity.as_str().into(),
-        lease_duration: timing.duration(),
-        margin: timing.fence_margin(),
+    let member = LeaseMember {
+        config,
+        namespace: args.lease_namespace.clone(),
     };
-    let client =
-        client::campaign(config, timing.request_timeout(), witness).map_err(LeaderError::Client)?;
-    let target = campaign::LeaseTarget {
-        api: kube::Api::namespaced(client, &args.lease_namespace),
-        name: args.lease_name.clone(),
+    campaign_over(
+        vec![member],
+        &args.lease_name,
         identity,
         timing,
-    };
-    tokio::spawn(campaign::run(target, sender, metrics, shutdown));
+        metrics,
+        shutdown,
+    )
+}
+
+/// Where one of the campaign's Leases lives: an apiserver and a namespace.
+pub struct LeaseMember {
+    pub config: kube::Config,
+    pub namespace: String,
+}
+
+/// Campaigns for one Lease named `lease_name` in each of `members` (one per member cluster,
+/// docs/multi-cluster.md), leading while a majority is held; the fence keeps one term per
+/// Lease, each proved only by answers of that member's apiserver.
+pub fn campaign_over(
+    members: Vec<LeaseMember>,
+    lease_name: &str,
+    identity: String,
+    timing: LeaseTiming,
+    metrics: Metrics,
+    shutdown: Shutdown,
+) -> Result<Leadership, LeaderError> {
+    let (sender, receiver) = watch::channel(false);
+    let fence = Fence::over(receiver.clone(), vec![Term::Unproven; members.len()]);
+    let leadership = Leadership { receiver, fence };
+    let targets = members
+        .into_iter()
+        .enumerate()
+        .map(|(lease, member)| {
+            // Only a Lease write whose answer names us proves the term: not the campaign's
+            // own conclusion, which a paused process keeps unchanged.
+            let witness = Witness {
+                fence: leadership.fence(),
+                lease,
+                identity: identity.as_str().into(),
+                lease_duration: timing.duration(),
+                margin: timing.fence_margin(),
+            };
+            let client = client::campaign(member.config, timing.request_timeout(), witness)
+                .map_err(LeaderError::Client)?;
+            Ok(campaign::LeaseTarget {
+                api: kube::Api::namespaced(client, &member.namespace),
+                name: lease_name.to_string(),
+                identity: identity.clone(),
+                timing,
+            })
+        })
+        .collect::<Result<Vec<_>, LeaderError>>()?;
+    tokio::spawn(campaign::run(targets, sender, metrics, shutdown));
     Ok(leadership)
 }
 

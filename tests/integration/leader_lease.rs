@@ -257,3 +257,110 @@ async fn a_lease_its_holder_renews_is_never_taken_whatever_its_renew_time() {
     .await;
     bed.drop_namespace(&ns).await;
 }
+
+/// The majority rule over three Leases (what docs/multi-cluster.md gives one per member
+/// cluster), here three namespaces of the bed's apiserver, each reached by each replica through
+/// a relay of its own, so that each replica's way to each "member" can be cut alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_of_leases_leads_and_a_minority_never_writes() {
+    use kafka_observer_operator::leader::{campaign_over, LeaseMember, LeaseTiming};
+
+    let Some(bed) = support::bed().await else {
+        return;
+    };
+    let direct = bed_config(&bed).await;
+    let upstream: SocketAddr = {
+        let uri = &direct.cluster_url;
+        let host = uri.host().expect("apiserver host");
+        let port = uri.port_u16().unwrap_or(443);
+        tokio::net::lookup_host((host, port))
+            .await
+            .expect("resolve the apiserver")
+            .next()
+            .expect("an apiserver address")
+    };
+    let mut namespaces = Vec::new();
+    for i in 0..3 {
+        namespaces.push(bed.namespace(&format!("quorum{i}")).await);
+    }
+    let timing = LeaseTiming::new(DURATION, Duration::from_secs(2)).unwrap();
+    // Per replica: one relay per member, and its cut switches.
+    let mut replicas = Vec::new();
+    let mut cuts = Vec::new();
+    for identity in ["a", "b"] {
+        let mut members = Vec::new();
+        let mut switches = Vec::new();
+        for ns in &namespaces {
+            let (addr, cut) = relay(upstream).await;
+            let mut config = direct.clone();
+            config.cluster_url = format!("https://{addr}").parse().unwrap();
+            members.push(LeaseMember {
+                config,
+                namespace: ns.clone(),
+            });
+            switches.push(cut);
+        }
+        let down = Shutdown::new();
+        let leadership = campaign_over(
+            members,
+            LEASE,
+            identity.into(),
+            timing,
+            Metrics::new(),
+            down.clone(),
+        )
+        .expect("campaign over three Leases");
+        replicas.push((leadership, down));
+        cuts.push(switches);
+        if identity == "a" {
+            let mut waiting = replicas[0].0.clone();
+            tokio::time::timeout(Duration::from_secs(20), waiting.acquired())
+                .await
+                .expect("a gathers the three free Leases within 20 s");
+        }
+    }
+    let (a, b) = (replicas[0].0.clone(), replicas[1].0.clone());
+
+    // a loses its way to member 2: two of three still hold, a keeps leading, b stays out.
+    cuts[0][2].store(true, Ordering::SeqCst);
+    let (held_a, held_b) = sample_fences(&a, &b, Duration::from_secs(8), || false).await;
+    assert!(a.is_leader(), "a stepped down holding two Leases of three");
+    assert!(
+        held_a > 0,
+        "a's fence admitted nothing while holding a majority"
+    );
+    assert_eq!(held_b, 0, "b admitted writes while a held a majority");
+
+    // And to member 1: a reaches only member 0, a minority. b takes Leases 1 and 2 once they
+    // stood still a duration; the fences never overlap.
+    cuts[0][1].store(true, Ordering::SeqCst);
+    let cut_at = Instant::now();
+    let b_leads = {
+        let b = b.clone();
+        move || b.is_leader()
+    };
+    sample_fences(&a, &b, Duration::from_secs(20), b_leads).await;
+    let takeover = cut_at.elapsed();
+    assert!(b.is_leader(), "b did not gather a majority within 20 s");
+    let (_, after_b) = sample_fences(&a, &b, Duration::from_secs(2), || false).await;
+    assert!(after_b > 0, "b leads but its fence never admitted a write");
+    assert!(!a.is_leader(), "a still leads on one Lease of three");
+    for (i, ns) in namespaces.iter().enumerate().skip(1) {
+        let leases: Api<Lease> = Api::namespaced(bed.client.clone(), ns);
+        let holder = leases
+            .get(LEASE)
+            .await
+            .expect("read a member's Lease")
+            .spec
+            .and_then(|s| s.holder_identity);
+        assert_eq!(holder.as_deref(), Some("b"), "member {i}'s Lease");
+    }
+    println!("leader_lease: a cut to a minority -> b leads with a majority {takeover:.2?}");
+
+    for (_, down) in &replicas {
+        down.trigger();
+    }
+    for ns in &namespaces {
+        bed.drop_namespace(ns).await;
+    }
+}
