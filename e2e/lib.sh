@@ -11,7 +11,9 @@
 #   k8s_bin, helm_bin   the cached Kubernetes binaries (e2e/build/k8s.sh) and helm
 #   node_ip             the host's address on the bed's bridge koo0 ($KOO_NODE_IP, 10.214.0.1):
 #                       the apiserver binds it, every node reaches it
-#   ZONES, zone_node, zone_ip, zone_cidr, zone_netns, zone_of_id, node_names
+#   MEMBERS, member, api_ip, api_port, service_cidr, kubernetes_ip, cluster_dns, ...
+#                       the member cluster a script acts on ($KOO_MEMBER, default east)
+#   ZONES, ALL_ZONES, remote_zone, zone_node, zone_ip, zone_cidr, zone_netns, zone_of_id, node_names
 #                       the bed's nodes, one per zone, each in a network namespace of its own
 #   mvn_strict          Maven in batch mode with strict checksums (every Maven run)
 #   log, die            "<tag>: message" on stderr; die then exits 1
@@ -33,15 +35,46 @@ k8s_bin="$KOO_CACHE/k8s/$K8S_VERSION/bin"
 helm_bin="$KOO_CACHE/helm/$HELM_VERSION/bin/helm"
 node_ip="${KOO_NODE_IP:-10.214.0.1}"
 
+# ---- members: the multi-cluster bed (docs/multi-cluster.md, "The bed plan") ---------------------
+# KOO_MEMBER: the member cluster a script acts on. Unset or `east`: the bed as always (the
+# multi-cluster bed's member east is that bed). `west` and `tie` have control planes of their own,
+# with their own state directory (tb), PKI, ports, service range and apiserver address on koo0:
+#   member  apiserver          etcd client/peer  kcm/scheduler  services        state
+#   east    10.214.0.1:6443    2379/2380         10257/10259    10.96.0.0/16    .testbed
+#   west    10.214.0.2:16443   22379/22380       20257/20259    10.97.0.0/16    .testbed/clusters/west
+#   tie     10.214.0.3:26443   32379/32380       30257/30259    10.98.0.0/16    .testbed/clusters/tie
+# (e2e/testbed/multi.sh runs the three.)
+MEMBERS=(east west tie)
+member="${KOO_MEMBER:-east}"
+case "$member" in
+  east) api_ip="$node_ip" api_port=6443 etcd_client_port=2379 etcd_peer_port=2380
+        kcm_port=10257 scheduler_port=10259 service_octet=96 ;;
+  west) api_ip=10.214.0.2 api_port=16443 etcd_client_port=22379 etcd_peer_port=22380
+        kcm_port=20257 scheduler_port=20259 service_octet=97 tb="$tb/clusters/west" ;;
+  tie)  api_ip=10.214.0.3 api_port=26443 etcd_client_port=32379 etcd_peer_port=32380
+        kcm_port=30257 scheduler_port=30259 service_octet=98 tb="$tb/clusters/tie" ;;
+  *) echo "KOO_MEMBER '$member' is not a member of the bed (${MEMBERS[*]})" >&2; exit 1 ;;
+esac
+service_cidr="10.$service_octet.0.0/16"
+# The `kubernetes` Service's ClusterIP (the first of the range) and cluster DNS (kube-dns).
+kubernetes_ip="10.$service_octet.0.1"
+cluster_dns="10.$service_octet.0.10"
+
 # ---- the bed's nodes: one per zone --------------------------------------------------------------
 # Node koo-<zone> runs in network namespace koo-<zone>, linked to the host's bridge koo0 by a veth
 # (host side kv-<zone>), address 10.214.0.<10+i>, pods 10.214.<i>.0/24 (i: the zone's position).
 # Zones a, b, c hold controllers 101/102/103 and brokers 1/2/3; zone d (remote) holds broker 4.
 read -r -a ZONES <<< "${KOO_ZONES:-a b c d}"
+# The zones of every member (KOO_ALL_ZONES, the multi-cluster bed: "e w t"): a zone's index, and
+# so its addresses, is its place in this list, unique across the members sharing koo0.
+read -r -a ALL_ZONES <<< "${KOO_ALL_ZONES:-${ZONES[*]}}"
+# The zone whose node is labelled kafkaobserver.io/remote-zone (the example's controllers keep
+# out of it): the last one by default; KOO_REMOTE_ZONE="" for none.
+remote_zone="${KOO_REMOTE_ZONE-${ZONES[-1]}}"
 zone_index() {
   local i
-  for i in "${!ZONES[@]}"; do [[ "${ZONES[i]}" == "$1" ]] && { echo $((i + 1)); return 0; }; done
-  die "unknown zone '$1' (zones: ${ZONES[*]})"
+  for i in "${!ALL_ZONES[@]}"; do [[ "${ALL_ZONES[i]}" == "$1" ]] && { echo $((i + 1)); return 0; }; done
+  die "unknown zone '$1' (zones: ${ALL_ZONES[*]})"
 }
 zone_node() { echo "koo-$1"; }
 zone_netns() { echo "koo-$1"; }

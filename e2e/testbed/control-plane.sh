@@ -4,6 +4,8 @@
 # through the `kubernetes` Service) and kube-controller-manager (all default controllers, so
 # garbage collection and namespace deletion run). The scheduler runs with the node (node.sh).
 # Usage: control-plane.sh up | down [--purge] | status
+# KOO_MEMBER=west|tie: that member's control plane of the multi-cluster bed (e2e/lib.sh's table:
+# its own state directory, PKI, ports, service range and apiserver address).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
@@ -11,9 +13,13 @@ source "$here/../lib.sh"
 pki="$tb/pki"
 # The cached binary itself: the wrapper in .testbed/bin is written by `up`.
 kubectl_bin="$k8s_bin/kubectl"
-api="https://$node_ip:6443"
-etcd_url="https://127.0.0.1:2379"
-kcm_url="https://127.0.0.1:10257"
+api="https://$api_ip:$api_port"
+etcd_url="https://127.0.0.1:$etcd_client_port"
+etcd_peer="http://127.0.0.1:$etcd_peer_port"
+kcm_url="https://127.0.0.1:$kcm_port"
+# The kubeconfigs' cluster name: koo-testbed for the bed (east), koo-<member> for the others.
+cluster_name=koo-testbed
+[[ "$member" == east ]] || cluster_name="koo-$member"
 procs=(etcd kube-apiserver kube-controller-manager)
 start_timeout="${KOO_CONTROL_PLANE_TIMEOUT:-180}"
 
@@ -50,7 +56,7 @@ write_kubeconfig() {
 apiVersion: v1
 kind: Config
 clusters:
-- name: koo-testbed
+- name: $cluster_name
   cluster:
     server: $api
     certificate-authority-data: $ca
@@ -60,11 +66,11 @@ users:
     client-certificate-data: $cert
     client-key-data: $key
 contexts:
-- name: $user@koo-testbed
+- name: $user@$cluster_name
   context:
-    cluster: koo-testbed
+    cluster: $cluster_name
     user: $user
-current-context: $user@koo-testbed
+current-context: $user@$cluster_name
 EOF
   chmod 600 "$file.tmp"
   mv -f "$file.tmp" "$file"
@@ -98,7 +104,7 @@ up() {
   chmod 700 "$tb/etcd"
   bash "$here/pki.sh" "$pki"
   write_kubeconfig "$tb/kubeconfig" admin
-  local users=(kube-controller-manager kube-scheduler kube-proxy) z
+  local users=(kube-controller-manager kube-scheduler kube-proxy dns-reader) z
   for z in "${ZONES[@]}"; do users+=("kubelet-$z"); done
   for user in "${users[@]}"; do
     write_kubeconfig "$pki/$user.kubeconfig" "$user"
@@ -107,21 +113,21 @@ up() {
 
   start etcd --name=testbed --data-dir="$tb/etcd" \
     --listen-client-urls="$etcd_url" --advertise-client-urls="$etcd_url" \
-    --listen-peer-urls=http://127.0.0.1:2380 --initial-advertise-peer-urls=http://127.0.0.1:2380 \
-    --initial-cluster=testbed=http://127.0.0.1:2380 --initial-cluster-state=new \
+    --listen-peer-urls="$etcd_peer" --initial-advertise-peer-urls="$etcd_peer" \
+    --initial-cluster=testbed="$etcd_peer" --initial-cluster-state=new \
     --cert-file="$pki/etcd-server.crt" --key-file="$pki/etcd-server.key" \
     --trusted-ca-file="$pki/ca.crt" --client-cert-auth=true --log-level=warn
   wait_proc=etcd wait_for "$start_timeout" healthy etcd_healthy
 
-  # The node address must exist before the apiserver binds it (and it is the `kubernetes`
-  # Service's endpoint, which may not be a loopback address).
+  # The apiserver's address must exist before the apiserver binds it (and it is the
+  # `kubernetes` Service's endpoint, which may not be a loopback address).
   bash "$here/node.sh" network-up
-  start kube-apiserver --advertise-address="$node_ip" --bind-address="$node_ip" --secure-port=6443 \
+  start kube-apiserver --advertise-address="$api_ip" --bind-address="$api_ip" --secure-port="$api_port" \
     --etcd-servers="$etcd_url" --etcd-cafile="$pki/ca.crt" \
     --etcd-certfile="$pki/apiserver-etcd-client.crt" --etcd-keyfile="$pki/apiserver-etcd-client.key" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" --authorization-mode=Node,RBAC --allow-privileged=true \
-    --service-cluster-ip-range=10.96.0.0/16 \
+    --service-cluster-ip-range="$service_cidr" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --api-audiences=https://kubernetes.default.svc.cluster.local --profiling=false \
@@ -135,10 +141,10 @@ up() {
   start kube-controller-manager --kubeconfig="$pki/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig="$pki/kube-controller-manager.kubeconfig" \
     --authorization-kubeconfig="$pki/kube-controller-manager.kubeconfig" \
-    --bind-address=127.0.0.1 --controllers='*' --use-service-account-credentials=true \
+    --bind-address=127.0.0.1 --secure-port="$kcm_port" --controllers='*' --use-service-account-credentials=true \
     --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
     --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
-    --service-cluster-ip-range=10.96.0.0/16 --cluster-name=koo-testbed --leader-elect=false \
+    --service-cluster-ip-range="$service_cidr" --cluster-name="$cluster_name" --leader-elect=false \
     --profiling=false \
     --node-monitor-period=1s --node-monitor-grace-period=8s
   wait_proc=kube-controller-manager wait_for "$start_timeout" healthy kcm_healthy

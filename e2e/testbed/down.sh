@@ -6,6 +6,8 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
 [[ -d "$tb" ]] || { echo "no test bed at $tb"; exit 0; }
+# The multi-cluster bed (multi.sh) runs here: its three members come down together.
+if [[ -f "$tb/multi" ]]; then bash "$here/multi.sh" down "$@" || exit 1; fi
 [[ -f "$here/operator.sh" ]] && bash "$here/operator.sh" down
 bash "$here/node.sh" down
 bash "$here/control-plane.sh" down "$@"

@@ -29,9 +29,17 @@
 #                             congested region. (This kernel has no netem: no fixed delay.)
 #   node.sh unslow ZONE       the cap removed
 #   node.sh exec ZONE CMD...  CMD inside the zone's network namespace
+#   node.sh pids ZONE         every process of the zone, one pid per line (node components,
+#                             shims, containers)
 #
 # Everything stays on this machine: the addresses and pod subnets exist only on koo0 and inside
 # the bed's namespaces; forwarded traffic from koo0 to any other interface is refused.
+#
+# KOO_MEMBER=west|tie: that member's nodes of the multi-cluster bed (e2e/testbed/multi.sh), on
+# the same bridge: its apiserver address added to koo0, its own scheduler, no kube-proxy on the
+# host (the host's is east's), its own CoreDNS. KOO_DNS_MEMBERS="east west tie": every member's
+# CoreDNS also serves the zones <member>.koo from that member's apiserver (docs/multi-cluster.md,
+# "DNS across members").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
@@ -42,8 +50,8 @@ kubectl_bin="$k8s_bin/kubectl"
 bridge="koo0"
 # Every pod subnet (10.214.<i>.0/24) and the nodes' own (10.214.0.0/24).
 cluster_cidr="10.214.0.0/16"
-service_cidr="10.96.0.0/16"
-cluster_dns="10.96.0.10"
+# service_cidr, cluster_dns: the member's (e2e/lib.sh).
+read -r -a dns_members <<< "${KOO_DNS_MEMBERS:-}"
 start_timeout="${KOO_NODE_TIMEOUT:-180}"
 # Node heartbeat: the kubelet renews its Lease every quarter of this (2 s); kube-controller-manager
 # marks a node NotReady/Unknown after --node-monitor-grace-period (control-plane.sh: 8 s). The
@@ -109,6 +117,8 @@ network_up() {
   local addrs kv
   addrs="$(ip -4 addr show dev "$bridge")"
   [[ "$addrs" == *"inet $node_ip/"* ]] || ip addr add "$node_ip/24" dev "$bridge"
+  # A member's apiserver binds an address of its own on the same bridge.
+  [[ "$api_ip" == "$node_ip" || "$addrs" == *"inet $api_ip/"* ]] || ip addr add "$api_ip/24" dev "$bridge"
   ip link set "$bridge" up
   if [[ ! -f "$tb/node/sysctl.saved" ]]; then
     local v
@@ -319,7 +329,7 @@ conntrack: {maxPerCore: 0, min: 0}
 EOF
 }
 
-scheduler_healthy() { local h; h="$(curl -sk https://127.0.0.1:10259/healthz)" && [[ "$h" == ok ]]; }
+scheduler_healthy() { local h; h="$(curl -sk "https://127.0.0.1:$scheduler_port/healthz")" && [[ "$h" == ok ]]; }
 # /livez, not /healthz: the host's kube-proxy has no Node object, and /healthz also reports the
 # node's eligibility as a load-balancer target (503 without one).
 proxy_healthy() { curl -sf http://127.0.0.1:10256/livez >/dev/null; }
@@ -327,10 +337,15 @@ zone_proxy_healthy() { in_zone "$1" curl -sf http://127.0.0.1:10256/healthz >/de
 
 # --- cluster DNS -----------------------------------------------------------------------------
 
+# Two replicas in two zones; one where the member has one zone.
+dns_replicas=2
+((${#ZONES[@]} > 1)) || dns_replicas=1
 dns_ready() {
   local n
-  n="$(kubectl -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}')" && [[ "$n" == 2 ]]
+  n="$(kubectl -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}')" && [[ "$n" == "$dns_replicas" ]]
 }
+# shellcheck source=coredns-members.sh
+source "$here/coredns-members.sh"
 
 # --- one zone --------------------------------------------------------------------------------
 
@@ -352,7 +367,7 @@ zone_up() {
   write_kubelet_config "$z"
   # The last zone is the remote one: the example's controllers keep out of it.
   local labels="koo.io/test-bed=real-node,topology.kubernetes.io/zone=$z,topology.kubernetes.io/region=koo"
-  [[ "$z" != "${ZONES[-1]}" ]] || labels+=",kafkaobserver.io/remote-zone=true"
+  [[ "$z" != "$remote_zone" ]] || labels+=",kafkaobserver.io/remote-zone=true"
   start "kubelet-$z" "$ns" --config="$nd/kubelet.yaml" --kubeconfig="$pki/kubelet-$z.kubeconfig" \
     --root-dir="$nd/kubelet" --cert-dir="$nd/kubelet-pki" \
     --hostname-override="$Z_NODE" --node-ip="$Z_IP" \
@@ -381,20 +396,24 @@ up() {
   start kube-scheduler "" --kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig="$pki/kube-scheduler.kubeconfig" \
     --authorization-kubeconfig="$pki/kube-scheduler.kubeconfig" \
-    --bind-address=127.0.0.1 --leader-elect=false --profiling=false
-  wait_proc=kube-scheduler wait_for "$start_timeout" "healthy (:10259/healthz)" scheduler_healthy
+    --bind-address=127.0.0.1 --secure-port="$scheduler_port" --leader-elect=false --profiling=false
+  wait_proc=kube-scheduler wait_for "$start_timeout" "healthy (:$scheduler_port/healthz)" scheduler_healthy
 
   # The host's own kube-proxy: the machine (drills, tests, a local operator) reaches ClusterIPs.
-  write_proxy_config "$tb/node/kube-proxy-host.yaml" koo-host "$node_ip"
-  start kube-proxy-host "" --config="$tb/node/kube-proxy-host.yaml"
-  wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/livez)" proxy_healthy
+  # East's only: two kube-proxies cannot share the host's chains (host tools reach the other
+  # members' pods by their IPs).
+  if [[ "$member" == east ]]; then
+    write_proxy_config "$tb/node/kube-proxy-host.yaml" koo-host "$node_ip"
+    start kube-proxy-host "" --config="$tb/node/kube-proxy-host.yaml"
+    wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/livez)" proxy_healthy
+  fi
 
   for z in "${ZONES[@]}"; do
     wait_proc="kubelet-$z" wait_for "$start_timeout" "Ready (Node $Z_NODE)" node_ready "$z"
   done
 
-  kubectl apply -f "$here/manifests/coredns.yaml" >/dev/null
-  wait_for "$start_timeout" "running CoreDNS (kube-system/coredns 2 replicas Ready)" dns_ready
+  dns_apply
+  wait_for "$start_timeout" "running CoreDNS (kube-system/coredns $dns_replicas replicas Ready)" dns_ready
   log "nodes ${node_names[*]} up in $((SECONDS - t0))s (host $node_ip, pods $cluster_cidr)"
 }
 
@@ -435,20 +454,27 @@ shim_pids() {
   return 0
 }
 
-power_off() {
+# zone_pids ZONE: every process of the zone, one pid per line, into the array `pids`: kubelet,
+# kube-proxy, containerd, the shims and every container process. Best effort: a process that
+# exits meanwhile is simply gone (both finders end in `return 0`).
+zone_pids() {
   zone_vars "$1"
-  local z="$1" name pids=() pid
+  local z="$1" name pid found clean=()
+  pids=()
   for name in "kubelet-$z" "kube-proxy-$z" "containerd-$z"; do
     pid="$(pid_of "$name")" && pids+=("$pid")
   done
-  # Best effort, collected just before the kill: a process that exits meanwhile needs no kill
-  # (both functions end in `return 0`).
-  local found
   found="$(shim_pids "$Z_SOCK"; container_pids "$Z_RUNC")"
   mapfile -t -O "${#pids[@]}" pids <<<"$found"
-  local clean=()
   for pid in "${pids[@]}"; do [[ -n "$pid" ]] && clean+=("$pid"); done
   pids=("${clean[@]}")
+}
+
+power_off() {
+  zone_vars "$1"
+  local z="$1" name pids=()
+  # Collected just before the kill.
+  zone_pids "$z"
   ((${#pids[@]} > 0)) || die "zone $z: nothing runs there"
   # One kill(1) for all: the zone's processes die together, as in a power loss.
   kill -KILL "${pids[@]}" 2>/dev/null || true
@@ -573,6 +599,15 @@ down() {
     exe="$(exe_of "$name")"
     stop_pid "$tb/pids/$name.pid" "$exe" "$name" 20
   done
+  if [[ "$member" != east ]]; then
+    # Another member of the multi-cluster bed: its zones, its address on koo0 and its service
+    # route; the bridge, the host's chains and sysctls are east's.
+    for z in "${ZONES[@]}"; do zone_down "$z"; done
+    ip addr del "$api_ip/24" dev "$bridge" 2>/dev/null || true
+    ip route del "$service_cidr" dev "$bridge" 2>/dev/null || true
+    rm -f "$tb/node/sysctl.saved"
+    return 0
+  fi
   # kube-proxy's own cleanup removes its KUBE-* chains and rules from the host's tables.
   if [[ -x "$k8s_bin/kube-proxy" ]]; then
     "$k8s_bin/kube-proxy" --cleanup >> "$tb/logs/kube-proxy-host.log" 2>&1 || true
@@ -638,5 +673,6 @@ case "${1:-}" in
   slow) zone_arg "${2:-}" slow; slow "$2" "${3:?rate, e.g. 2mbit}" "${4:-400ms}" ;;
   unslow) zone_arg "${2:-}" unslow; unslow "$2" ;;
   exec) zone_arg "${2:-}" exec; z="$2"; shift 2; in_zone "$z" "$@" ;;
-  *) die "usage: node.sh network-up | up | down | status | partition|heal|power-off|power-on|unslow ZONE | slow ZONE RATE [LATENCY] | exec ZONE CMD..." ;;
+  pids) zone_arg "${2:-}" pids; pids=(); zone_pids "$2"; printf '%s\n' "${pids[@]}" | sort -un ;;
+  *) die "usage: node.sh network-up | up | down | status | partition|heal|power-off|power-on|unslow|pids ZONE | slow ZONE RATE [LATENCY] | exec ZONE CMD..." ;;
 esac

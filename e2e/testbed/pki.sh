@@ -5,7 +5,8 @@
 # kube-scheduler, kube-proxy and the kubelet.
 # A new CA (e.g. after deleting ca.key) re-issues every certificate.
 set -euo pipefail
-# $node_ip: the node's address (node.sh: the bridge koo0 holds it; the apiserver and kubelet listen on it).
+# $api_ip, $kubernetes_ip: the apiserver's address on koo0 and its Service's ClusterIP (e2e/lib.sh,
+# per member of the multi-cluster bed; each member has a CA of its own, as real clusters do).
 source "$(dirname "$0")/../lib.sh"
 dir="${1:?usage: pki.sh DIR}"
 mkdir -p "$dir"
@@ -18,7 +19,9 @@ newkey() { [[ -f "$1.key" ]] || openssl genpkey -algorithm EC -pkeyopt ec_paramg
 if [[ ! -f ca.crt || ! -f ca.key ]]; then
   rm -f ./*.crt ./*.key ./*.srl
   newkey ca
-  openssl req -x509 -new -key ca.key -sha256 -days 3650 -subj "/CN=koo-testbed-ca" \
+  ca_name=koo-testbed-ca
+  [[ "$member" == east ]] || ca_name="koo-$member-ca"
+  openssl req -x509 -new -key ca.key -sha256 -days 3650 -subj "/CN=$ca_name" \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
     -out ca.crt 2>/dev/null
 fi
@@ -40,15 +43,15 @@ issue() {
   rm -f "$name.csr" "$name.ext"
 }
 
-# 10.96.0.1 is the `kubernetes` Service address in the service range 10.96.0.0/16; pods reach the
-# apiserver through it (kube-proxy), so the serving cert names it and the node address.
-# A cert issued before the node existed lacks the node address: re-issue it.
+# $kubernetes_ip (10.96.0.1 for the bed) is the `kubernetes` Service address in the service range;
+# pods reach the apiserver through it (kube-proxy), so the serving cert names it and the
+# apiserver's address. A cert issued before the node existed lacks that address: re-issue it.
 if [[ -f apiserver.crt ]] && ! openssl x509 -in apiserver.crt -noout -ext subjectAltName 2>/dev/null |
-    grep -q "IP Address:$node_ip\b"; then
+    grep -q "IP Address:$api_ip\b"; then
   rm -f apiserver.crt
 fi
 issue apiserver "/CN=kube-apiserver" serverAuth \
-  "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1,IP:$node_ip"
+  "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:$kubernetes_ip,IP:$api_ip"
 issue etcd-server "/CN=etcd" serverAuth "DNS:localhost,IP:127.0.0.1"
 issue apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
 issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
@@ -65,6 +68,9 @@ done
 issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 issue kube-scheduler "/CN=system:kube-scheduler" clientAuth
 issue kube-proxy "/CN=system:kube-proxy" clientAuth
+# The multi-cluster bed: every member's CoreDNS reads this member's Services with it (node.sh,
+# member zones; bound to the read-only ClusterRole system:coredns there).
+issue dns-reader "/CN=koo-dns-reader" clientAuth
 
 # Service-account token signing key pair (RS256, the issuer's default algorithm).
 if [[ ! -f sa.key ]]; then

@@ -5,6 +5,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
+[[ ! -f "$tb/multi" ]] || die "the multi-cluster bed runs in $tb: take it down first (make testbed-down)"
 mkdir -p "$tb"/{logs,pids,bin,kafka}
 start=$SECONDS
 

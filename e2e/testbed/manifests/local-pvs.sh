@@ -21,7 +21,9 @@
 # user), KOO_PV_CAPACITY (10Gi; a local PV's capacity is a label for matching, never enforced;
 # it must be >= the claims' request, 1Gi in examples/kafka/), KOO_BROKER_COUNT (4: the brokers'
 # StatefulSet's replicas; 5 for examples/kafka-two-observers/), KOO_CONTROLLER_COUNT (3: the
-# controllers' replicas; 0 for examples/kafka-combined/, which has no controller pods).
+# controllers' replicas; 0 for examples/kafka-combined/, which has no controller pods),
+# KOO_STS_SUFFIX (empty: the StatefulSets' name suffix, e.g. -east for examples/multi-cluster/,
+# whose claims are data-kafka-controller-east-0, ...).
 #
 # Decisions:
 # - reclaimPolicy Retain: `kubernetes.io/no-provisioner` has no deleter, so Delete would leave a
@@ -54,6 +56,7 @@ DATA_UID="${KOO_DATA_UID:-1000}" DATA_GID="${KOO_DATA_GID:-1000}"
 CAPACITY="${KOO_PV_CAPACITY:-10Gi}"
 BROKER_COUNT="${KOO_BROKER_COUNT:-4}"
 CONTROLLER_COUNT="${KOO_CONTROLLER_COUNT:-3}"
+SUFFIX="${KOO_STS_SUFFIX:-}"
 CLASS=koo-local
 
 dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
@@ -63,6 +66,7 @@ dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
 [[ "$DATA_UID" =~ ^[0-9]+$ && "$DATA_GID" =~ ^[0-9]+$ ]] || die "KOO_DATA_UID/KOO_DATA_GID must be numeric"
 [[ "$BROKER_COUNT" =~ ^[1-9][0-9]?$ ]] || die "KOO_BROKER_COUNT must be a number of brokers, 1-99: '$BROKER_COUNT'"
 [[ "$CONTROLLER_COUNT" =~ ^[0-9]$ ]] || die "KOO_CONTROLLER_COUNT must be a number of controllers, 0-9: '$CONTROLLER_COUNT'"
+[[ -z "$SUFFIX" || "$SUFFIX" =~ ^-[a-z0-9]+$ ]] || die "KOO_STS_SUFFIX must be empty or -<lowercase letters and digits>: '$SUFFIX'"
 
 # claim name -> PV name. PVs are cluster-scoped: the namespace is part of the name, so clusters
 # in two namespaces (e.g. kafka and kafka-test) never share a volume.
@@ -70,12 +74,12 @@ IFS=, read -r -a NODES <<< "$NODE_NAME"
 claims=()
 declare -A claim_node
 for ((i = 0; i < CONTROLLER_COUNT; i++)); do
-  claims+=("data-kafka-controller-$i")
-  claim_node["data-kafka-controller-$i"]="${NODES[i % ${#NODES[@]}]}"
+  claims+=("data-kafka-controller$SUFFIX-$i")
+  claim_node["data-kafka-controller$SUFFIX-$i"]="${NODES[i % ${#NODES[@]}]}"
 done
 for ((i = 0; i < BROKER_COUNT; i++)); do
-  claims+=("data-kafka-broker-$i")
-  claim_node["data-kafka-broker-$i"]="${NODES[i % ${#NODES[@]}]}"
+  claims+=("data-kafka-broker$SUFFIX-$i")
+  claim_node["data-kafka-broker$SUFFIX-$i"]="${NODES[i % ${#NODES[@]}]}"
 done
 pv_name() { echo "koo-local-$NAMESPACE-${1#data-}"; }
 
