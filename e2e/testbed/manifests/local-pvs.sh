@@ -64,7 +64,7 @@ dns_label='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
 [[ -n "$NODE_NAME" ]] || die "NODE_NAME is empty"
 [[ "$BASE_DIR" == /* ]] || die "BASE_DIR must be an absolute path (a local PV's path is absolute): '$BASE_DIR'"
 [[ "$DATA_UID" =~ ^[0-9]+$ && "$DATA_GID" =~ ^[0-9]+$ ]] || die "KOO_DATA_UID/KOO_DATA_GID must be numeric"
-[[ "$BROKER_COUNT" =~ ^[1-9][0-9]?$ ]] || die "KOO_BROKER_COUNT must be a number of brokers, 1-99: '$BROKER_COUNT'"
+[[ "$BROKER_COUNT" =~ ^(0|[1-9][0-9]?)$ ]] || die "KOO_BROKER_COUNT must be a number of brokers, 0-99: '$BROKER_COUNT'"
 [[ "$CONTROLLER_COUNT" =~ ^[0-9]$ ]] || die "KOO_CONTROLLER_COUNT must be a number of controllers, 0-9: '$CONTROLLER_COUNT'"
 [[ -z "$SUFFIX" || "$SUFFIX" =~ ^-[a-z0-9]+$ ]] || die "KOO_STS_SUFFIX must be empty or -<lowercase letters and digits>: '$SUFFIX'"
 
