@@ -50,12 +50,15 @@ case "$member" in
   east) api_ip="$node_ip" api_port=6443 etcd_client_port=2379 etcd_peer_port=2380
         kcm_port=10257 scheduler_port=10259 service_octet=96 ;;
   west) api_ip=10.214.0.2 api_port=16443 etcd_client_port=22379 etcd_peer_port=22380
-        kcm_port=20257 scheduler_port=20259 service_octet=97 tb="$tb/clusters/west" ;;
+        kcm_port=20257 scheduler_port=20259 service_octet=97 ;;
   tie)  api_ip=10.214.0.3 api_port=26443 etcd_client_port=32379 etcd_peer_port=32380
-        kcm_port=30257 scheduler_port=30259 service_octet=98 tb="$tb/clusters/tie" ;;
+        kcm_port=30257 scheduler_port=30259 service_octet=98 ;;
   *) echo "KOO_MEMBER '$member' is not a member of the bed (${MEMBERS[*]})" >&2; exit 1 ;;
 esac
+# member_dir MEMBER: that member's state directory (east's is the bed's own).
+member_dir() { if [[ "$1" == east ]]; then echo "$root/.testbed"; else echo "$root/.testbed/clusters/$1"; fi; }
 service_cidr="10.$service_octet.0.0/16"
+[[ "$member" == east ]] || tb="$(member_dir "$member")"
 # The `kubernetes` Service's ClusterIP (the first of the range) and cluster DNS (kube-dns).
 kubernetes_ip="10.$service_octet.0.1"
 cluster_dns="10.$service_octet.0.10"

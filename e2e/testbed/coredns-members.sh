@@ -63,8 +63,7 @@ dns_apply() {
   mkdir -p "$dir"
   cp "$here/manifests/coredns.yaml" "$dir/coredns.yaml"
   for m in "${dns_members[@]}"; do
-    mtb="$root/.testbed"
-    [[ "$m" == east ]] || mtb="$root/.testbed/clusters/$m"
+    mtb="$(member_dir "$m")"
     [[ -f "$mtb/pki/dns-reader.kubeconfig" ]] ||
       die "member $m has no $mtb/pki/dns-reader.kubeconfig: bring its control plane up first"
     files+=("--from-file=$m.kubeconfig=$mtb/pki/dns-reader.kubeconfig")

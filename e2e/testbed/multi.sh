@@ -36,7 +36,8 @@ east_tb="$tb"
 marker="$east_tb/multi"
 kafka_timeout="${KOO_KAFKA_TIMEOUT:-420}"
 
-# member_env MEMBER: the environment under which the bed's scripts act on MEMBER.
+# zone_of_member MEMBER: its node's zone; on MEMBER CMD...: CMD with the environment under
+# which the bed's scripts act on MEMBER.
 zone_of_member() { case "$1" in east) echo e ;; west) echo w ;; tie) echo t ;; *) die "unknown member '$1'" ;; esac; }
 on() {
   local m="$1" z; shift
@@ -44,10 +45,9 @@ on() {
   KOO_MEMBER="$m" KOO_ZONES="$z" KOO_ALL_ZONES="e w t" KOO_REMOTE_ZONE="" \
     KOO_DNS_MEMBERS="${MEMBERS[*]}" "$@"
 }
-member_tb() { if [[ "$1" == east ]]; then echo "$east_tb"; else echo "$east_tb/clusters/$1"; fi; }
 kc() {
   local m="$1" mtb; shift
-  mtb="$(member_tb "$m")"
+  mtb="$(member_dir "$m")"
   "$k8s_bin/kubectl" --kubeconfig "$mtb/kubeconfig" "$@"
 }
 
@@ -66,7 +66,7 @@ refuse_single_bed() {
 
 kafka_member_up() {
   local m="$1" mtb z controllers brokers
-  mtb="$(member_tb "$m")"
+  mtb="$(member_dir "$m")"
   z="$(zone_of_member "$m")"
   controllers="$(controllers_of "$m")"
   brokers="$(brokers_of "$m")"
@@ -190,7 +190,7 @@ EOF
 down() {
   local m mtb rc=0
   for ((i = ${#MEMBERS[@]} - 1; i >= 0; i--)); do
-    m="${MEMBERS[i]}" mtb="$(member_tb "$m")"
+    m="${MEMBERS[i]}" mtb="$(member_dir "$m")"
     [[ "$m" == east || -d "$mtb" ]] || continue
     on "$m" bash "$here/node.sh" down || rc=1
     on "$m" bash "$here/control-plane.sh" down "$@" || rc=1
@@ -216,20 +216,20 @@ status() {
 lost_chain=KOO-MEMBER-LOST
 # lost_rules MEMBER: the iptables matches of what the member's loss silences, one per line: its
 # apiserver (address and port: east's address is also the host's on koo0), its node, its pods.
+# The member's table and zone addresses are lib.sh's, read as the member's scripts read them.
 lost_rules() {
-  local m="$1" i
-  case "$m" in east) i=1 ;; west) i=2 ;; tie) i=3 ;; esac
-  KOO_MEMBER="$m" bash -c 'source "$1" && echo "-d $api_ip -p tcp --dport $api_port"' _ "$root/e2e/lib.sh"
-  echo "-d 10.214.0.$((10 + i))"
-  echo "-s 10.214.0.$((10 + i))"
-  echo "-d 10.214.$i.0/24"
-  echo "-s 10.214.$i.0/24"
+  local z
+  z="$(zone_of_member "$1")"
+  # shellcheck disable=SC2016 # expanded by the inner shell, after sourcing lib.sh
+  on "$1" bash -c 'source "$1" && ip="$(zone_ip "$2")" && cidr="$(zone_cidr "$2")" &&
+    printf "%s\n" "-d $api_ip -p tcp --dport $api_port" "-d $ip" "-s $ip" "-d $cidr" "-s $cidr"' \
+    _ "$root/e2e/lib.sh" "$z"
 }
 
 lose() {
   local m="$1" mtb name pid pids=() rule=() at
   [[ "$m" != east ]] || log "losing east: its host kube-proxy goes too (the host's Service rules)"
-  mtb="$(member_tb "$m")"
+  mtb="$(member_dir "$m")"
   iptables -N "$lost_chain" 2>/dev/null || true
   iptables -C INPUT -j "$lost_chain" 2>/dev/null || iptables -I INPUT 1 -j "$lost_chain"
   iptables -C FORWARD -j "$lost_chain" 2>/dev/null || iptables -I FORWARD 1 -j "$lost_chain"
@@ -275,7 +275,7 @@ proc_rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo
 proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 member_pids() {
   local m="$1" mtb name pid z
-  mtb="$(member_tb "$m")"
+  mtb="$(member_dir "$m")"
   z="$(zone_of_member "$m")"
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy-host; do
     pid="$(live_pid "$mtb/pids/$name.pid")" && echo "$pid"
