@@ -51,6 +51,8 @@ impl ObservedRole {
     pub fn to_plan(&self, facts: &Facts) -> RoleObservation {
         RoleObservation {
             role: self.role,
+            member: crate::rollout::LOCAL.to_string(),
+            reachable: true,
             pods: self
                 .pods
                 .iter()

@@ -183,12 +183,18 @@ pub fn notes(name: &str, happenings: &[Happening], basis: Option<&AckBasis>) -> 
                     superseded.map(|s| format!(", replacing revision {s} still in flight")).unwrap_or_default()
                 ),
             },
-            Happening::StepWritten { role, revision, pods } => Note {
+            Happening::StepWritten {
+                role,
+                member,
+                revision,
+                pods,
+            } => Note {
                 warning: false,
                 reason: reason::STEP_WRITTEN,
                 text: format!(
-                    "revision {revision} written to ConfigMap {}; waiting for {pods} {role} pod(s)",
-                    config_map_name(name, *role)
+                    "revision {revision} written to ConfigMap {}{}; waiting for {pods} {role} pod(s)",
+                    config_map_name(name, *role),
+                    if member.is_empty() { String::new() } else { format!(" of member {member}") }
                 ),
             },
             Happening::StepAcknowledged { role, revision, took } => Note {
@@ -257,6 +263,7 @@ mod tests {
             writes: vec![],
             nudges: vec![],
             happenings: vec![],
+            held_for: vec![],
         };
         let previous = ObserverSetStatus::default();
         let status = status_after(
@@ -441,6 +448,7 @@ mod tests {
             writes: vec![],
             nudges: vec![],
             happenings: vec![],
+            held_for: vec![],
         }
     }
 
@@ -493,6 +501,7 @@ mod tests {
                 observers: vec![],
                 took: std::time::Duration::from_secs(3),
             }],
+            held_for: vec![],
         };
         let basis = file_ttl(Role::Broker, 8, &["kafka-broker-0"]);
         let done = status_after(

@@ -27,6 +27,15 @@
 //!   status records for it (drift is restored); a drifted role ahead of the current step sends
 //!   the rollout back to that role's step. Writes are ordered controllers first. Nothing is ever
 //!   deleted, and a list is empty only when the set it carries is empty.
+//! - Across member clusters (docs/multi-cluster.md), a role is its ConfigMap and pods in every
+//!   member: a step writes every member's list and waits for every member's running pods. An
+//!   unreachable member gets no writes and no nudges; its last-known pods count as running
+//!   (excused in a promotion only by the rule above) and its lists as unknown, so it never
+//!   counts as drifted and never holds a step by its list alone. A demotion or mixed change
+//!   does not start, and one in flight takes no step, while any member is unreachable. A member
+//!   that answers again is read like any other: a role ahead of the step whose list there is
+//!   old sends the rollout back to that role's step, so it gets the current lists controllers
+//!   first before its brokers count.
 //!
 //! The property tests in `tests.rs` drive this against the cluster model in `simulation.rs`.
 
@@ -39,7 +48,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::effective::rollout_kind;
 use super::model::*;
 use super::unreachable::{excuse, may_excuse};
-use crate::crd::{AckMode, ExcusedPod, NodeId, Role, RoleStatus, RolloutStatus};
+use crate::crd::{AckMode, ExcusedPod, NodeId, Role, RoleStatus, RolloutKind, RolloutStatus};
 use crate::observer_ids::{self, Header};
 
 /// A pod still pending this long after its last nudge is nudged again: a kubelet may have
@@ -75,7 +84,11 @@ pub fn applied(
 ) -> Vec<RoleObservation> {
     let mut roles = roles.to_vec();
     for observed in &mut roles {
-        if let Some(w) = decision.writes.iter().rfind(|w| w.role == observed.role) {
+        if let Some(w) = decision
+            .writes
+            .iter()
+            .rfind(|w| w.role == observed.role && w.member == observed.member)
+        {
             observed.live = Some(LiveList {
                 revision: Some(w.revision),
                 content: Some(w.content.clone()),
@@ -83,11 +96,9 @@ pub fn applied(
             });
         }
         for pod in &mut observed.pods {
-            if let Some(n) = decision
-                .nudges
-                .iter()
-                .rfind(|n| n.role == observed.role && n.pod == pod.name)
-            {
+            if let Some(n) = decision.nudges.iter().rfind(|n| {
+                n.role == observed.role && n.member == observed.member && n.pod == pod.name
+            }) {
                 pod.nudged_revision = Some(n.revision);
                 pod.nudged_at = Some(now);
             }
@@ -103,24 +114,62 @@ pub fn advance(input: &RolloutInput<'_>) -> RolloutDecision {
         writes: vec![],
         nudges: vec![],
         happenings: vec![],
+        held_for: vec![],
     };
-    let configured: Vec<Role> = input.roles.iter().map(|r| r.role).collect();
+    let mut configured: Vec<Role> = input.roles.iter().map(|r| r.role).collect();
+    configured.sort();
+    configured.dedup();
     if configured.is_empty() {
         return d;
     }
+    let unreachable = unreachable_members(input);
     let desired: Vec<NodeId> = input.desired.iter().copied().collect();
     let restart = match &d.state.rollout {
         Some(r) => r.target != desired || !configured.contains(&role_of(r.step)),
         None => !steady(&d.state, &desired, &configured),
     };
-    if restart {
+    let from: BTreeSet<NodeId> = d.state.effective.iter().copied().collect();
+    let promotion = rollout_kind(&from, input.desired) == RolloutKind::Promotion;
+    if restart && (promotion || unreachable.is_empty()) {
         start(input, &mut d, &configured, desired);
     } else {
+        if restart {
+            // A demotion or mixed change waits for every member's pods, and an unreachable
+            // member's pods must be assumed running with the old list: starting it now would
+            // only make a later promotion wait for them too (`may_excuse`). A rollout in flight
+            // goes on towards its own target meanwhile.
+            d.held_for = unreachable.clone();
+        }
         step_back_on_drift(input, &mut d, &configured);
+    }
+    if d.state
+        .rollout
+        .as_ref()
+        .is_some_and(|r| r.kind != RolloutKind::Promotion)
+    {
+        d.held_for = unreachable.clone();
     }
     progress(input, &mut d, &configured);
     restore_drift(input, &mut d);
     d
+}
+
+/// The members whose apiserver did not answer this pass, sorted.
+fn unreachable_members(input: &RolloutInput<'_>) -> Vec<String> {
+    let mut members: Vec<String> = input
+        .roles
+        .iter()
+        .filter(|o| !o.reachable)
+        .map(|o| o.member.clone())
+        .collect();
+    members.sort();
+    members.dedup();
+    members
+}
+
+/// The observations of `role`, one per member that runs it.
+fn of_role<'a>(input: &'a RolloutInput<'_>, role: Role) -> Vec<&'a RoleObservation> {
+    input.roles.iter().filter(|o| o.role == role).collect()
 }
 
 /// No rollout, and every configured role holds the desired set at the current revision.
@@ -141,6 +190,7 @@ fn start(
     let live_max = input
         .roles
         .iter()
+        .filter(|o| o.reachable)
         .filter_map(|o| o.live.as_ref()?.revision)
         .max()
         .unwrap_or(0);
@@ -182,19 +232,14 @@ fn step_back_on_drift(input: &RolloutInput<'_>, d: &mut RolloutDecision, configu
     let ids: BTreeSet<NodeId> = r.target.iter().copied().collect();
     let text = content(input, r.revision, &ids);
     let current = role_of(r.step);
+    // Only a member that answered can show drift: an unreachable one's lists are unknown.
     let drifted = configured
         .iter()
         .take_while(|&&role| role != current)
         .find(|&&role| {
-            !holds(
-                input
-                    .roles
-                    .iter()
-                    .find(|o| o.role == role)
-                    .and_then(|o| o.live.as_ref()),
-                r.revision,
-                &text,
-            )
+            of_role(input, role)
+                .iter()
+                .any(|o| o.reachable && !holds(o.live.as_ref(), r.revision, &text))
         });
     if let Some(&role) = drifted {
         r.step = step_of(role);
@@ -212,9 +257,10 @@ fn step_back_on_drift(input: &RolloutInput<'_>, d: &mut RolloutDecision, configu
 fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Role]) {
     while let Some(rollout) = d.state.rollout.clone() {
         let role = role_of(rollout.step);
-        let Some(observed) = input.roles.iter().find(|o| o.role == role) else {
+        let observed = of_role(input, role);
+        if observed.is_empty() {
             return;
-        };
+        }
         let target: BTreeSet<NodeId> = rollout.target.iter().copied().collect();
         let text = content(input, rollout.revision, &target);
         let mut r = rollout.clone();
@@ -222,45 +268,57 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
             .state
             .role(role)
             .is_none_or(|rs| rs.revision != rollout.revision);
-        let writing = !holds(observed.live.as_ref(), rollout.revision, &text);
-        if writing {
+        let mut writing = false;
+        for o in observed
+            .iter()
+            .filter(|o| o.reachable && !holds(o.live.as_ref(), rollout.revision, &text))
+        {
+            writing = true;
             d.writes.push(ListWrite {
                 role,
+                member: o.member.clone(),
                 revision: rollout.revision,
                 ids: target.clone(),
-                content: text,
+                content: text.clone(),
                 cause: WriteCause::Step,
             });
             d.happenings.push(Happening::StepWritten {
                 role,
+                member: o.member.clone(),
                 revision: rollout.revision,
-                pods: observed.pods.len(),
+                pods: o.pods.len(),
             });
-            if !entering {
-                // A rewrite inside the step (the ConfigMap was edited or deleted): the clock of
-                // Time mode restarts, since no pod can have read this content before now.
-                r.step_started_at = stamp(input.now);
-                r.timed_out = false;
-            }
         }
-        let (acknowledged, pending, excused) = acknowledgements(input, &r, role, &target, observed);
+        if writing && !entering {
+            // A rewrite inside the step (a ConfigMap was edited or deleted, or a member
+            // answered again): the clock of Time mode restarts, since no pod can have read
+            // this content before now.
+            r.step_started_at = stamp(input.now);
+            r.timed_out = false;
+        }
+        let (acknowledged, pending, excused) =
+            acknowledgements(input, &r, role, &target, &observed);
         // Excused pods are nudged again too: the annotation change is what makes their kubelet
-        // remount at once when their node returns.
-        let renudge = |p: &PodObservation| {
-            (pending.contains(&p.name) || excused.iter().any(|e| e.pod == p.name))
-                && p.nudged_at
-                    .is_none_or(|at| elapsed(at, input.now) >= RENUDGE_AFTER)
-        };
-        for pod in observed
-            .pods
-            .iter()
-            .filter(|p| p.nudged_revision != Some(rollout.revision) || renudge(p))
-        {
-            d.nudges.push(PodNudge {
-                role,
-                pod: pod.name.clone(),
-                revision: rollout.revision,
-            });
+        // remount at once when their node returns. Only in members that answer.
+        for o in observed.iter().filter(|o| o.reachable) {
+            let renudge = |p: &PodObservation| {
+                let key = pod_key(&o.member, &p.name);
+                (pending.contains(&key) || excused.iter().any(|e| e.pod == key))
+                    && p.nudged_at
+                        .is_none_or(|at| elapsed(at, input.now) >= RENUDGE_AFTER)
+            };
+            for pod in o
+                .pods
+                .iter()
+                .filter(|p| p.nudged_revision != Some(rollout.revision) || renudge(p))
+            {
+                d.nudges.push(PodNudge {
+                    role,
+                    member: o.member.clone(),
+                    pod: pod.name.clone(),
+                    revision: rollout.revision,
+                });
+            }
         }
         r.acknowledged = acknowledged.clone();
         r.pending = pending.clone();
@@ -292,6 +350,12 @@ fn progress(input: &RolloutInput<'_>, d: &mut RolloutDecision, configured: &[Rol
                     pending: r.pending.clone(),
                 });
             }
+            d.state.rollout = Some(r);
+            return;
+        }
+        if r.kind != RolloutKind::Promotion && !d.held_for.is_empty() {
+            // Pods of an unreachable member that were never seen, or not seen running, may
+            // still run with the old list: a demotion's step waits for the member to answer.
             d.state.rollout = Some(r);
             return;
         }
@@ -342,7 +406,7 @@ fn acknowledgements(
     r: &RolloutStatus,
     role: Role,
     target: &BTreeSet<NodeId>,
-    observed: &RoleObservation,
+    observed: &[&RoleObservation],
 ) -> (Vec<String>, Vec<String>, Vec<ExcusedPod>) {
     let expected = Expectation {
         role,
@@ -354,22 +418,39 @@ fn acknowledgements(
         .filter(|a| a.expectation == expected)
         .map(|a| &a.pods);
     let settled = settled(r.step_started_at.0, input.now, input.settings.settle);
-    let mut running: Vec<&PodObservation> = observed.pods.iter().filter(|p| p.running).collect();
-    running.sort_by(|a, b| a.name.cmp(&b.name));
-    let (acked, pending): (Vec<&PodObservation>, Vec<&PodObservation>) = running
-        .into_iter()
-        .partition(|p| match input.settings.mode {
-            AckMode::Agent => agent_acks.is_some_and(|pods| pods.contains(&p.name)),
-            AckMode::Time => settled,
-        });
+    // Every member's running pods, by the name status gives them; an unreachable member's
+    // last-known pods included.
+    let mut running: Vec<(String, &PodObservation)> = observed
+        .iter()
+        .flat_map(|o| {
+            o.pods
+                .iter()
+                .filter(|p| p.running)
+                .map(|p| (pod_key(&o.member, &p.name), p))
+        })
+        .collect();
+    running.sort_by(|a, b| a.0.cmp(&b.0));
+    let (acked, pending): (Vec<_>, Vec<_>) = running.into_iter().partition(|(key, _)| match input
+        .settings
+        .mode
+    {
+        AckMode::Agent => agent_acks.is_some_and(|pods| pods.contains(key)),
+        AckMode::Time => settled,
+    });
     let (excused, pending): (Vec<_>, Vec<_>) = pending
         .into_iter()
-        .map(|p| (p, excuse(r, input.settings.mode, p)))
+        .map(|(key, p)| {
+            let excused = excuse(r, input.settings.mode, p).map(|e| ExcusedPod {
+                pod: key.clone(),
+                ..e
+            });
+            (key, excused)
+        })
         .partition(|(_, e)| e.is_some());
     let excused = excused.into_iter().filter_map(|(_, e)| e).collect();
-    let pending = pending.into_iter().map(|(p, _)| p).collect();
-    let names = |pods: Vec<&PodObservation>| pods.into_iter().map(|p| p.name.clone()).collect();
-    (names(acked), names(pending), excused)
+    let names = |pods: Vec<(String, _)>| pods.into_iter().map(|(key, _)| key).collect();
+    let pending = pending.into_iter().map(|(key, _)| key).collect();
+    (names(acked), pending, excused)
 }
 
 /// Keeps every role outside the current step at what its status records.
@@ -379,12 +460,17 @@ fn restore_drift(input: &RolloutInput<'_>, d: &mut RolloutDecision) {
         .rollout
         .as_ref()
         .map(|r| (role_of(r.step), r.revision));
-    let written: Vec<Role> = d.writes.iter().map(|w| w.role).collect();
-    for observed in input
-        .roles
+    let written: Vec<(Role, String)> = d
+        .writes
         .iter()
-        .filter(|o| current.map(|c| c.0) != Some(o.role) && !written.contains(&o.role))
-    {
+        .map(|w| (w.role, w.member.clone()))
+        .collect();
+    // An unreachable member's lists are unknown and cannot be written: restored once it answers.
+    for observed in input.roles.iter().filter(|o| {
+        o.reachable
+            && current.map(|c| c.0) != Some(o.role)
+            && !written.contains(&(o.role, o.member.clone()))
+    }) {
         let Some(rs) = d.state.role(observed.role) else {
             continue;
         };
@@ -399,6 +485,7 @@ fn restore_drift(input: &RolloutInput<'_>, d: &mut RolloutDecision) {
             let (role, revision) = (observed.role, rs.revision);
             d.writes.push(ListWrite {
                 role,
+                member: observed.member.clone(),
                 revision,
                 ids,
                 content: text,

@@ -18,6 +18,8 @@ pub mod pods;
 pub mod unreachable;
 
 #[cfg(test)]
+mod members_tests;
+#[cfg(test)]
 mod simulation;
 #[cfg(test)]
 mod tests;
@@ -25,7 +27,7 @@ mod tests;
 pub use effective::{effective_set, rollout_kind};
 pub use machine::{advance, applied, awaited, content};
 pub use model::{
-    role_of, step_of, Acknowledgements, Expectation, Happening, ListWrite, LiveList, PodNudge,
-    PodObservation, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings, RolloutState,
-    WriteCause,
+    pod_key, role_of, step_of, Acknowledgements, Expectation, Happening, ListWrite, LiveList,
+    PodNudge, PodObservation, RoleObservation, RolloutDecision, RolloutInput, RolloutSettings,
+    RolloutState, WriteCause, LOCAL,
 };

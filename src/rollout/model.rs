@@ -49,12 +49,46 @@ pub struct LiveList {
     pub managed: bool,
 }
 
-/// A configured role: its pods and its ConfigMap.
+/// The member cluster of a single-cluster install: its pods keep their plain names in status.
+pub const LOCAL: &str = "";
+
+/// How a pod is named in status and in the agents' answers: `<member>/<pod>` when the install
+/// spans member clusters (pod names are not unique across clusters), the plain name otherwise.
+pub fn pod_key(member: &str, pod: &str) -> String {
+    if member.is_empty() {
+        pod.to_string()
+    } else {
+        format!("{member}/{pod}")
+    }
+}
+
+/// A configured role in one member cluster: its pods and its ConfigMap there. A single-cluster
+/// install has one per role, in member [`LOCAL`]; a stretched one has one per (role, member)
+/// that runs pods of the role (docs/multi-cluster.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoleObservation {
     pub role: Role,
+    /// The member cluster these pods and this ConfigMap are in.
+    pub member: String,
+    /// Whether the member's apiserver answered this pass. When it did not, `pods` are the last
+    /// ones seen there (assumed still running: an unreachable member is not an empty one) and
+    /// `live` is unknown (`None`); nothing is written to it or nudged in it.
+    pub reachable: bool,
     pub pods: Vec<PodObservation>,
     pub live: Option<LiveList>,
+}
+
+impl RoleObservation {
+    /// A role of a single-cluster install (member [`LOCAL`], reachable).
+    pub fn local(role: Role, pods: Vec<PodObservation>, live: Option<LiveList>) -> Self {
+        RoleObservation {
+            role,
+            member: LOCAL.to_string(),
+            reachable: true,
+            pods,
+            live,
+        }
+    }
 }
 
 /// What to ask the agents of a role: has every pod read this revision with these ids?
@@ -143,20 +177,22 @@ pub enum WriteCause {
     Restore,
 }
 
-/// Write this content to the role's ConfigMap.
+/// Write this content to the role's ConfigMap in `member`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListWrite {
     pub role: Role,
+    pub member: String,
     pub revision: i64,
     pub ids: BTreeSet<NodeId>,
     pub content: String,
     pub cause: WriteCause,
 }
 
-/// Set the nudge annotation of this pod to `revision`.
+/// Set the nudge annotation of this pod (in `member`) to `revision`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodNudge {
     pub role: Role,
+    pub member: String,
     pub pod: String,
     pub revision: i64,
 }
@@ -174,6 +210,8 @@ pub enum Happening {
     },
     StepWritten {
         role: Role,
+        /// The member cluster whose ConfigMap is written ([`LOCAL`] in a single cluster).
+        member: String,
         revision: i64,
         pods: usize,
     },
@@ -211,6 +249,9 @@ pub struct RolloutDecision {
     pub writes: Vec<ListWrite>,
     pub nudges: Vec<PodNudge>,
     pub happenings: Vec<Happening>,
+    /// The unreachable member clusters a demotion or mixed change waits for (it neither starts
+    /// nor takes a step while any member is unreachable); empty otherwise.
+    pub held_for: Vec<String>,
 }
 
 /// How often a rollout step looks for acknowledgements in its first [`FAST_POLL_FOR`]: the

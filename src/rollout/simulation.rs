@@ -18,6 +18,13 @@
 //!
 //! Pods can become unreachable as in a zone outage: their node lost (not Ready, the kubelet
 //! no longer syncs, the agent silent), being deleted, gone from Kafka; and they can return.
+//!
+//! The pods and lists may be spread over member clusters (docs/multi-cluster.md), and a whole
+//! member may be lost (its apiserver and every node) and return. Then the checks also hold
+//! across members: the brokers' list of any member never runs ahead of the controllers' list
+//! of a member that answers nor of any running controller; nothing is written to or nudged in
+//! a lost member; a demotion or mixed change neither starts nor takes a step while a member is
+//! lost.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -32,6 +39,8 @@ use crate::observer_ids;
 pub struct Pod {
     pub name: String,
     pub role: Role,
+    /// The member cluster the pod runs in.
+    pub member: String,
     pub running: bool,
     /// The agent answers.
     pub responsive: bool,
@@ -56,6 +65,11 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// The pod's name in status and in the agents' answers.
+    pub fn key(&self) -> String {
+        pod_key(&self.member, &self.name)
+    }
+
     /// The model's own account of "cannot be reached": agent silent and node lost, or being
     /// deleted, or silent while Kafka says gone. (The planner decides from the same facts;
     /// this is the reference the checks compare it with.)
@@ -70,10 +84,15 @@ impl Pod {
 #[derive(Clone, Debug)]
 pub struct World {
     pub roles: Vec<Role>,
+    /// The (role, member) pairs that run pods of the role: one ConfigMap each. Roles in
+    /// rollout order, members in the order given.
+    pub layout: Vec<(Role, String)>,
+    /// Members whose apiserver and nodes are gone.
+    pub lost: BTreeSet<String>,
     pub pods: Vec<Pod>,
-    pub lists: BTreeMap<Role, LiveList>,
-    /// When the controllers' list first carried each revision (Time-mode invariant).
-    pub controller_revisions: BTreeMap<i64, (Timestamp, u64)>,
+    pub lists: BTreeMap<(Role, String), LiveList>,
+    /// When each member's controllers' list first carried each revision (Time-mode invariant).
+    pub controller_revisions: BTreeMap<(String, i64), (Timestamp, u64)>,
     /// Logical clock ordering writes and pod starts that happen at the same `now`.
     pub seq: u64,
     /// The highest revision the brokers' list ever carried.
@@ -87,8 +106,8 @@ pub struct World {
     pub writes: Vec<ListWrite>,
     /// The kind of every rollout started (from its `RolloutStarted`).
     pub kinds: BTreeMap<i64, RolloutKind>,
-    /// Roles whose list holds a hand edit.
-    pub edited: BTreeSet<Role>,
+    /// Lists holding a hand edit.
+    pub edited: BTreeSet<(Role, String)>,
 }
 
 pub const NAMESPACE: &str = "kafka";
@@ -114,38 +133,59 @@ impl World {
         mode: AckMode,
         seed: Option<BTreeSet<NodeId>>,
     ) -> World {
+        World::stretched(&[(LOCAL, controllers, brokers)], mode, seed)
+    }
+
+    /// Pods over member clusters: `(member, controllers, brokers)` each (a member with 0 of a
+    /// role has no list of it).
+    pub fn stretched(
+        members: &[(&str, usize, usize)],
+        mode: AckMode,
+        seed: Option<BTreeSet<NodeId>>,
+    ) -> World {
         let mut roles = vec![];
+        let mut layout = vec![];
         let mut pods = vec![];
-        for (role, count, prefix) in [
-            (Role::Controller, controllers, "c"),
-            (Role::Broker, brokers, "b"),
-        ] {
-            if count == 0 {
-                continue;
-            }
-            roles.push(role);
-            for i in 0..count {
-                pods.push(Pod {
-                    name: format!("{prefix}-{i}"),
-                    role,
-                    running: false,
-                    responsive: true,
-                    seen: None,
-                    history: BTreeSet::new(),
-                    nudged: None,
-                    nudged_at: None,
-                    started_seq: None,
-                    node_ready: Some(true),
-                    terminating: false,
-                    kafka_alive: None,
-                    silent_since: None,
-                    read_hand_edit: false,
-                });
+        for (role, prefix) in [(Role::Controller, "c"), (Role::Broker, "b")] {
+            for &(member, controllers, brokers) in members {
+                let count = if role == Role::Controller {
+                    controllers
+                } else {
+                    brokers
+                };
+                if count == 0 {
+                    continue;
+                }
+                if !roles.contains(&role) {
+                    roles.push(role);
+                }
+                layout.push((role, member.to_string()));
+                for i in 0..count {
+                    pods.push(Pod {
+                        name: format!("{prefix}-{i}"),
+                        role,
+                        member: member.to_string(),
+                        running: false,
+                        responsive: true,
+                        seen: None,
+                        history: BTreeSet::new(),
+                        nudged: None,
+                        nudged_at: None,
+                        started_seq: None,
+                        node_ready: Some(true),
+                        terminating: false,
+                        kafka_alive: None,
+                        silent_since: None,
+                        read_hand_edit: false,
+                    });
+                }
             }
         }
         let now: Timestamp = "2026-11-29T09:00:00Z".parse().unwrap();
         let mut world = World {
             roles,
+            layout,
+            lost: BTreeSet::new(),
             pods,
             lists: BTreeMap::new(),
             controller_revisions: BTreeMap::new(),
@@ -167,9 +207,9 @@ impl World {
         };
         if let Some(ids) = seed {
             let text: String = ids.iter().map(|id| format!("{id}\n")).collect();
-            for role in world.roles.clone() {
+            for key in world.layout.clone() {
                 world.lists.insert(
-                    role,
+                    key,
                     LiveList {
                         revision: None,
                         content: Some(text.clone()),
@@ -185,28 +225,37 @@ impl World {
         world
     }
 
+    /// What the shell reads: per (role, member), its pods and list; a lost member's pods as
+    /// last seen (their nodes unknown, their agents silent) and its list unknown.
     pub fn observe(&self) -> Vec<RoleObservation> {
-        self.roles
+        self.layout
             .iter()
-            .map(|&role| RoleObservation {
-                role,
-                pods: self
-                    .pods
-                    .iter()
-                    .filter(|p| p.role == role)
-                    .map(|p| PodObservation {
-                        name: p.name.clone(),
-                        running: p.running,
-                        nudged_revision: p.nudged,
-                        nudged_at: p.nudged_at,
-                        terminating: p.terminating,
-                        node_ready: p.node_ready,
-                        agent_silent_since: (!p.responsive)
-                            .then(|| p.silent_since.unwrap_or(self.now)),
-                        kafka_alive: p.kafka_alive,
-                    })
-                    .collect(),
-                live: self.lists.get(&role).cloned(),
+            .map(|(role, member)| {
+                let reachable = !self.lost.contains(member);
+                RoleObservation {
+                    role: *role,
+                    member: member.clone(),
+                    reachable,
+                    pods: self
+                        .pods
+                        .iter()
+                        .filter(|p| p.role == *role && &p.member == member)
+                        .map(|p| PodObservation {
+                            name: p.name.clone(),
+                            running: p.running,
+                            nudged_revision: p.nudged,
+                            nudged_at: p.nudged_at,
+                            terminating: p.terminating,
+                            node_ready: p.node_ready.filter(|_| reachable),
+                            agent_silent_since: (!p.responsive)
+                                .then(|| p.silent_since.unwrap_or(self.now)),
+                            kafka_alive: p.kafka_alive,
+                        })
+                        .collect(),
+                    live: reachable
+                        .then(|| self.lists.get(&(*role, member.clone())).cloned())
+                        .flatten(),
+                }
             })
             .collect()
     }
@@ -219,7 +268,7 @@ impl World {
             .iter()
             .filter(|p| p.role == expectation.role && p.running && p.responsive)
             .filter(|p| p.seen == Some((Some(expectation.revision), expectation.ids.clone())))
-            .map(|p| p.name.clone())
+            .map(Pod::key)
             .collect();
         Some(Acknowledgements { expectation, pods })
     }
@@ -281,6 +330,14 @@ impl World {
                 }
                 self.apply_write(write, kind);
             }
+            for nudge in &decision.nudges {
+                assert!(
+                    !self.lost.contains(&nudge.member),
+                    "nudged {} in lost member {}",
+                    nudge.pod,
+                    nudge.member
+                );
+            }
             if round == 0 && intent_last {
                 if stops() {
                     return;
@@ -288,7 +345,11 @@ impl World {
                 self.status = decision.state.clone();
             }
             for nudge in &decision.nudges {
-                if let Some(pod) = self.pods.iter_mut().find(|p| p.name == nudge.pod) {
+                if let Some(pod) = self
+                    .pods
+                    .iter_mut()
+                    .find(|p| p.name == nudge.pod && p.member == nudge.member)
+                {
                     pod.nudged = Some(nudge.revision);
                     pod.nudged_at = Some(self.now);
                 }
@@ -334,10 +395,24 @@ impl World {
         for h in &d.happenings {
             match h {
                 Happening::RolloutStarted { revision, kind, .. } => {
+                    assert!(
+                        *kind == RolloutKind::Promotion || self.lost.is_empty(),
+                        "a {kind:?} started while members {:?} are lost",
+                        self.lost
+                    );
                     self.kinds.insert(*revision, *kind);
                 }
-                Happening::StepAcknowledged { role, revision, .. } if agent => {
+                Happening::StepAcknowledged { role, revision, .. } => {
                     if self.kinds.get(revision) == Some(&RolloutKind::Promotion) {
+                        continue;
+                    }
+                    assert!(
+                        self.lost.is_empty(),
+                        "a {:?} step acknowledged while members {:?} are lost",
+                        self.kinds.get(revision),
+                        self.lost
+                    );
+                    if !agent {
                         continue;
                     }
                     for pod in self.pods.iter().filter(|p| p.role == *role && p.running) {
@@ -389,7 +464,7 @@ impl World {
         for name in acknowledged {
             assert!(!excused.contains(name.as_str()) && !pending.contains(name));
             if self.settings.mode == AckMode::Agent {
-                let pod = self.pods.iter().find(|p| &p.name == name).unwrap();
+                let pod = self.pods.iter().find(|p| &p.key() == name).unwrap();
                 assert!(
                     pod.history.iter().any(|(r, _)| *r == revision),
                     "{name} counted as acknowledging {revision} without reading it ({:?})",
@@ -399,7 +474,7 @@ impl World {
         }
         for name in &excused {
             assert!(!pending.iter().any(|p| p == name));
-            let pod = self.pods.iter().find(|p| p.name == *name).unwrap();
+            let pod = self.pods.iter().find(|p| p.key() == *name).unwrap();
             assert!(
                 self.settings.mode == AckMode::Agent && pod.unreachable(),
                 "{name} excused but reachable: {pod:?}"
@@ -416,20 +491,28 @@ impl World {
             self.desired_history
         );
         assert_eq!(observer_ids::parse_ids(&w.content), w.ids);
+        assert!(
+            !self.lost.contains(&w.member),
+            "wrote the {} list of lost member {}",
+            w.role,
+            w.member
+        );
+        assert!(self.layout.contains(&(w.role, w.member.clone())));
         if w.role == Role::Broker && self.roles.contains(&Role::Controller) {
             self.check_brokers_not_ahead(w, kind);
         }
-        self.edited.remove(&w.role);
+        let key = (w.role, w.member.clone());
+        self.edited.remove(&key);
         if w.role == Role::Controller {
             self.seq += 1;
             self.controller_revisions
-                .entry(w.revision)
+                .entry((w.member.clone(), w.revision))
                 .or_insert((self.now, self.seq));
         } else {
             self.broker_high = self.broker_high.max(w.revision);
         }
         self.lists.insert(
-            w.role,
+            key,
             LiveList {
                 revision: Some(w.revision),
                 content: Some(w.content.clone()),
@@ -444,15 +527,22 @@ impl World {
     /// it (Agent mode) or had `settleTime` to read it (Time mode). Revisions only grow and each
     /// one has one content.
     fn check_brokers_not_ahead(&self, w: &ListWrite, kind: Option<RolloutKind>) {
-        let controllers_list = self
-            .lists
-            .get(&Role::Controller)
-            .expect("controllers' list exists before the brokers'");
-        assert!(
-            controllers_list.revision >= Some(w.revision),
-            "brokers got revision {} first",
-            w.revision
-        );
+        for (_, member) in self
+            .layout
+            .iter()
+            .filter(|(role, m)| *role == Role::Controller && !self.lost.contains(m))
+        {
+            let controllers_list = self
+                .lists
+                .get(&(Role::Controller, member.clone()))
+                .expect("controllers' list exists before the brokers'");
+            assert!(
+                controllers_list.revision >= Some(w.revision),
+                "brokers of {:?} got revision {} before the controllers of {member:?}",
+                w.member,
+                w.revision
+            );
+        }
         if w.cause == WriteCause::Restore {
             // Putting back what the status records: its step was acknowledged when it was
             // first written (a controller may since read a hand-edited list, which no operator
@@ -492,26 +582,33 @@ impl World {
             // Only new information counts in Time mode: restoring what the brokers already had
             // is not a step.
             AckMode::Time if w.revision > self.broker_high => {
-                let (since, seq) = self
-                    .controller_revisions
-                    .range(w.revision..)
-                    .map(|(_, at)| *at)
-                    .min()
-                    .unwrap();
-                // A pod that started after the list held the revision read it at start.
-                if running
-                    .filter(|p| p.started_seq.is_some_and(|s| s < seq))
-                    .count()
-                    == 0
+                let running: Vec<&Pod> = running.collect();
+                for (_, member) in self
+                    .layout
+                    .iter()
+                    .filter(|(role, m)| *role == Role::Controller && !self.lost.contains(m))
                 {
-                    return;
+                    let (since, seq) = self
+                        .controller_revisions
+                        .iter()
+                        .filter(|((m, r), _)| m == member && *r >= w.revision)
+                        .map(|(_, at)| *at)
+                        .min()
+                        .unwrap();
+                    // A pod that started after the list held the revision read it at start.
+                    if !running
+                        .iter()
+                        .any(|p| &p.member == member && p.started_seq.is_some_and(|s| s < seq))
+                    {
+                        continue;
+                    }
+                    let waited = self.now.duration_since(since);
+                    assert!(
+                        waited >= SignedDuration::try_from(self.settings.settle).unwrap(),
+                        "brokers written {waited:?} after the controllers, settle time is {:?} (controllers of member {member:?})",
+                        self.settings.settle
+                    );
                 }
-                let waited = self.now.duration_since(since);
-                assert!(
-                    waited >= SignedDuration::try_from(self.settings.settle).unwrap(),
-                    "brokers written {waited:?} after the controllers, settle time is {:?}",
-                    self.settings.settle
-                );
             }
             AckMode::Time => {}
         }
@@ -519,15 +616,13 @@ impl World {
 
     /// The kubelet refreshes the pod's volume.
     pub fn sync(&mut self, index: usize) {
-        let Some(list) = self
-            .pods
-            .get(index)
-            .and_then(|p| self.lists.get(&p.role))
-            .cloned()
-        else {
+        let Some(key) = self.pods.get(index).map(|p| (p.role, p.member.clone())) else {
             return;
         };
-        let edited = self.edited.contains(&self.pods[index].role);
+        let Some(list) = self.lists.get(&key).cloned() else {
+            return;
+        };
+        let edited = self.edited.contains(&key);
         let pod = &mut self.pods[index];
         // A lost node's kubelet syncs nothing.
         if !pod.running || pod.node_ready == Some(false) {
@@ -557,7 +652,7 @@ impl World {
         };
         let can_mount = self
             .lists
-            .get(&pod.role)
+            .get(&(pod.role, pod.member.clone()))
             .is_some_and(|l| l.content.is_some());
         if running && !can_mount {
             return;
@@ -629,22 +724,63 @@ impl World {
             .unwrap();
     }
 
-    /// Someone else deletes a list or edits it by hand.
+    /// Someone else deletes a list or edits it by hand (the role's list in its first member).
     pub fn drift(&mut self, role: Role, kind: Drift) {
-        if !self.roles.contains(&role) {
+        let Some(key) = self.layout.iter().find(|(r, _)| *r == role).cloned() else {
             return;
-        }
-        match (kind, self.lists.get_mut(&role)) {
+        };
+        match (kind, self.lists.get_mut(&key)) {
             (Drift::Delete, _) => {
-                self.lists.remove(&role);
-                self.edited.remove(&role);
+                self.lists.remove(&key);
+                self.edited.remove(&key);
             }
             (Drift::Edit, Some(list)) => {
                 list.content = Some("1\n2\n".into());
-                self.edited.insert(role);
+                self.edited.insert(key);
             }
             (Drift::StripLabels, Some(list)) => list.managed = false,
             (_, None) => {}
+        }
+    }
+
+    /// A whole member is lost: its apiserver stops answering and its nodes go with it (the
+    /// kubelets sync nothing, the agents are silent; the pods still run there).
+    pub fn lose_member(&mut self, member: &str) {
+        if !self.layout.iter().any(|(_, m)| m == member) {
+            return;
+        }
+        self.lost.insert(member.to_string());
+        for i in 0..self.pods.len() {
+            if self.pods[i].member == member {
+                self.set_node_ready(i, false);
+            }
+        }
+    }
+
+    /// A lost member answers again: its nodes Ready, its agents answering; its pods still
+    /// hold what they read before, until the operator writes their lists.
+    pub fn return_member(&mut self, member: &str) {
+        if !self.lost.remove(member) {
+            return;
+        }
+        for i in 0..self.pods.len() {
+            if self.pods[i].member == member {
+                self.set_node_ready(i, true);
+                self.set_kafka_alive(i, None);
+            }
+        }
+    }
+
+    /// Kafka fences the running pods of a lost member (its brokers miss their heartbeats; its
+    /// controller leaves the quorum).
+    pub fn fence_member(&mut self, member: &str) {
+        if !self.lost.contains(member) {
+            return;
+        }
+        for i in 0..self.pods.len() {
+            if self.pods[i].member == member {
+                self.set_kafka_alive(i, Some(false));
+            }
         }
     }
 
@@ -669,16 +805,20 @@ impl World {
         let text = observer_ids::render(&header, &self.desired);
         self.status.rollout.is_none()
             && self.status.effective == ids
-            && self.roles.iter().all(|role| {
-                self.lists.get(role)
-                    == Some(&LiveList {
-                        revision: Some(self.status.revision),
-                        content: Some(text.clone()),
-                        managed: true,
-                    })
-                    && self.status.role(*role).is_some_and(|rs| {
-                        rs.observers == ids && rs.revision == self.status.revision
-                    })
-            })
+            && self
+                .layout
+                .iter()
+                .filter(|(_, m)| !self.lost.contains(m))
+                .all(|(role, member)| {
+                    self.lists.get(&(*role, member.clone()))
+                        == Some(&LiveList {
+                            revision: Some(self.status.revision),
+                            content: Some(text.clone()),
+                            managed: true,
+                        })
+                        && self.status.role(*role).is_some_and(|rs| {
+                            rs.observers == ids && rs.revision == self.status.revision
+                        })
+                })
     }
 }
