@@ -129,25 +129,25 @@ pub fn advance(input: &RolloutInput<'_>) -> RolloutDecision {
         None => !steady(&d.state, &desired, &configured),
     };
     let from: BTreeSet<NodeId> = d.state.effective.iter().copied().collect();
-    let promotion = rollout_kind(&from, input.desired) == RolloutKind::Promotion;
-    if restart && (promotion || unreachable.is_empty()) {
+    // A demotion or mixed change waits for every member's pods, and an unreachable member's
+    // pods must be assumed running with the old list: starting it now would only make a later
+    // promotion wait for them too (`may_excuse`). A rollout in flight goes on towards its own
+    // target meanwhile.
+    let start_held = restart
+        && !unreachable.is_empty()
+        && rollout_kind(&from, input.desired) != RolloutKind::Promotion;
+    if restart && !start_held {
         start(input, &mut d, &configured, desired);
     } else {
-        if restart {
-            // A demotion or mixed change waits for every member's pods, and an unreachable
-            // member's pods must be assumed running with the old list: starting it now would
-            // only make a later promotion wait for them too (`may_excuse`). A rollout in flight
-            // goes on towards its own target meanwhile.
-            d.held_for = unreachable.clone();
-        }
         step_back_on_drift(input, &mut d, &configured);
     }
-    if d.state
+    let in_flight_held = d
+        .state
         .rollout
         .as_ref()
-        .is_some_and(|r| r.kind != RolloutKind::Promotion)
-    {
-        d.held_for = unreachable.clone();
+        .is_some_and(|r| r.kind != RolloutKind::Promotion);
+    if start_held || in_flight_held {
+        d.held_for = unreachable;
     }
     progress(input, &mut d, &configured);
     restore_drift(input, &mut d);

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
-use super::simulation::{Drift, World};
+use super::simulation::{Drift, Op, World};
 use crate::crd::{AckMode, ExcuseReason, NodeId, Phase, Role, RolloutKind};
 
 fn set(ids: &[NodeId]) -> BTreeSet<NodeId> {
@@ -203,21 +203,6 @@ fn a_member_that_returns_mid_promotion_sends_it_back_to_its_controllers() {
     assert!(w.converged(), "{:#?}", w.status);
 }
 
-#[derive(Clone, Debug)]
-enum Op {
-    Reconcile(Option<usize>),
-    Sync(usize),
-    SyncAll,
-    Desire(BTreeSet<NodeId>),
-    Tick(u64),
-    Running(usize, bool),
-    Responsive(usize, bool),
-    Drift(bool, Drift),
-    Lose(usize),
-    Return(usize),
-    Fence(usize),
-}
-
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => proptest::option::of(0usize..6).prop_map(Op::Reconcile),
@@ -229,9 +214,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..7, any::<bool>()).prop_map(|(i, r)| Op::Responsive(i, r)),
         1 => (any::<bool>(), prop_oneof![Just(Drift::Delete), Just(Drift::Edit), Just(Drift::StripLabels)])
             .prop_map(|(b, d)| Op::Drift(b, d)),
-        2 => (0usize..3).prop_map(Op::Lose),
-        2 => (0usize..3).prop_map(Op::Return),
-        1 => (0usize..3).prop_map(Op::Fence),
+        2 => (0usize..3).prop_map(|m| Op::LoseMember(MEMBERS[m].into())),
+        2 => (0usize..3).prop_map(|m| Op::ReturnMember(MEMBERS[m].into())),
+        1 => (0usize..3).prop_map(|m| Op::FenceMember(MEMBERS[m].into())),
     ]
 }
 
@@ -254,22 +239,7 @@ proptest! {
             Some(set(&[4])),
         );
         for op in ops {
-            match op {
-                Op::Reconcile(crash) => w.reconcile(crash),
-                Op::Sync(i) => w.sync(i),
-                Op::SyncAll => w.sync_all(),
-                Op::Desire(ids) => w.set_desired(ids),
-                Op::Tick(s) => w.tick(s),
-                Op::Running(i, r) => w.set_running(i, r),
-                Op::Responsive(i, r) => w.set_responsive(i, r),
-                Op::Drift(brokers, kind) => w.drift(
-                    if brokers { Role::Broker } else { Role::Controller },
-                    kind,
-                ),
-                Op::Lose(m) => w.lose_member(MEMBERS[m]),
-                Op::Return(m) => w.return_member(MEMBERS[m]),
-                Op::Fence(m) => w.fence_member(MEMBERS[m]),
-            }
+            w.apply(op);
         }
         for m in MEMBERS {
             w.return_member(m);

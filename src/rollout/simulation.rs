@@ -112,6 +112,28 @@ pub struct World {
 
 pub const NAMESPACE: &str = "kafka";
 
+/// One thing that happens to the model, for the property tests' random histories.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// A reconcile, crashing after that many actions (`None`: to the end).
+    Reconcile(Option<usize>),
+    Sync(usize),
+    SyncAll,
+    Desire(BTreeSet<NodeId>),
+    Tick(u64),
+    Running(usize, bool),
+    Responsive(usize, bool),
+    /// A drift of the brokers' (true) or controllers' (false) list.
+    Drift(bool, Drift),
+    /// The pod's node is lost (false) or returns (true).
+    Node(usize, bool),
+    Terminate(usize),
+    KafkaAlive(usize, Option<bool>),
+    LoseMember(String),
+    ReturnMember(String),
+    FenceMember(String),
+}
+
 /// What someone else does to a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Drift {
@@ -743,6 +765,40 @@ impl World {
         }
     }
 
+    /// Carries out one [`Op`].
+    pub fn apply(&mut self, op: Op) {
+        match op {
+            Op::Reconcile(crash) => self.reconcile(crash),
+            Op::Sync(i) => self.sync(i),
+            Op::SyncAll => self.sync_all(),
+            Op::Desire(ids) => self.set_desired(ids),
+            Op::Tick(s) => self.tick(s),
+            Op::Running(i, r) => self.set_running(i, r),
+            Op::Responsive(i, r) => self.set_responsive(i, r),
+            Op::Node(i, ready) => self.set_node_ready(i, ready),
+            Op::Terminate(i) => self.terminate(i),
+            Op::KafkaAlive(i, alive) => self.set_kafka_alive(i, alive),
+            Op::Drift(brokers, kind) => self.drift(
+                if brokers {
+                    Role::Broker
+                } else {
+                    Role::Controller
+                },
+                kind,
+            ),
+            Op::LoseMember(m) => self.lose_member(&m),
+            Op::ReturnMember(m) => self.return_member(&m),
+            Op::FenceMember(m) => self.fence_member(&m),
+        }
+    }
+
+    /// The indices of `member`'s pods.
+    fn member_pods(&self, member: &str) -> Vec<usize> {
+        (0..self.pods.len())
+            .filter(|&i| self.pods[i].member == member)
+            .collect()
+    }
+
     /// A whole member is lost: its apiserver stops answering and its nodes go with it (the
     /// kubelets sync nothing, the agents are silent; the pods still run there).
     pub fn lose_member(&mut self, member: &str) {
@@ -750,10 +806,8 @@ impl World {
             return;
         }
         self.lost.insert(member.to_string());
-        for i in 0..self.pods.len() {
-            if self.pods[i].member == member {
-                self.set_node_ready(i, false);
-            }
+        for i in self.member_pods(member) {
+            self.set_node_ready(i, false);
         }
     }
 
@@ -763,11 +817,9 @@ impl World {
         if !self.lost.remove(member) {
             return;
         }
-        for i in 0..self.pods.len() {
-            if self.pods[i].member == member {
-                self.set_node_ready(i, true);
-                self.set_kafka_alive(i, None);
-            }
+        for i in self.member_pods(member) {
+            self.set_node_ready(i, true);
+            self.set_kafka_alive(i, None);
         }
     }
 
@@ -777,10 +829,8 @@ impl World {
         if !self.lost.contains(member) {
             return;
         }
-        for i in 0..self.pods.len() {
-            if self.pods[i].member == member {
-                self.set_kafka_alive(i, Some(false));
-            }
+        for i in self.member_pods(member) {
+            self.set_kafka_alive(i, Some(false));
         }
     }
 

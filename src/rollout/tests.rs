@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::machine::settled;
 use super::model::FAST_POLL;
-use super::simulation::{Drift, World};
+use super::simulation::{Drift, Op, World};
 use super::*;
 use crate::crd::{AckMode, NodeId, Phase, Role, RolloutKind, RolloutStep};
 
@@ -403,22 +403,6 @@ fn agent_mode_stops_after_the_write_until_the_pods_answer() {
     );
 }
 
-#[derive(Clone, Debug)]
-enum Op {
-    Reconcile(Option<usize>),
-    Sync(usize),
-    SyncAll,
-    Desire(BTreeSet<NodeId>),
-    Tick(u64),
-    Running(usize, bool),
-    Responsive(usize, bool),
-    Drift(bool, Drift),
-    /// The pod's node is lost (false) or returns (true).
-    Node(usize, bool),
-    Terminate(usize),
-    KafkaAlive(usize, Option<bool>),
-}
-
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         5 => proptest::option::of(0usize..4).prop_map(Op::Reconcile),
@@ -438,26 +422,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn run(mut w: World, ops: Vec<Op>) {
     for op in ops {
-        match op {
-            Op::Reconcile(crash) => w.reconcile(crash),
-            Op::Sync(i) => w.sync(i),
-            Op::SyncAll => w.sync_all(),
-            Op::Desire(ids) => w.set_desired(ids),
-            Op::Tick(s) => w.tick(s),
-            Op::Running(i, r) => w.set_running(i, r),
-            Op::Responsive(i, r) => w.set_responsive(i, r),
-            Op::Node(i, ready) => w.set_node_ready(i, ready),
-            Op::Terminate(i) => w.terminate(i),
-            Op::KafkaAlive(i, alive) => w.set_kafka_alive(i, alive),
-            Op::Drift(brokers, kind) => w.drift(
-                if brokers {
-                    Role::Broker
-                } else {
-                    Role::Controller
-                },
-                kind,
-            ),
-        }
+        w.apply(op);
     }
     w.quiesce(40);
     // Silent agents, and pods on a lost node (its kubelet never brings them the new list,
