@@ -49,6 +49,8 @@ declare -A variants=(
   # The namespaced mode, in namespaces that exist on the bed (the dry run creates the Roles).
   [namespaced]="--set watchNamespaces={default,kube-public}"
   [no-admission-policy]="--set admissionPolicy.enabled=false"
+  # One member of three (docs/multi-cluster.md); kube-public stands in for the Kafka namespace.
+  [multi-cluster]="--set multiCluster.member=east --set multiCluster.members={east,west,tie} --set multiCluster.kafkaNamespace=kube-public"
 )
 for v in "${!variants[@]}"; do
   # shellcheck disable=SC2086,SC2312 # variants[$v] is several words on purpose; message text only
@@ -176,6 +178,47 @@ if [[ -s "$work/defaults.yaml" && -s "$work/no-admission-policy.yaml" ]]; then
     ok "the pod watch is label-filtered by default (POD_SELECTOR)" || bad "the default rendering has no POD_SELECTOR app.kubernetes.io/name=kafka"
 fi
 
+# Multi-cluster: in the Kafka namespace one Role, get and patch on the member's Lease by name,
+# bound to the local operator and to the remote identity, which is bound nowhere else; the Lease
+# itself rendered there (nobody may create Leases); the member Secrets readable by name only;
+# the Deployment told its members and the Lease namespace. Nothing of it without members.
+roles_in() { # rendering namespace: the rules of the Roles in that namespace
+  awk -v ns="$2" 'BEGIN { RS = "\n---\n" } /\nkind: Role\n/ && $0 ~ ("\n  namespace: " ns "\n") { print "kind: Role"; print }' "$1" > "$1.$2" && rbac_rules "$1.$2"
+}
+if [[ -s "$work/multi-cluster.yaml" && -s "$work/defaults.yaml" ]]; then
+  m="$work/multi-cluster.yaml" before=$fails
+  got="$(roles_in "$m" kube-public)"
+  [[ "$got" == 'coordination.k8s.io leases "kafka-observer-operator" get,patch' ]] ||
+    bad "multi-cluster: the Kafka namespace's Roles grant more or less than the Lease's get,patch:"$'\n'"$got"
+  got="$(roles_in "$m" "$ns" | grep secrets)"
+  [[ "$got" == 'core secrets "kafka-observer-member-west","kafka-observer-member-tie" get' ]] ||
+    bad "multi-cluster: the member Secrets are not readable by name only (got '$got')"
+  all_rules="$(rbac_rules "$m")"
+  [[ -n "$all_rules" ]] || bad "multi-cluster: no RBAC rules read from the rendering"
+  ! grep -q '^coordination.k8s.io leases - create$' <<<"$all_rules" || bad "multi-cluster: a Role may create Leases"
+  # shellcheck disable=SC2312 # awk reads a rendered file; a failed read prints nothing and fails the count below
+  remote_bindings="$(awk 'BEGIN { RS = "\n---\n" } /\nkind: (Cluster)?RoleBinding\n/ && /name: kafka-observer-remote\n/ { k = $0; sub(/^.*\nkind: /, "", k); sub(/\n.*$/, "", k); n = $0; sub(/^.*\n  namespace: /, "", n); sub(/\n.*$/, "", n); print k, n }' "$m")"
+  [[ "$remote_bindings" == "RoleBinding kube-public" ]] ||
+    bad "multi-cluster: kafka-observer-remote must be bound by one RoleBinding in the Kafka namespace only, got '$remote_bindings'"
+  grep -B1 -A3 '^kind: Lease$' "$m" | grep -q 'namespace: kube-public' || bad "multi-cluster: no Lease rendered in the Kafka namespace"
+  grep -A1 'name: KOO_MEMBERS$' "$m" | grep -q 'value: "east,west,tie"' && grep -A1 'name: KOO_MEMBER$' "$m" | grep -q 'value: "east"' &&
+    grep -q -- '- "--lease-namespace=kube-public"' "$m" || bad "multi-cluster: the Deployment is not told KOO_MEMBER, KOO_MEMBERS and --lease-namespace"
+  ! grep -q 'KOO_MEMBER\|kafka-observer-remote\|^kind: Lease$' "$work/defaults.yaml" || bad "the default rendering has multi-cluster objects"
+  ((fails > before)) || ok "multi-cluster: the remote identity gets the member's Lease only, in the Kafka namespace; member Secrets by name; Deployment told its members"
+fi
+multi=(--set multiCluster.kafkaNamespace=kafka --set 'multiCluster.members={east,west,tie}')
+reject_render() { # description, expected text, helm args...: a template's fail, not the schema
+  local what="$1" want="$2"; shift 2
+  local out
+  if out=$("$helm" template koo "$chart" "$@" 2>&1); then bad "rendered $what"
+  elif grep -q -- "$want" <<<"$out"; then ok "refuses $what"
+  else bad "refused $what without saying $want: $out"; fi
+}
+reject_render "a member not in multiCluster.members" "must be one of" "${multi[@]}" --set multiCluster.member=north
+reject_render "an even number of members" "odd number" --set multiCluster.member=east --set 'multiCluster.members={east,west}' --set multiCluster.kafkaNamespace=kafka
+reject_render "members without multiCluster.kafkaNamespace" "kafkaNamespace is required" --set multiCluster.member=east --set 'multiCluster.members={east,west,tie}'
+reject_render "members without leader election" "needs leaderElection" "${multi[@]}" --set multiCluster.member=east --set replicaCount=1 --set leaderElection.enabled=false
+
 # 3. values.schema.json must reject bad values, naming the key.
 reject() { # description, expected text, helm args...
   local what="$1" want="$2"; shift 2
@@ -194,6 +237,7 @@ reject "admissionPolicy.enabled=maybe" "enabled" --set admissionPolicy.enabled=m
 reject "a namespace name that is not a DNS label in rbac.secretNamespaces" "secretNamespaces" --set 'rbac.secretNamespaces={Team_A}'
 reject "prometheusRule.heldBackMinutes=0" "heldBackMinutes" --set prometheusRule.heldBackMinutes=0
 reject "a prometheusRule.selector with braces" "selector" --set-string 'prometheusRule.selector={job="x"}'
+reject "a member name that is not a DNS label" "members" --set 'multiCluster.members={East,west,tie}'
 
 # 4. server-side dry run against the bed's apiserver.
 if [[ "$tb" == off ]]; then

@@ -8,7 +8,9 @@
 #   2. the policy: a pod's image, a label or a foreign annotation cannot change, a
 #      kafkaobserver.io/ annotation can; a ConfigMap no ObserverSet owns cannot be created,
 #      patched, adopted or deleted, one an ObserverSet owns (or one retained with the
-#      operator's labels) can.
+#      operator's labels) can;
+#   3. the multi-cluster remote identity (kafka-observer-remote, docs/multi-cluster.md): get and
+#      patch on its member's Lease and nothing else, no Lease creation, nothing elsewhere.
 # Everything it creates (a namespace, a ClusterRole and its binding, the policy and its
 # binding) is deleted on exit. Touches no other namespace. Exit status: the number of failures.
 # Environment: KOO_TESTBED (default .testbed of this checkout).
@@ -132,6 +134,36 @@ kubectl -n "$ns" label configmap retained app.kubernetes.io/managed-by=kafka-obs
 kubectl -n "$ns" label configmap foreign app.kubernetes.io/managed-by=kafka-observer-operator >/dev/null
 expect_refused patch configmap foreign --type=merge -p '{"data":{"k":"w"}}'
 expect_allowed patch configmap retained --type=merge -p '{"data":{"k":"w"}}'
+
+# 3. The multi-cluster remote identity, this namespace standing in for the member's Kafka namespace.
+"$tb/bin/helm" template "$release" "$chart" --namespace "$ns" --set multiCluster.member=east \
+  --set 'multiCluster.members={east,west,tie}' --set "multiCluster.kafkaNamespace=$ns" \
+  --set multiCluster.remoteTokenSecret=false --show-only templates/multi-cluster.yaml > "$work/multi.yaml"
+kubectl apply -f "$work/multi.yaml" >/dev/null
+remote="system:serviceaccount:$ns:kafka-observer-remote"
+remote_can() { kubectl auth can-i --as="$remote" -n "$ns" "$@" 2>/dev/null; }
+lease=leases.coordination.k8s.io/kafka-observer-operator
+for verb in get patch; do
+  if [[ "$(remote_can "$verb" "$lease")" == yes ]]; then ok "remote can $verb $lease"; else bad "remote cannot $verb $lease"; fi
+done
+for verb_res in "create leases.coordination.k8s.io" "patch leases.coordination.k8s.io/other" "delete $lease" \
+  "list leases.coordination.k8s.io" "get secrets" "list pods" "patch pods" "get configmaps" "create configmaps" \
+  "list observersets.kafkaobserver.io" "patch observersets.kafkaobserver.io" "create events.events.k8s.io"; do
+  # shellcheck disable=SC2086 # verb and resource as two words
+  if [[ "$(remote_can $verb_res)" == no ]]; then ok "remote cannot $verb_res"; else bad "remote can $verb_res (must not be granted)"; fi
+done
+for other in kube-system default; do
+  if [[ "$(kubectl auth can-i --as="$remote" -n "$other" get "$lease" 2>/dev/null)" == no ]]; then ok "remote cannot get $lease in $other"
+  else bad "remote can get $lease in $other"; fi
+done
+# The same through real calls: the Lease the chart created can be taken, no other Lease made.
+if out="$(kubectl --as="$remote" -n "$ns" patch "$lease" --type=merge -p '{"spec":{"holderIdentity":"check"}}' 2>&1)"; then
+  ok "remote patched the member's Lease"
+else bad "remote could not patch the member's Lease: $out"; fi
+if out="$(kubectl --as="$remote" -n "$ns" create -f - 2>&1 <<<'{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"other"}}')"; then
+  bad "remote created a Lease"
+elif grep -q Forbidden <<<"$out"; then ok "remote cannot create a Lease (Forbidden)"
+else bad "creating a Lease as remote failed for another reason: $out"; fi
 
 echo "namespaced-check: $fails failure(s)"
 exit "$fails"

@@ -16,8 +16,9 @@ use kube::CustomResourceExt;
 use kafka_observer_operator::agent::{self, AgentArgs};
 use kafka_observer_operator::crd::{parse_duration, ObserverSet};
 use kafka_observer_operator::http::{self, HttpArgs, ProbeFlags};
+use kafka_observer_operator::k8s::members::{self, MemberArgs, MemberPlan};
 use kafka_observer_operator::k8s::scope::WatchScope;
-use kafka_observer_operator::leader::{self, LeaderArgs};
+use kafka_observer_operator::leader::{self, LeaderArgs, LeaseMember};
 use kafka_observer_operator::metrics::Metrics;
 use kafka_observer_operator::shutdown::Shutdown;
 use kafka_observer_operator::telemetry::{self, LogFormat};
@@ -44,7 +45,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator: reconciler, promotion automation, /metrics /healthz /readyz, leader election.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run the observer-agent sidecar: report the observer.ids file a pod reads over HTTP.
     Agent(AgentArgs),
     /// Print the ObserverSet CustomResourceDefinition as YAML.
@@ -76,6 +77,15 @@ struct RunArgs {
     http: HttpArgs,
     #[command(flatten)]
     leader: LeaderArgs,
+    #[command(flatten)]
+    members: MemberArgs,
+    /// The operator's own namespace, where the members' kubeconfig Secrets are read.
+    #[arg(
+        long = "operator-namespace",
+        env = "POD_NAMESPACE",
+        default_value = "default"
+    )]
+    operator_namespace: String,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -91,7 +101,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Run(args) => {
             telemetry::init(cli.log_format)?;
-            runtime()?.block_on(operate(args))
+            runtime()?.block_on(operate(*args))
         }
     }
 }
@@ -137,11 +147,13 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
 
     let scope = WatchScope::new(&args.watch_namespaces, &args.pod_selector)?;
     let config = kube_config(&args).await?;
+    let plan = MemberPlan::new(&args.members)?;
+    let lease_members = lease_members(&args, &config, plan.as_ref()).await?;
     // The campaign stops on its own signal, after the work below has stopped acting: the lease
     // is held until in-flight reconciles finished, then released for the next replica.
     let campaign_stop = Shutdown::new();
     let leadership = leader::campaign(
-        config.clone(),
+        lease_members,
         &args.leader,
         metrics.clone(),
         campaign_stop.clone(),
@@ -157,7 +169,8 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         .or_else(|| std::env::var("HOSTNAME").ok());
     let ctx = Arc::new(
         reconciler::Context::new(client.clone(), metrics.clone(), instance, args.resync)
-            .with_pod_filter(scope.pods.clone()),
+            .with_pod_filter(scope.pods.clone())
+            .with_members(plan.clone()),
     );
     health.set_ready(true);
     tracing::info!(namespaces = %scope.describe(), pods = %scope.pods, "operator started");
@@ -168,6 +181,9 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
 
+    // Over members, the reconciler only refuses ObserverSets for now (`not_yet_managed`):
+    // no promotion engine acts beside it.
+    let promote = plan.is_none();
     leader::while_leader(leadership, shutdown.clone(), SHUTDOWN_GRACE, || {
         let (client, ctx, metrics, shutdown, scope) = (
             client.clone(),
@@ -180,7 +196,13 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         // The automation's scans tell the reconciler which brokers Kafka lists.
         let liveness = ctx.liveness.clone();
         async move {
-            let promotions = automation::run(client.clone(), &scope, metrics, events, liveness);
+            let promotions = async {
+                if promote {
+                    automation::run(client.clone(), &scope, metrics, events, liveness).await
+                } else {
+                    std::future::pending().await
+                }
+            };
             // The reconciler and the promotion automation act only together, only while
             // leading. On shutdown the reconciler finishes its in-flight reconciles and returns;
             // the automation is then dropped.
@@ -202,6 +224,44 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     server.await.context("HTTP server task")??;
     tracing::info!("operator stopped");
     Ok(())
+}
+
+/// One Lease per member cluster, in `--members` order: the local one in `--lease-namespace`,
+/// each other member's in the namespace its kubeconfig Secret names. Without members, the one
+/// local Lease.
+async fn lease_members(
+    args: &RunArgs,
+    config: &kube::Config,
+    plan: Option<&MemberPlan>,
+) -> anyhow::Result<Vec<LeaseMember>> {
+    let Some(plan) = plan else {
+        return Ok(vec![LeaseMember::local("", config.clone(), &args.leader)]);
+    };
+    // Reads only (the Secrets), before any fence exists.
+    let reader =
+        kube::Client::try_from(config.clone()).context("building the Kubernetes client")?;
+    let mut remotes = members::load(
+        &reader,
+        &args.operator_namespace,
+        plan,
+        &args.members.secret_prefix,
+    )
+    .await?;
+    let mut leases = Vec::new();
+    for member in plan.members() {
+        if member == plan.local() {
+            leases.push(LeaseMember::local(member, config.clone(), &args.leader));
+        } else if let Some(at) = remotes.iter().position(|r| &r.name == member) {
+            let remote = remotes.swap_remove(at);
+            tracing::info!(member = %remote.name, namespace = %remote.namespace, server = %remote.config.cluster_url, "member cluster");
+            leases.push(LeaseMember {
+                member: remote.name,
+                config: remote.config,
+                namespace: remote.namespace,
+            });
+        }
+    }
+    Ok(leases)
 }
 
 #[cfg(test)]
@@ -268,6 +328,25 @@ mod tests {
         assert!(args.leader.enabled);
         assert_eq!(args.http.metrics_listen.to_string(), "127.0.0.1:9");
         assert!(Cli::try_parse_from(["x", "run", "--leader-election", "maybe"]).is_err());
+    }
+
+    /// The chart passes the members as environment; `run` reads them as a plan.
+    #[test]
+    fn member_flags_parse_into_a_plan() {
+        let cli =
+            Cli::try_parse_from(["x", "run", "--member", "tie", "--members", "east,west,tie"])
+                .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("run")
+        };
+        let plan = MemberPlan::new(&args.members).unwrap().unwrap();
+        assert_eq!(plan.remotes().collect::<Vec<_>>(), ["east", "west"]);
+        assert_eq!(args.members.secret_prefix, "kafka-observer-member-");
+        let single = Cli::try_parse_from(["x", "run"]).unwrap();
+        let Command::Run(args) = single.command else {
+            panic!("run")
+        };
+        assert_eq!(MemberPlan::new(&args.members), Ok(None));
     }
 
     /// A namespaced install lists its namespaces comma-separated (the chart) or repeats the flag.

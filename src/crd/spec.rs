@@ -4,8 +4,9 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::bounds::node_ids_rule;
+use super::clusters::{MemberCluster, CLUSTERS_COUNT_RULE, CLUSTERS_UNIQUE_RULE};
 use super::kafka::KafkaConnection;
-use super::nodes::NodesSpec;
+use super::nodes::{NodesSpec, RoleNodes};
 use super::promotion::PromotionSpec;
 use super::rollout::RolloutSpec;
 use super::status::ObserverSetStatus;
@@ -82,12 +83,23 @@ use super::NodeId;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.nodes) != has(self.clusters)").message("give exactly one of nodes (the pods of one Kubernetes cluster) or clusters (one Kafka cluster over several member clusters)"))]
 #[x_kube(validation = Rule::new("!has(self.promotion) || !has(self.promotion.promoted) || self.promotion.promoted.all(id, id in self.observers)").message("every id in promotion.promoted must also be listed in observers"))]
 pub struct ObserverSetSpec {
     /// How to reach the Kafka cluster.
     pub kafka: KafkaConnection,
-    /// Which pods run controllers and brokers, and their node ids.
-    pub nodes: NodesSpec,
+    /// Which pods run controllers and brokers, and their node ids. Required unless `clusters`
+    /// is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<NodesSpec>,
+    /// One Kafka cluster over several Kubernetes clusters: the pods of each member cluster
+    /// (docs/multi-cluster.md), instead of `nodes`. Checked, then refused: this operator version
+    /// does not write observer lists across member clusters yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 5))]
+    #[x_kube(validation = Rule::new(CLUSTERS_COUNT_RULE).message("clusters must name an odd number of member clusters, 3 or 5 (a majority of them decides which operator replica acts)"))]
+    #[x_kube(validation = Rule::new(CLUSTERS_UNIQUE_RULE).message("clusters must not name a member twice"))]
+    pub clusters: Option<Vec<MemberCluster>>,
     /// Node ids that are observers in normal operation: Kafka node ids (0 to 2147483647), unique,
     /// at most 256.
     #[schemars(length(max = 256), inner(range(min = 0, max = 2147483647)))]
@@ -103,6 +115,17 @@ pub struct ObserverSetSpec {
     /// What happens to the observer ConfigMaps when the ObserverSet is deleted.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+}
+
+impl ObserverSetSpec {
+    /// The controllers' and brokers' pods of `spec.nodes`, those present; none for a set with
+    /// `clusters` (which `validate` refuses, so it selects no pod of this cluster).
+    pub fn role_nodes(&self) -> impl Iterator<Item = &RoleNodes> {
+        self.nodes
+            .iter()
+            .flat_map(|n| [n.controllers.as_ref(), n.brokers.as_ref()])
+            .flatten()
+    }
 }
 
 /// Fate of the ConfigMaps when their ObserverSet is deleted.

@@ -18,6 +18,7 @@ use super::bounds::{
     SCAN_INTERVAL, SETTLE_TIME, STABILIZATION_WINDOW, TIME_MODE_MIN_SETTLE,
     TOPIC_FILTER_MAX_COMPILED_BYTES,
 };
+use super::clusters::{self, ClustersViolation};
 use super::kafka::{SaslSpec, TlsSpec};
 use super::memo;
 use super::nodes::{NodeIdSource, RoleNodes};
@@ -38,6 +39,12 @@ pub enum SpecViolation {
         "spec.nodes has neither controllers nor brokers: add a selector for at least one role"
     )]
     NoRoles,
+    #[error("spec.nodes is missing: add the selectors of the controllers' and brokers' pods")]
+    NoNodes,
+    #[error("spec.nodes and spec.clusters are both set: give nodes for the pods of one Kubernetes cluster, or clusters for one Kafka cluster over several, not both")]
+    NodesAndClusters,
+    #[error(transparent)]
+    Clusters(#[from] ClustersViolation),
     #[error("spec.nodes.controllers is missing but the brokers are not combined-mode: add controllers or set brokers.combined: true")]
     ControllersMissing,
     #[error("spec.nodes.{0}s.selector is empty and would match every pod: add matchLabels or matchExpressions")]
@@ -189,11 +196,30 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
             Vec::new()
         });
 
-    let roles = role_selections(
-        spec.nodes.controllers.as_ref(),
-        spec.nodes.brokers.as_ref(),
-        &mut errors,
-    );
+    let roles = match (&spec.nodes, &spec.clusters) {
+        (Some(nodes), None) => role_selections(
+            nodes.controllers.as_ref(),
+            nodes.brokers.as_ref(),
+            &mut errors,
+        ),
+        (Some(_), Some(_)) => {
+            errors.push(SpecViolation::NodesAndClusters);
+            Vec::new()
+        }
+        (None, None) => {
+            errors.push(SpecViolation::NoNodes);
+            Vec::new()
+        }
+        // Checked as far as the object allows, then refused (no stage after this sees it).
+        (None, Some(clusters)) => {
+            errors.extend(
+                clusters::violations(clusters)
+                    .into_iter()
+                    .map(SpecViolation::from),
+            );
+            Vec::new()
+        }
+    };
 
     let observers = node_ids("observers", &spec.observers, &mut errors);
     let observers = unique_ids(&observers, SpecViolation::DuplicateObserver, &mut errors);
@@ -289,7 +315,7 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
     })
 }
 
-fn role_selections(
+pub(super) fn role_selections(
     controllers: Option<&RoleNodes>,
     brokers: Option<&RoleNodes>,
     errors: &mut Vec<SpecViolation>,

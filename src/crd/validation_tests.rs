@@ -32,7 +32,7 @@ fn good() -> ObserverSet {
             tls: None,
             sasl: None,
         },
-        nodes: NodesSpec {
+        nodes: Some(NodesSpec {
             controllers: Some(role(
                 "controller",
                 NodeIdSource {
@@ -41,7 +41,8 @@ fn good() -> ObserverSet {
                 },
             )),
             brokers: Some(role("broker", offset(1))),
-        },
+        }),
+        clusters: None,
         observers: vec![4, 5],
         promotion: Default::default(),
         rollout: Default::default(),
@@ -119,14 +120,15 @@ fn id_lists_are_bounded_and_unique() {
 
 #[test]
 fn ordinal_offset_is_a_node_id() {
-    let m = message(|o| o.spec.nodes.brokers = Some(role("broker", offset(-1))));
+    let m = message(|o| o.spec.nodes.as_mut().unwrap().brokers = Some(role("broker", offset(-1))));
     assert_eq!(
         m,
         "spec.nodes.brokers.nodeId.ordinalOffset is -1: use a value between 0 and 2147483647"
     );
-    assert!(
-        violations(|o| o.spec.nodes.brokers = Some(role("broker", offset(i32::MAX)))).is_empty()
-    );
+    assert!(violations(
+        |o| o.spec.nodes.as_mut().unwrap().brokers = Some(role("broker", offset(i32::MAX)))
+    )
+    .is_empty());
 }
 
 #[test]
@@ -263,7 +265,7 @@ fn topic_regexes_must_compile_and_are_bounded() {
 fn node_id_label_must_be_a_label_key() {
     for bad in ["bad key", "-x", "x/", "/x", "Upper.Case/x", &"a".repeat(64)] {
         let m = message(|o| {
-            o.spec.nodes.controllers = Some(role(
+            o.spec.nodes.as_mut().unwrap().controllers = Some(role(
                 "controller",
                 NodeIdSource {
                     label: Some(bad.to_string()),
@@ -290,7 +292,7 @@ fn selectors_must_parse() {
             }]),
             ..Default::default()
         };
-        o.spec.nodes.brokers = Some(r);
+        o.spec.nodes.as_mut().unwrap().brokers = Some(r);
     });
     assert!(
         m.starts_with("spec.nodes.brokers.selector is not a valid label selector"),

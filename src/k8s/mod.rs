@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod fence;
 pub mod finalizer;
+pub mod members;
 pub mod nudge;
 pub mod scope;
 pub mod secrets;

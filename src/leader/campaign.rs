@@ -23,6 +23,8 @@ use crate::shutdown::Shutdown;
 
 /// The Lease this replica campaigns for.
 pub struct LeaseTarget {
+    /// The member cluster the Lease is in (empty in a single-cluster install), for the logs.
+    pub member: String,
     pub api: Api<Lease>,
     pub name: String,
     pub identity: String,
@@ -152,7 +154,7 @@ impl Member {
             Ok(Turn::Raced) => (Holding::Other, RACED_RETRY),
             Ok(Turn::Waiting(expires_in)) => (Holding::Other, expires_in.min(timing.poll())),
             Err(error) => {
-                tracing::warn!(%error, lease = %self.target.name, "leader Lease call failed");
+                tracing::warn!(%error, lease = %self.target.name, member = %self.target.member, "leader Lease call failed");
                 self.held = None;
                 (Holding::Unreachable, timing.poll())
             }
@@ -164,7 +166,7 @@ impl Member {
     async fn release(&mut self) {
         if let Some(lease) = self.held.take() {
             if let Err(error) = self.target.release(&lease.version).await {
-                tracing::warn!(%error, lease = %self.target.name, "could not release the leader Lease; it expires by itself");
+                tracing::warn!(%error, lease = %self.target.name, member = %self.target.member, "could not release the leader Lease; it expires by itself");
             }
         }
         self.holding = Holding::Other;

@@ -83,6 +83,8 @@ pub enum LeaderError {
     NoIdentity,
     #[error("cannot build the Kubernetes client for leader election: {0}")]
     Client(#[source] kube::Error),
+    #[error("--members needs leader election (--leader-election on): the members' Leases decide which replica of which cluster acts")]
+    MembersWithoutElection,
 }
 
 /// Validated lease timings, in the whole seconds the Lease API uses.
@@ -220,14 +222,19 @@ impl Leadership {
     }
 }
 
-/// Starts campaigning in a background task (until `shutdown`, which also releases the lease).
+/// Starts campaigning in a background task (until `shutdown`, which also releases the lease)
+/// for one Lease in each of `members`: one for a single-cluster install
+/// ([`LeaseMember::local`]), one per member cluster otherwise (`crate::k8s::members`).
 pub fn campaign(
-    config: kube::Config,
+    members: Vec<LeaseMember>,
     args: &LeaderArgs,
     metrics: Metrics,
     shutdown: Shutdown,
 ) -> Result<Leadership, LeaderError> {
     if !args.enabled {
+        if members.len() > 1 {
+            return Err(LeaderError::MembersWithoutElection);
+        }
         metrics.set_leader(true);
         return Ok(Leadership::always());
     }
@@ -238,12 +245,8 @@ pub fn campaign(
         .or_else(|| std::env::var("HOSTNAME").ok())
         .filter(|id| !id.is_empty())
         .ok_or(LeaderError::NoIdentity)?;
-    let member = LeaseMember {
-        config,
-        namespace: args.lease_namespace.clone(),
-    };
     campaign_over(
-        vec![member],
+        members,
         &args.lease_name,
         identity,
         timing,
@@ -252,10 +255,23 @@ pub fn campaign(
     )
 }
 
-/// Where one of the campaign's Leases lives: an apiserver and a namespace.
+/// Where one of the campaign's Leases lives: an apiserver and a namespace, and the member
+/// cluster's name for the logs (`rollout::LOCAL`, empty, in a single-cluster install).
 pub struct LeaseMember {
+    pub member: String,
     pub config: kube::Config,
     pub namespace: String,
+}
+
+impl LeaseMember {
+    /// The Lease in the cluster this replica runs in, in `--lease-namespace`.
+    pub fn local(member: &str, config: kube::Config, args: &LeaderArgs) -> Self {
+        Self {
+            member: member.into(),
+            config,
+            namespace: args.lease_namespace.clone(),
+        }
+    }
 }
 
 /// Campaigns for one Lease named `lease_name` in each of `members` (one per member cluster,
@@ -288,6 +304,7 @@ pub fn campaign_over(
             let client = client::campaign(member.config, timing.request_timeout(), witness)
                 .map_err(LeaderError::Client)?;
             Ok(campaign::LeaseTarget {
+                member: member.member,
                 api: kube::Api::namespaced(client, &member.namespace),
                 name: lease_name.to_string(),
                 identity: identity.clone(),

@@ -75,22 +75,11 @@ fn age_key(set: &ObserverSet) -> (Option<k8s_openapi::jiff::Timestamp>, String) 
 }
 
 fn role_selectors(set: &ObserverSet) -> Vec<&LabelSelector> {
-    let nodes = &set.spec.nodes;
-    [nodes.controllers.as_ref(), nodes.brokers.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(|r| &r.selector)
-        .collect()
+    set.spec.role_nodes().map(|r| &r.selector).collect()
 }
 
 fn selected<'p>(set: &ObserverSet, pods: &'p [PodLabels]) -> Vec<&'p str> {
-    let roles: Vec<_> = [
-        set.spec.nodes.controllers.as_ref(),
-        set.spec.nodes.brokers.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let roles: Vec<_> = set.spec.role_nodes().collect();
     pods.iter()
         .filter(|p| roles.iter().any(|r| selects(r, &p.labels)))
         .map(|p| p.name.as_str())
@@ -206,7 +195,7 @@ pub fn concerns(changed: &ObserverSet, sibling: &ObserverSet) -> bool {
 #[derive(Clone, Debug, PartialEq)]
 struct Claim {
     uid: Option<String>,
-    nodes: NodesSpec,
+    nodes: Option<NodesSpec>,
     deleting: bool,
 }
 

@@ -36,13 +36,14 @@ fn set(name: &str, ns: &str, minute: u32, cluster: &str, brokers: &[(&str, &str)
             tls: None,
             sasl: None,
         },
-        nodes: NodesSpec {
+        nodes: Some(NodesSpec {
             controllers: Some(selector(&[
                 ("component", "controller"),
                 ("cluster", cluster),
             ])),
             brokers: Some(selector(brokers)),
-        },
+        }),
+        clusters: None,
         observers: vec![4],
         promotion: Default::default(),
         rollout: Default::default(),
@@ -271,7 +272,8 @@ fn only_a_changed_claim_wakes_the_siblings() {
     );
 
     let mut reselected = status_only.clone();
-    reselected.spec.nodes.brokers = Some(selector(&[("component", "broker"), ("zone", "b")]));
+    reselected.spec.nodes.as_mut().unwrap().brokers =
+        Some(selector(&[("component", "broker"), ("zone", "b")]));
     assert!(memory.changed(&reselected), "other selectors");
 
     let mut recreated = reselected.clone();

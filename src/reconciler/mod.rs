@@ -39,6 +39,7 @@ pub use reconcile::reconcile;
 use crate::agent::AgentClient;
 use crate::crd::ObserverSet;
 use crate::k8s::events::{reason, Events};
+use crate::k8s::members::MemberPlan;
 use crate::k8s::scope::WatchScope;
 use crate::k8s::Error;
 use crate::kafka_liveness::KafkaLiveness;
@@ -72,6 +73,8 @@ pub struct Context {
     /// Node name -> when its Ready condition was read and what it said (silent pods' Nodes
     /// only; reused for a second while a step polls fast).
     pub nodes: Mutex<HashMap<String, (Instant, bool)>>,
+    /// The member clusters (`--members`), none in a single-cluster install.
+    pub members: Option<MemberPlan>,
     /// Failed reconciles in a row per ObserverSet: the wait before each retry (`backoff`).
     failures: Mutex<backoff::Backoff<ObjectRef<ObserverSet>>>,
 }
@@ -111,6 +114,7 @@ impl Context {
             silence: Mutex::new(silence::Memory::new()),
             liveness: KafkaLiveness::default(),
             nodes: Mutex::new(HashMap::new()),
+            members: None,
             failures: Mutex::default(),
         }
     }
@@ -120,6 +124,13 @@ impl Context {
     /// Only the pods `filter` selects are watched and taken as a role's pods.
     pub fn with_pod_filter(mut self, filter: Selector) -> Self {
         self.pod_filter = filter;
+        self
+    }
+
+    /// The member clusters of a multi-cluster install (`--members`): every ObserverSet is
+    /// refused until the reconciler writes across members (`members::not_yet_managed`).
+    pub fn with_members(mut self, members: Option<MemberPlan>) -> Self {
+        self.members = members;
         self
     }
 }

@@ -19,13 +19,7 @@ pub fn observer_sets_selecting(
     let namespace = pod.namespace();
     sets.iter()
         .filter(|set| set.namespace() == namespace)
-        .filter(|set| {
-            let nodes = &set.spec.nodes;
-            [nodes.controllers.as_ref(), nodes.brokers.as_ref()]
-                .into_iter()
-                .flatten()
-                .any(|role| selects(role, labels))
-        })
+        .filter(|set| set.spec.role_nodes().any(|role| selects(role, labels)))
         .map(|set| ObjectRef::from_obj(set.as_ref()))
         .collect()
 }
@@ -75,10 +69,11 @@ mod tests {
                 tls: None,
                 sasl: None,
             },
-            nodes: NodesSpec {
+            nodes: Some(NodesSpec {
                 controllers: Some(role("controller")),
                 brokers: Some(role("broker")),
-            },
+            }),
+            clusters: None,
             observers: vec![4],
             promotion: Default::default(),
             rollout: Default::default(),

@@ -31,7 +31,7 @@ use crate::k8s::config_map;
 use crate::k8s::dereference::node_readiness;
 use crate::k8s::events::reason;
 use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
-use crate::k8s::{nudge, status, Error, Result};
+use crate::k8s::{members, nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
 use crate::rollout::config_map::{build, Owner};
 use crate::rollout::pods::KafkaPod;
@@ -100,6 +100,10 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         Ok(v) => v,
         Err(e) => return invalid(&api, &fresh, &previous, e.to_string(), None, ctx).await,
     };
+    if let Some(plan) = &ctx.members {
+        let problem = members::not_yet_managed(plan);
+        return invalid(&api, &fresh, &previous, problem, None, ctx).await;
+    }
     let early = early.filter(|_| fresh.spec == obj.spec && fresh.metadata.uid == obj.metadata.uid);
     let (conflict, observed) = match early {
         Some(read) => read,

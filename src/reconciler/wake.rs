@@ -97,10 +97,11 @@ mod tests {
                 tls: None,
                 sasl: None,
             },
-            nodes: NodesSpec {
+            nodes: Some(NodesSpec {
                 controllers: None,
                 brokers: None,
-            },
+            }),
+            clusters: None,
             observers: vec![4, 5],
             promotion: Default::default(),
             rollout: Default::default(),

@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use kafka_observer_operator::leader::{self, LeaderArgs, Leadership};
+use kafka_observer_operator::leader::{self, LeaderArgs, Leadership, LeaseMember};
 use kafka_observer_operator::metrics::Metrics;
 use kafka_observer_operator::shutdown::Shutdown;
 
@@ -145,14 +145,16 @@ async fn a_partitioned_leader_is_fenced_before_its_successor_may_write() {
     relayed.cluster_url = format!("https://{relay_addr}").parse().unwrap();
 
     let (down_a, down_b) = (Shutdown::new(), Shutdown::new());
-    let a = leader::campaign(relayed, &args(&ns, "a"), Metrics::new(), down_a.clone())
-        .expect("campaign a");
+    let args_a = args(&ns, "a");
+    let local_a = vec![LeaseMember::local("", relayed, &args_a)];
+    let a = leader::campaign(local_a, &args_a, Metrics::new(), down_a.clone()).expect("campaign a");
     let mut waiting = a.clone();
     tokio::time::timeout(Duration::from_secs(20), waiting.acquired())
         .await
         .expect("a acquires the free Lease within 20 s");
-    let b = leader::campaign(direct, &args(&ns, "b"), Metrics::new(), down_b.clone())
-        .expect("campaign b");
+    let args_b = args(&ns, "b");
+    let local_b = vec![LeaseMember::local("", direct, &args_b)];
+    let b = leader::campaign(local_b, &args_b, Metrics::new(), down_b.clone()).expect("campaign b");
 
     // A renews through the relay: b stands by for longer than a lease duration.
     let (held_a, held_b) = sample_fences(&a, &b, Duration::from_secs(6), || false).await;
@@ -204,13 +206,9 @@ async fn a_lease_its_holder_renews_is_never_taken_whatever_its_renew_time() {
         .expect("create the ghost's Lease");
 
     let down = Shutdown::new();
-    let b = leader::campaign(
-        bed_config(&bed).await,
-        &args(&ns, "b"),
-        Metrics::new(),
-        down.clone(),
-    )
-    .expect("campaign b");
+    let args_b = args(&ns, "b");
+    let local_b = vec![LeaseMember::local("", bed_config(&bed).await, &args_b)];
+    let b = leader::campaign(local_b, &args_b, Metrics::new(), down.clone()).expect("campaign b");
 
     // The ghost renews every second for 7 s, always with the same old renewTime: only the
     // Lease's version changes, and that alone must restart b's wait.
@@ -263,7 +261,7 @@ async fn a_lease_its_holder_renews_is_never_taken_whatever_its_renew_time() {
 /// a relay of its own, so that each replica's way to each "member" can be cut alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_majority_of_leases_leads_and_a_minority_never_writes() {
-    use kafka_observer_operator::leader::{campaign_over, LeaseMember, LeaseTiming};
+    use kafka_observer_operator::leader::{campaign_over, LeaseTiming};
 
     let Some(bed) = support::bed().await else {
         return;
@@ -295,6 +293,7 @@ async fn a_majority_of_leases_leads_and_a_minority_never_writes() {
             let mut config = direct.clone();
             config.cluster_url = format!("https://{addr}").parse().unwrap();
             members.push(LeaseMember {
+                member: ns.clone(),
                 config,
                 namespace: ns.clone(),
             });

@@ -12,6 +12,7 @@ mod support;
 mod automation_glue;
 mod engine_state_failover;
 mod leader_lease;
+mod member_secrets;
 mod observer_only_partitions;
 mod operator_configmaps;
 mod operator_conflict;

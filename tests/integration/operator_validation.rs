@@ -28,6 +28,43 @@ async fn dry_run(bed: &support::Bed, body: Value) -> Result<(), String> {
     }
 }
 
+/// `spec.clusters` with `nodes` for each of `names`.
+fn stretched(nodes: &Value, names: &[&str]) -> Value {
+    names
+        .iter()
+        .map(|n| serde_json::json!({"name": n, "nodes": nodes}))
+        .collect()
+}
+
+/// The apiserver accepts a consistent `spec.clusters`; `validate` then refuses it, saying that
+/// this operator version does not write lists across member clusters (nothing is written).
+#[tokio::test]
+async fn member_clusters_pass_the_schema_and_are_refused_by_the_operator() {
+    let Some(bed) = bed().await else {
+        return;
+    };
+    bed.operator("crd");
+    let mut body = bed.podless_observer_set("validation-clusters", &[4], &[]);
+    body["spec"]["clusters"] = stretched(&body["spec"]["nodes"], &["east", "west", "tie"]);
+    // Distinct node id ranges per member, as the StatefulSets of each member would have.
+    for (i, offset) in [1, 11, 21].iter().enumerate() {
+        body["spec"]["clusters"][i]["nodes"]["brokers"]["nodeId"] =
+            serde_json::json!({"ordinalOffset": offset});
+    }
+    body["spec"].as_object_mut().unwrap().remove("nodes");
+    dry_run(&bed, body.clone())
+        .await
+        .expect("the apiserver accepts three member clusters");
+    let obs: ObserverSet = serde_json::from_value(body).unwrap();
+    let refused = validate(&obs)
+        .expect_err("the operator refuses spec.clusters")
+        .to_string();
+    assert!(
+        refused.starts_with("spec.clusters (east, west, tie) describes one Kafka cluster"),
+        "{refused}"
+    );
+}
+
 fn with(mut body: Value, edit: impl FnOnce(&mut Value)) -> Value {
     edit(&mut body);
     body
@@ -148,6 +185,36 @@ async fn apiserver_rejects_bad_observer_sets_with_useful_messages() {
                 b["spec"]["promotion"]["confirmations"] = serde_json::json!(0)
             }),
             "spec.promotion.confirmations",
+        ),
+        (
+            "neither nodes nor clusters",
+            with(good.clone(), |b| {
+                b["spec"].as_object_mut().unwrap().remove("nodes");
+            }),
+            "give exactly one of nodes",
+        ),
+        (
+            "nodes and clusters",
+            with(good.clone(), |b| {
+                b["spec"]["clusters"] = stretched(&b["spec"]["nodes"], &["east", "west", "tie"])
+            }),
+            "give exactly one of nodes",
+        ),
+        (
+            "two member clusters",
+            with(good.clone(), |b| {
+                b["spec"]["clusters"] = stretched(&b["spec"]["nodes"], &["east", "west"]);
+                b["spec"].as_object_mut().unwrap().remove("nodes");
+            }),
+            "clusters must name an odd number of member clusters",
+        ),
+        (
+            "a member named twice",
+            with(good.clone(), |b| {
+                b["spec"]["clusters"] = stretched(&b["spec"]["nodes"], &["east", "west", "east"]);
+                b["spec"].as_object_mut().unwrap().remove("nodes");
+            }),
+            "clusters must not name a member twice",
         ),
     ];
     let mut failures = Vec::new();

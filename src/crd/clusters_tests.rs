@@ -1,0 +1,142 @@
+//! `spec.clusters`: checked as far as the object allows, then refused with what to do.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::crd::{
+    validate, KafkaConnection, MemberCluster, NodeIdSource, NodesSpec, ObserverSet,
+    ObserverSetSpec, RoleNodes, SpecViolation,
+};
+
+fn role(app: &str, offset: i32) -> Option<RoleNodes> {
+    Some(RoleNodes {
+        selector: LabelSelector {
+            match_labels: Some([("app".to_string(), app.to_string())].into()),
+            ..Default::default()
+        },
+        node_id: NodeIdSource {
+            label: None,
+            ordinal_offset: Some(offset),
+        },
+        combined: false,
+    })
+}
+
+fn member(name: &str, controller: i32, broker: Option<i32>) -> MemberCluster {
+    MemberCluster {
+        name: name.into(),
+        nodes: NodesSpec {
+            controllers: role("kafka-controller", controller),
+            brokers: broker.and_then(|b| role("kafka-broker", b)),
+        },
+    }
+}
+
+/// The 2.5-region layout of docs/multi-cluster.md.
+fn stretched() -> ObserverSet {
+    let spec = ObserverSetSpec {
+        kafka: KafkaConnection {
+            bootstrap_servers: "kafka-broker-east-0.kafka-broker.kafka.svc:9092".into(),
+            tls: None,
+            sasl: None,
+        },
+        nodes: None,
+        clusters: Some(vec![
+            member("east", 101, Some(1)),
+            member("west", 102, Some(3)),
+            member("tie", 103, None),
+        ]),
+        observers: vec![4],
+        promotion: Default::default(),
+        rollout: Default::default(),
+        deletion_policy: Default::default(),
+    };
+    let mut obs = ObserverSet::new("kafka", spec);
+    obs.metadata.namespace = Some("kafka".into());
+    obs
+}
+
+fn messages(edit: impl FnOnce(&mut ObserverSet)) -> Vec<String> {
+    let mut obs = stretched();
+    edit(&mut obs);
+    match validate(&obs) {
+        Ok(_) => panic!("a set with clusters was accepted"),
+        Err(e) => e.violations.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn a_consistent_layout_is_refused_as_not_managed_yet() {
+    let found = messages(|_| {});
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("spec.clusters (east, west, tie) describes one Kafka cluster"),
+        "{}",
+        found[0]
+    );
+    assert!(found[0].contains("use spec.nodes"), "{}", found[0]);
+}
+
+#[test]
+fn what_is_wrong_in_the_object_is_said_first() {
+    assert_eq!(
+        messages(|o| {
+            o.spec.clusters.as_mut().unwrap().pop();
+        }),
+        ["spec.clusters names 2 member clusters: name an odd number, 3 or 5 (a majority of them decides which operator replica acts)"]
+    );
+    let found = messages(|o| o.spec.clusters.as_mut().unwrap()[2].name = "east".into());
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("names member \"east\" twice")),
+        "{found:?}"
+    );
+    let found = messages(|o| o.spec.clusters.as_mut().unwrap()[1].name = "West".into());
+    assert!(
+        found[0].contains("\"West\" is not a DNS label"),
+        "{found:?}"
+    );
+    // A per-member node rule, reported at its path inside the member.
+    let found = messages(|o| o.spec.clusters.as_mut().unwrap()[1].nodes.controllers = None);
+    assert_eq!(
+        found,
+        ["spec.clusters[west].nodes.controllers is missing but the brokers are not combined-mode: add controllers or set brokers.combined: true"]
+    );
+    // The same ordinal offset in two members: pod 0 of each claims the same node id.
+    let found = messages(|o| {
+        o.spec.clusters.as_mut().unwrap()[2].nodes.controllers = role("kafka-controller", 3)
+    });
+    assert_eq!(
+        found,
+        ["spec.clusters[west].nodes.brokers and spec.clusters[tie].nodes.controllers both use nodeId.ordinalOffset 3: pod ordinal 0 of each would claim node id 3; give each member's StatefulSets their own node id range"]
+    );
+}
+
+#[test]
+fn nodes_and_clusters_are_exclusive() {
+    let found = messages(|o| {
+        o.spec.nodes = Some(member("x", 0, Some(1)).nodes);
+    });
+    assert!(
+        found
+            .iter()
+            .any(|m| m.starts_with("spec.nodes and spec.clusters are both set")),
+        "{found:?}"
+    );
+    let mut none = stretched();
+    none.spec.clusters = None;
+    let e = validate(&none).unwrap_err();
+    assert_eq!(e.violations, [SpecViolation::NoNodes]);
+}
+
+/// A spec written with `nodes` serializes without `clusters`, as before the field existed.
+#[test]
+fn a_single_cluster_spec_round_trips_without_clusters() {
+    let mut obs = stretched();
+    obs.spec.clusters = None;
+    obs.spec.nodes = Some(member("x", 0, Some(1)).nodes);
+    let json = serde_json::to_value(&obs.spec).unwrap();
+    assert!(json.get("clusters").is_none(), "{json}");
+    assert!(json.get("nodes").is_some(), "{json}");
+    assert!(validate(&obs).is_ok());
+}
