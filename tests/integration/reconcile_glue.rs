@@ -339,3 +339,83 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
 
     bed.drop_namespace(&ns).await;
 }
+
+/// An operator run with `--members` (docs/multi-cluster.md, step 5) does not write lists across
+/// member clusters yet: it refuses every ObserverSet (phase Invalid, saying so) and leaves the
+/// lists a single-cluster operator wrote exactly as they are.
+#[tokio::test]
+async fn an_operator_over_members_refuses_the_set_and_leaves_its_lists() {
+    use kafka_observer_operator::k8s::members::{MemberArgs, MemberPlan};
+
+    let Some(bed) = bed().await else {
+        return;
+    };
+    let _paused = bed.pause_operator();
+    let ns = bed.namespace("glue-members").await;
+    let api = bed.observer_sets(&ns);
+    let cms = bed.config_maps(&ns);
+    let single = Arc::new(Context::new(
+        bed.client.clone(),
+        Metrics::new(),
+        Some("reconcile-glue-test".into()),
+        Duration::from_secs(30),
+    ));
+    create_observer_set(&api, bed.podless_observer_set(SET, &[4, 5], &[])).await;
+    reconcile_now(&api, &single).await.expect("the finalizer");
+    reconcile_now(&api, &single)
+        .await
+        .expect("the initial rollout");
+    let lists = |cms: Api<ConfigMap>| async move {
+        let mut found = Vec::new();
+        for role in ["controller", "broker"] {
+            let cm = get_cm(&cms, &format!("{SET}-observers-{role}"))
+                .await
+                .expect("a list");
+            found.push((listed_ids(&cm), cm.resource_version()));
+        }
+        found
+    };
+    let before = lists(cms.clone()).await;
+    assert_eq!(before[0].0, Some(vec![4, 5]));
+
+    let plan = MemberPlan::new(&MemberArgs {
+        member: Some("east".into()),
+        members: vec!["east".into(), "west".into(), "tie".into()],
+        secret_prefix: "kafka-observer-member-".into(),
+    })
+    .unwrap();
+    let over_members = Arc::new(
+        Context::new(
+            bed.client.clone(),
+            Metrics::new(),
+            Some("reconcile-glue-test".into()),
+            Duration::from_secs(30),
+        )
+        .with_members(plan),
+    );
+    reconcile_now(&api, &over_members)
+        .await
+        .expect("a refusal is not a reconcile error");
+    let s = status(&api.get(SET).await.unwrap());
+    assert_eq!(phase(&s), "Invalid", "{s}");
+    let ready = s["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not yet write observer lists across member clusters")),
+        "{ready}"
+    );
+    assert_eq!(
+        lists(cms).await,
+        before,
+        "the lists changed under an operator over members"
+    );
+
+    api.delete(SET, &DeleteParams::default()).await.ok();
+    reconcile_now(&api, &single).await.ok();
+    bed.drop_namespace(&ns).await;
+}
