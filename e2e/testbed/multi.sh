@@ -115,18 +115,25 @@ quorum_formed() {
   for id in 1 2 3 4; do grep -qE "^\s*$id\s.*\sObserver" <<<"$out" || return 1; done
 }
 
-# dns_check: from a pod of every member, every controller's name resolves to that pod's IP.
+# resolves FROM NAME IP: member FROM's controller pod resolves NAME to IP.
+resolves() {
+  local got
+  got="$(kc "$1" -n kafka exec "kafka-controller-$1-0" -c kafka -- getent hosts "$2")" || return 1
+  [[ "${got%% *}" == "$3" ]]
+}
+
+# dns_check: from a pod of every member, every controller's name resolves to that pod's IP. A
+# name can take a while to appear in another member: the pod's endpoint reaches that member's
+# CoreDNS through its watch of the owning member's apiserver, and a negative answer is cached.
 dns_check() {
-  local from to name want got
+  local from to name want
   for from in "${MEMBERS[@]}"; do
     for to in "${MEMBERS[@]}"; do
       name="$(controller_name "$to")"
       want="$(kc "$to" -n kafka get pod "kafka-controller-$to-0" -o jsonpath='{.status.podIP}')" ||
         die "member $to: cannot read pod kafka-controller-$to-0"
       [[ -n "$want" ]] || die "member $to: kafka-controller-$to-0 has no IP"
-      got="$(kc "$from" -n kafka exec "kafka-controller-$from-0" -c kafka -- getent hosts "$name")" ||
-        die "member $from cannot resolve $name"
-      [[ "${got%% *}" == "$want" ]] || die "member $from resolves $name to '${got%% *}', not $want"
+      wait_for 60 "member $from resolving $name to $want" resolves "$from" "$name" "$want"
       log "member $from resolves $name -> $want"
     done
   done

@@ -139,6 +139,8 @@ struct Member {
     /// The Lease as our last write left it: the holder renews on that version without a read.
     held: Option<Seen>,
     holding: Holding,
+    /// The last answered holding and when it came (`quorum::as_known`).
+    answered: (Holding, Instant),
     next_at: Instant,
 }
 
@@ -146,10 +148,11 @@ impl Member {
     /// One turn on this Lease, and when the next is due: a renewal `renew_every` after this
     /// one was sent (timed from the turn's start, however long the answer took), a read one
     /// poll on, or sooner when the other holder's Lease expires first.
-    async fn take_turn(&mut self) {
+    async fn take_turn(&mut self, may_take: bool) {
         let started = Instant::now();
         let timing = self.target.timing;
-        let (holding, wait) = match turn(&self.target, &mut self.watching, &mut self.held).await {
+        let done = turn(&self.target, &mut self.watching, &mut self.held, may_take).await;
+        let (holding, wait) = match done {
             Ok(Turn::Holding) => (Holding::Held, timing.renew_every()),
             Ok(Turn::Raced) => (Holding::Other, RACED_RETRY),
             Ok(Turn::Waiting(expires_in)) => (Holding::Other, expires_in.min(timing.poll())),
@@ -160,6 +163,9 @@ impl Member {
             }
         };
         self.holding = holding;
+        if holding != Holding::Unreachable {
+            self.answered = (holding, Instant::now());
+        }
         self.next_at = started + wait;
     }
 
@@ -209,20 +215,45 @@ pub async fn run(
             watching: None,
             held: None,
             holding: Holding::Other,
+            // As if the last answer were a duration old: a Lease silent from the start does
+            // not hold up the ones after it.
+            answered: (Holding::Other, start.checked_sub(duration).unwrap_or(start)),
             next_at: start,
         })
         .collect();
     let mut minority = Minority::None;
     let mut patience = jitter(duration);
+    let mut aside_until = start;
     while !shutdown.is_triggered() {
         let now = Instant::now();
+        let before: Vec<Holding> = members.iter().map(|m| m.holding).collect();
+        let known: Vec<Holding> = members
+            .iter()
+            .map(|m| quorum::as_known(m.holding, m.answered, duration, now))
+            .collect();
+        let aside = now < aside_until;
+        let may_take = quorum::may_take(&known)
+            .into_iter()
+            .map(|open| open && !aside);
         futures::future::join_all(
             members
                 .iter_mut()
-                .filter(|m| m.next_at <= now)
-                .map(Member::take_turn),
+                .zip(may_take)
+                .filter(|(m, _)| m.next_at <= now)
+                .map(|(m, may)| m.take_turn(may)),
         )
         .await;
+        // A Lease just won opens the ones after it (`quorum::may_take`): their turn is now.
+        if let Some(won) = (0..members.len())
+            .find(|&i| before[i] != Holding::Held && members[i].holding == Holding::Held)
+        {
+            let now = Instant::now();
+            for member in members.iter_mut().skip(won + 1) {
+                if member.holding != Holding::Held {
+                    member.next_at = now;
+                }
+            }
+        }
         let holdings: Vec<Holding> = members.iter().map(|m| m.holding).collect();
         let event = if quorum::leads(&holdings) {
             Event::Acquired
@@ -252,6 +283,7 @@ pub async fn run(
             }
             minority = Minority::None;
             patience = jitter(duration);
+            aside_until = Instant::now() + duration * quorum::STAND_ASIDE;
         }
         let until = members.iter().map(|m| m.next_at).min().unwrap_or(now);
         tokio::select! {
@@ -272,11 +304,13 @@ enum Turn {
     Waiting(Duration),
 }
 
-/// One read-decide-write round.
+/// One read-decide-write round; a take or create only when `may_take` (`quorum::may_take`),
+/// else a look again one poll on.
 async fn turn(
     target: &LeaseTarget,
     watching: &mut Option<Watching>,
     held: &mut Option<Seen>,
+    may_take: bool,
 ) -> Result<Turn, kube::Error> {
     let current = match held.take() {
         Some(ours) => Some(ours),
@@ -297,6 +331,9 @@ async fn turn(
     );
     let written = match step {
         Step::Wait { expires_in } => return Ok(Turn::Waiting(expires_in)),
+        Step::Create | Step::Take { .. } if !may_take => {
+            return Ok(Turn::Waiting(target.timing.poll()))
+        }
         Step::Create => target.create().await?,
         Step::Renew { version } => target.write(&version, None).await?,
         Step::Take {

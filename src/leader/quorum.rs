@@ -31,6 +31,47 @@ fn held(holdings: &[Holding]) -> usize {
     holdings.iter().filter(|h| **h == Holding::Held).count()
 }
 
+/// Which Leases this replica may take (or create) this round, given the holdings as
+/// [`as_known`] reads them, in the members' common order: Lease `i` only when every Lease before
+/// it is ours or lost. Renewing what it holds is always allowed. Why: after a leader is lost,
+/// its Leases expire at about the same time for every standby; taking them in one order means
+/// the standby that wins the first contested Lease goes on to the next and the others stop
+/// there, instead of each taking one and all waiting for the minority release below. Safety
+/// does not depend on it (the fence proves a majority). Liveness keeps the release: a replica
+/// that holds an early Lease but cannot reach the rest gives it up, then stands aside for a
+/// lease duration ([`STAND_ASIDE`]) so that a replica which can gather a majority takes it.
+pub fn may_take(holdings: &[Holding]) -> Vec<bool> {
+    let mut open = true;
+    holdings
+        .iter()
+        .map(|h| {
+            let now = open;
+            open &= matches!(h, Holding::Held | Holding::Unreachable);
+            now
+        })
+        .collect()
+}
+
+/// After releasing a minority, take nothing for this many lease durations.
+pub const STAND_ASIDE: u32 = 1;
+
+/// A Lease's holding as `may_take` reads it: one that stopped answering less than a lease
+/// duration ago keeps its last answered holding. A slow answer or a dropped connection to a
+/// live apiserver is not a lost member and must not open the Leases after it (two standbys
+/// would each take one); a member silent for a whole duration counts as lost, about when the
+/// lost leader's other Leases expire.
+pub fn as_known(
+    holding: Holding,
+    answered: (Holding, Instant),
+    duration: Duration,
+    now: Instant,
+) -> Holding {
+    match holding {
+        Holding::Unreachable if now.saturating_duration_since(answered.1) < duration => answered.0,
+        other => other,
+    }
+}
+
 /// When a minority holding is given up. Two candidates holding one Lease each of three, with
 /// the third member down, would otherwise wait on each other forever. A minority is released
 /// only after it lasted two lease durations (time for any Lease of a lost holder to expire and
@@ -78,6 +119,35 @@ mod tests {
         assert!(!leads(&[Held, Other, Unreachable]));
         assert!(leads(&[Held, Held, Held, Other, Other]));
         assert!(!leads(&[Held, Held, Other, Other, Unreachable]));
+    }
+
+    #[test]
+    fn leases_are_taken_in_order_past_lost_ones_only() {
+        assert_eq!(may_take(&[Other, Other, Other]), [true, false, false]);
+        assert_eq!(may_take(&[Held, Other, Other]), [true, true, false]);
+        assert_eq!(may_take(&[Held, Held, Other]), [true, true, true]);
+        // The lost member's Lease first: the next is open to all, the third to its winner.
+        assert_eq!(may_take(&[Unreachable, Other, Other]), [true, true, false]);
+        assert_eq!(may_take(&[Unreachable, Held, Other]), [true, true, true]);
+        assert_eq!(
+            may_take(&[Unreachable, Other, Unreachable]),
+            [true, true, false]
+        );
+        assert_eq!(may_take(&[Held]), [true]);
+        assert_eq!(may_take(&[Other]), [true]);
+    }
+
+    #[test]
+    fn a_lease_silent_for_less_than_a_duration_keeps_its_last_answer() {
+        let t0 = Instant::now();
+        let d = Duration::from_secs(4);
+        let seen = (Other, t0);
+        assert_eq!(as_known(Unreachable, seen, d, t0 + d / 2), Other);
+        assert_eq!(as_known(Unreachable, seen, d, t0 + d), Unreachable);
+        assert_eq!(as_known(Held, seen, d, t0), Held);
+        // A flaky answer from the first Lease does not open the second to a standby.
+        let flaky = [as_known(Unreachable, seen, d, t0 + d / 4), Other, Other];
+        assert_eq!(may_take(&flaky), [true, false, false]);
     }
 
     #[test]
