@@ -137,6 +137,27 @@ mod tests {
         assert_eq!(may_take(&[Other]), [true]);
     }
 
+    proptest::proptest! {
+        /// Two standbys that hold nothing and see the same Leases (each Other or lost) may take
+        /// exactly one and the same Lease: the first that answers. So they contend for it
+        /// rather than each taking a different one; the winner then goes on alone.
+        #[test]
+        fn standbys_with_one_view_contend_for_one_lease(
+            lost in proptest::collection::vec(proptest::bool::ANY, 1..=5)
+        ) {
+            let view: Vec<Holding> =
+                lost.iter().map(|&l| if l { Unreachable } else { Other }).collect();
+            let open: Vec<usize> = may_take(&view)
+                .iter()
+                .enumerate()
+                .filter(|(i, &may)| may && view[*i] == Other)
+                .map(|(i, _)| i)
+                .collect();
+            let first_answering = view.iter().position(|h| *h == Other);
+            proptest::prop_assert_eq!(open, first_answering.into_iter().collect::<Vec<_>>());
+        }
+    }
+
     #[test]
     fn a_lease_silent_for_less_than_a_duration_keeps_its_last_answer() {
         let t0 = Instant::now();
