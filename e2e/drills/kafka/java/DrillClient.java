@@ -167,7 +167,7 @@ public final class DrillClient {
      * out its socket connection setup timeout (10 s, growing to 30 s) before it moves to the new
      * controller, longer than one admin call's deadline. Both therefore retry timed-out calls
      * for up to ADMIN_RETRY_MS; a creation that timed out may have happened after all, so an
-     * "already exists" after a timeout counts when the topic has the requested replicas.
+     * "already exists" counts when the topic has the requested replicas (its name is unique per run).
      */
     static final long ADMIN_RETRY_MS = 60_000;
 
@@ -187,9 +187,13 @@ public final class DrillClient {
                     admin.createTopics(List.of(t)).all().get();
                     return 0;
                 } catch (ExecutionException e) {
-                    if (retried && e.getCause() instanceof org.apache.kafka.common.errors.TopicExistsException
+                    // The Admin client retries a timed-out CreateTopics by itself, so "exists" can
+                    // answer our very first call; a drill's topic names are unique per run, so a
+                    // topic with the requested replicas is ours.
+                    if (e.getCause() instanceof org.apache.kafka.common.errors.TopicExistsException
                         && state(admin, topic).replicas.equals(replicas)) {
-                        System.err.println("DrillClient: " + topic + " was created by the timed-out attempt");
+                        System.err.println("DrillClient: " + topic + " was created by an attempt that timed out"
+                            + (retried ? "" : " inside the Admin client"));
                         return 0;
                     }
                     if (!timedOut(e) || System.currentTimeMillis() > deadline) throw e;
