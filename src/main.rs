@@ -240,19 +240,20 @@ async fn lease_members(
     // Reads only (the Secrets), before any fence exists.
     let reader =
         kube::Client::try_from(config.clone()).context("building the Kubernetes client")?;
+    // `load` gives the other members in `--members` order: put ours in its place.
     let mut remotes = members::load(
         &reader,
         &args.operator_namespace,
         plan,
         &args.members.secret_prefix,
     )
-    .await?;
+    .await?
+    .into_iter();
     let mut leases = Vec::new();
     for member in plan.members() {
         if member == plan.local() {
             leases.push(LeaseMember::local(member, config.clone(), &args.leader));
-        } else if let Some(at) = remotes.iter().position(|r| &r.name == member) {
-            let remote = remotes.swap_remove(at);
+        } else if let Some(remote) = remotes.next() {
             tracing::info!(member = %remote.name, namespace = %remote.namespace, server = %remote.config.cluster_url, "member cluster");
             leases.push(LeaseMember {
                 member: remote.name,

@@ -15,8 +15,16 @@ use super::nodes::NodesSpec;
 use super::validation::role_selections;
 use super::Role;
 
-/// At most this many members (the operator's `--members` allows 3 or 5).
+/// At most this many members: each is one more Lease to renew and one more apiserver on every
+/// step of a rollout. Five tolerate two lost clusters.
 pub const MAX_CLUSTERS: usize = 5;
+
+/// How many members a stretched cluster may have, in `spec.clusters` and `--members` alike: an
+/// odd number from 3 to `MAX_CLUSTERS` (a majority of them decides which replica acts; an even
+/// number tolerates no more lost members than one fewer).
+pub fn is_member_count(count: usize) -> bool {
+    (3..=MAX_CLUSTERS).contains(&count) && !count.is_multiple_of(2)
+}
 
 /// CEL: an odd number of members from 3 to `MAX_CLUSTERS`, each named once.
 pub const CLUSTERS_COUNT_RULE: &str = "size(self) >= 3 && size(self) % 2 == 1";
@@ -62,7 +70,7 @@ pub enum ClustersViolation {
 /// Every violation of `clusters`; with none found, [`ClustersViolation::NotManagedYet`].
 pub(super) fn violations(clusters: &[MemberCluster]) -> Vec<ClustersViolation> {
     let mut found = Vec::new();
-    if clusters.len() < 3 || clusters.len() > MAX_CLUSTERS || clusters.len().is_multiple_of(2) {
+    if !is_member_count(clusters.len()) {
         found.push(ClustersViolation::Count(clusters.len()));
     }
     let mut names = BTreeSet::new();

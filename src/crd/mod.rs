@@ -19,7 +19,7 @@ mod topic_filter;
 mod validation;
 
 pub use bootstrap::{parse_bootstrap_servers, BootstrapError, BOOTSTRAP_FORM, BOOTSTRAP_PATTERN};
-pub use clusters::{is_dns_label, ClustersViolation, MemberCluster, MAX_CLUSTERS};
+pub use clusters::{is_dns_label, is_member_count, ClustersViolation, MemberCluster, MAX_CLUSTERS};
 pub use duration::{parse_duration, DurationError, DURATION_PATTERN};
 pub use kafka::{
     ClientCertSecretRef, KafkaConnection, SaslMechanism, SaslSecretRef, SaslSpec, SecretKeyRef,

@@ -15,14 +15,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::crd::is_dns_label;
+use crate::crd::{is_dns_label, is_member_count, MAX_CLUSTERS};
 
 /// The Secret key that holds a member's kubeconfig.
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
-
-/// At most this many members: each is one more Lease to renew and one more apiserver on every
-/// step of a rollout. Five tolerate two lost clusters.
-pub const MAX_MEMBERS: usize = 5;
 
 /// Member options, flattened into the operator's `run` command. Without `--members` the
 /// operator manages the one cluster it runs in, as it always did.
@@ -64,7 +60,7 @@ pub enum MembersError {
     BadName(String),
     #[error("member {0:?} is listed twice in --members")]
     Duplicate(String),
-    #[error("{count} members in --members: give an odd number from 3 to {MAX_MEMBERS} (a majority of the members' Leases decides who acts; an even number tolerates no more lost clusters than one fewer, and one member is a single cluster: leave --members out)")]
+    #[error("{count} members in --members: give an odd number from 3 to {MAX_CLUSTERS} (a majority of the members' Leases decides who acts; an even number tolerates no more lost clusters than one fewer, and one member is a single cluster: leave --members out)")]
     Count { count: usize },
     #[error("member {member:?}: {reason}")]
     Kubeconfig { member: String, reason: String },
@@ -112,7 +108,7 @@ impl MemberPlan {
                 members: members.join(","),
             });
         }
-        if members.len() < 3 || members.len() > MAX_MEMBERS || members.len().is_multiple_of(2) {
+        if !is_member_count(members.len()) {
             return Err(MembersError::Count {
                 count: members.len(),
             });
@@ -192,28 +188,7 @@ pub fn remote_kubeconfig(member: &str, text: &str) -> Result<(Kubeconfig, String
         .find(|c| c.name == context.cluster)
         .and_then(|c| c.cluster.as_ref())
         .ok_or_else(|| refuse("the kubeconfig's context names a cluster it does not define"))?;
-    if !cluster
-        .server
-        .as_deref()
-        .is_some_and(|s| s.starts_with("https://"))
-    {
-        return Err(refuse("the cluster's server must be an https:// address"));
-    }
-    if cluster.insecure_skip_tls_verify == Some(true) {
-        return Err(refuse(
-            "insecure-skip-tls-verify is refused: give the member's CA in certificate-authority-data",
-        ));
-    }
-    if cluster.certificate_authority.is_some() || cluster.certificate_authority_data.is_none() {
-        return Err(refuse(
-            "the cluster's CA must be inline (certificate-authority-data), not a file path",
-        ));
-    }
-    if cluster.proxy_url.is_some() {
-        return Err(refuse(
-            "proxy-url is refused: the operator reaches the member's apiserver directly",
-        ));
-    }
+    cluster_rule(cluster).map_err(refuse)?;
     let user_name = context
         .user
         .as_deref()
@@ -224,32 +199,63 @@ pub fn remote_kubeconfig(member: &str, text: &str) -> Result<(Kubeconfig, String
         .find(|a| a.name == user_name)
         .and_then(|a| a.auth_info.as_ref())
         .ok_or_else(|| refuse("the kubeconfig's context names a user it does not define"))?;
+    user_rule(user).map_err(refuse)?;
+    // kube connects through the current context: make the one checked here the one used.
+    file.current_context = Some(context_name);
+    Ok((file, namespace))
+}
+
+/// The cluster entry's rule: an https server, the CA inline, no proxy, TLS verified.
+fn cluster_rule(cluster: &kube::config::Cluster) -> Result<(), &'static str> {
+    if !cluster
+        .server
+        .as_deref()
+        .is_some_and(|s| s.starts_with("https://"))
+    {
+        return Err("the cluster's server must be an https:// address");
+    }
+    if cluster.insecure_skip_tls_verify == Some(true) {
+        return Err(
+            "insecure-skip-tls-verify is refused: give the member's CA in certificate-authority-data",
+        );
+    }
+    if cluster.certificate_authority.is_some() || cluster.certificate_authority_data.is_none() {
+        return Err(
+            "the cluster's CA must be inline (certificate-authority-data), not a file path",
+        );
+    }
+    if cluster.proxy_url.is_some() {
+        return Err("proxy-url is refused: the operator reaches the member's apiserver directly");
+    }
+    Ok(())
+}
+
+/// The user entry's rule: inline credentials, no plugin that runs a program, no impersonation.
+fn user_rule(user: &kube::config::AuthInfo) -> Result<(), &'static str> {
     if user.exec.is_some() || user.auth_provider.is_some() {
-        return Err(refuse(
+        return Err(
             "exec and auth-provider credential plugins are refused (the operator runs no program a Secret names): use a ServiceAccount token",
-        ));
+        );
     }
     if user.token_file.is_some() || user.client_certificate.is_some() || user.client_key.is_some() {
-        return Err(refuse(
+        return Err(
             "the user's credentials must be inline (token, or client-certificate-data and client-key-data), not file paths",
-        ));
+        );
     }
     if user.impersonate.is_some()
         || user.impersonate_uid.is_some()
         || user.impersonate_groups.is_some()
         || user.impersonate_user_extra.is_some()
     {
-        return Err(refuse("impersonation (as, as-groups) is refused"));
+        return Err("impersonation (as, as-groups) is refused");
     }
     let certificate = user.client_certificate_data.is_some() && user.client_key_data.is_some();
     if user.token.is_none() && !certificate {
-        return Err(refuse(
+        return Err(
             "the user has no credentials: give a token (the kafka-observer-remote ServiceAccount's) or client-certificate-data and client-key-data",
-        ));
+        );
     }
-    // kube connects through the current context: make the one checked here the one used.
-    file.current_context = Some(context_name);
-    Ok((file, namespace))
+    Ok(())
 }
 
 /// One other member: where its apiserver is and how to reach it, and its Kafka namespace.
