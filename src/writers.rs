@@ -13,6 +13,10 @@ use crate::crd::ObserverSet;
 pub const OPERATOR: &str = "kafka-observer-operator";
 /// The reconciler's status fields (`reconciler::status_patch`).
 pub const ROLLOUT_STATUS: &str = "kafka-observer-operator-rollout";
+/// The epoch claim of a new operator leadership, `status.leaderEpoch` only
+/// (`reconciler::copies`): its own manager, so the claim and the rollout state never remove
+/// each other's fields.
+pub const EPOCH_CLAIM: &str = "kafka-observer-operator-epoch";
 /// The automation's status fields: `autoPromotions`, `plan`, `engineState`, `partitions` and
 /// its own `history` entries (`automation::status`).
 pub const AUTOMATION_STATUS: &str = "kafka-observer-operator-automation";
@@ -49,6 +53,15 @@ mod tests {
         assert_ne!(ROLLOUT_STATUS, AUTOMATION_STATUS);
         assert_ne!(OPERATOR, ROLLOUT_STATUS);
         assert_ne!(OPERATOR, AUTOMATION_STATUS);
+        for m in [
+            OPERATOR,
+            ROLLOUT_STATUS,
+            AUTOMATION_STATUS,
+            KAFKA_HEALTH,
+            OBSERVER_HEALTH,
+        ] {
+            assert_ne!(m, EPOCH_CLAIM);
+        }
         for m in [OPERATOR, ROLLOUT_STATUS, AUTOMATION_STATUS] {
             assert_ne!(m, KAFKA_HEALTH);
             assert_ne!(m, OBSERVER_HEALTH);

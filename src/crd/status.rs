@@ -26,6 +26,16 @@ pub struct ObserverSetStatus {
     /// Last revision written to the ConfigMaps (0: nothing written yet).
     #[serde(default)]
     pub revision: i64,
+    /// The epoch of the operator leadership that wrote this rollout state (0: none yet). It
+    /// orders the copies of the status across member clusters (docs/multi-cluster.md, "The
+    /// status, replicated").
+    #[serde(default, skip_serializing_if = "is_no_epoch")]
+    pub writer_epoch: i64,
+    /// The highest epoch an operator leadership claimed on this copy. A new leader claims one
+    /// above every epoch it read, on a majority of the copies, before it writes anything else:
+    /// so each leadership that writes has an epoch of its own, above its predecessors'.
+    #[serde(default, skip_serializing_if = "is_no_epoch")]
+    pub leader_epoch: i64,
     #[serde(default)]
     pub roles: RolesStatus,
     /// Present while a change is rolling out.
@@ -375,4 +385,8 @@ pub enum EngineActionKind {
 pub struct TopicHighWatermarks {
     pub topic: String,
     pub partitions: String,
+}
+
+fn is_no_epoch(n: &i64) -> bool {
+    *n == 0
 }

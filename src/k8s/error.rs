@@ -27,6 +27,18 @@ pub enum Error {
     /// A write's precondition failed: the object changed after the read it was decided on.
     #[error("{object} changed after this reconcile read it (another writer, or a late write of a former leader); nothing was written, the reconcile reads it again")]
     Superseded { object: String },
+    /// The set's status shows a later leadership's epoch than the one this replica claimed: it
+    /// was replaced (paused or cut off past its Lease) and writes nothing more.
+    #[error("ObserverSet {object}: a later operator leadership (epoch {theirs}) wrote it after this replica's (epoch {ours}); this replica no longer leads and writes nothing")]
+    Deposed {
+        object: String,
+        ours: i64,
+        theirs: i64,
+    },
+    /// A status write did not reach a majority of the member clusters' copies: nothing that
+    /// depends on it (a list) was written.
+    #[error("the status of ObserverSet {object} was not persisted: {reason}")]
+    NotPersisted { object: String, reason: String },
     /// The object as served lacks a namespace or name (never for a namespaced custom resource).
     #[error("ObserverSet has no {0}; it must be a namespaced, named object")]
     MissingMetadata(&'static str),
@@ -41,6 +53,8 @@ impl Error {
             Error::Kube { .. } => "kube_api",
             Error::Finalizer { .. } => "finalizer",
             Error::Superseded { .. } => "superseded",
+            Error::NotPersisted { .. } => "not_persisted",
+            Error::Deposed { .. } => "deposed",
             Error::MissingMetadata(_) => "metadata",
         }
     }
@@ -53,6 +67,15 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A failed call in a few words for status and logs: the HTTP status for an apiserver's
+/// answer, else what went wrong on the way (never a request or response body).
+pub fn brief(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}", s.code, s.reason),
+        other => other.to_string(),
+    }
+}
 
 /// Whether a status write failed because the CRD's schema lacks a field this build writes
 /// (an operator upgraded without its CRD): server-side apply refuses undeclared fields.
@@ -80,8 +103,26 @@ mod tests {
             Error::Superseded {
                 object: "ConfigMap c".into(),
             },
+            Error::NotPersisted {
+                object: "a/b".into(),
+                reason: "1 of 3".into(),
+            },
+            Error::Deposed {
+                object: "a/b".into(),
+                ours: 1,
+                theirs: 2,
+            },
         ];
         let labels: Vec<_> = errors.iter().map(Error::category).collect();
-        assert_eq!(labels, ["metadata", "finalizer", "superseded"]);
+        assert_eq!(
+            labels,
+            [
+                "metadata",
+                "finalizer",
+                "superseded",
+                "not_persisted",
+                "deposed"
+            ]
+        );
     }
 }

@@ -16,5 +16,6 @@ pub mod nudge;
 pub mod scope;
 pub mod secrets;
 pub mod status;
+pub mod status_copies;
 
 pub use error::{Error, Result};

@@ -13,6 +13,7 @@
 mod backoff;
 mod conditions;
 pub mod conflict;
+pub mod copies;
 mod observe;
 mod outcome;
 mod pods;
@@ -77,6 +78,10 @@ pub struct Context {
     pub members: Option<MemberPlan>,
     /// Failed reconciles in a row per ObserverSet: the wait before each retry (`backoff`).
     failures: Mutex<backoff::Backoff<ObjectRef<ObserverSet>>>,
+    /// The epoch this leadership claimed per ObserverSet (by uid: a set recreated under the
+    /// same name claims again): emptied when a leadership starts (`run`), so each one claims
+    /// its own (`copies`).
+    claimed: Mutex<HashMap<String, i64>>,
 }
 
 impl Context {
@@ -116,11 +121,23 @@ impl Context {
             nodes: Mutex::new(HashMap::new()),
             members: None,
             failures: Mutex::default(),
+            claimed: Mutex::default(),
         }
     }
 }
 
 impl Context {
+    /// The epoch this leadership claimed on the set `key`, if it did.
+    pub fn claimed_epoch(&self, key: &str) -> Option<i64> {
+        let claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        claimed.get(key).copied()
+    }
+
+    fn claim_epoch(&self, key: String, epoch: i64) {
+        let mut claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        claimed.insert(key, epoch);
+    }
+
     /// Only the pods `filter` selects are watched and taken as a role's pods.
     pub fn with_pod_filter(mut self, filter: Selector) -> Self {
         self.pod_filter = filter;
@@ -172,6 +189,11 @@ pub fn error_policy(obj: Arc<ObserverSet>, error: &Error, ctx: Arc<Context>) -> 
 /// watch's initial list, so one store cannot take two namespaces' lists.
 pub async fn run(client: Client, scope: WatchScope, ctx: Arc<Context>, shutdown: Shutdown) {
     tracing::info!(namespaces = %scope.describe(), pods = %scope.pods, "controllers starting");
+    // A new leadership: every set's epoch is claimed again before its first write.
+    ctx.claimed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
     let mut keys: Vec<Option<String>> = scope.namespaces().iter().cloned().map(Some).collect();
     if keys.is_empty() {
         keys.push(None);

@@ -49,6 +49,8 @@ pub fn status_after(
         desired_observers: desired.iter().copied().collect(),
         effective_observers: state.effective.clone(),
         revision: state.revision,
+        writer_epoch: previous.writer_epoch,
+        leader_epoch: previous.leader_epoch,
         roles: state.roles.clone(),
         rollout: state.rollout.clone(),
         auto_promotions: previous.auto_promotions.clone(),

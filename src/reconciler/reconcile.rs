@@ -20,6 +20,7 @@ use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as Fina
 use kube::{Resource, ResourceExt};
 
 use super::conflict::{self, Conflict};
+use super::copies;
 use super::observe::{self, ObservedRole};
 use super::outcome;
 use super::silence;
@@ -31,6 +32,7 @@ use crate::k8s::config_map;
 use crate::k8s::dereference::node_readiness;
 use crate::k8s::events::reason;
 use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
+use crate::k8s::status_copies::{StatusCopies, Versions};
 use crate::k8s::{members, nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
 use crate::rollout::config_map::{build, Owner};
@@ -53,7 +55,7 @@ pub async fn reconcile(obj: Arc<ObserverSet>, ctx: Arc<Context>) -> Result<Actio
     let api: Api<ObserverSet> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, FINALIZER, obj, |event| async {
         match event {
-            Finalized::Apply(obj) => apply(&obj, &ctx).await,
+            Finalized::Apply(obj) => apply_on_latest(&obj, &ctx).await,
             Finalized::Cleanup(obj) => cleanup(&obj, &ctx).await,
         }
     })
@@ -67,6 +69,26 @@ pub async fn reconcile(obj: Arc<ObserverSet>, ctx: Arc<Context>) -> Result<Actio
     });
     ctx.metrics.reconciled(started.elapsed());
     result
+}
+
+/// How many times one reconcile plans again at once when a write lost its precondition.
+const SUPERSEDED_ATTEMPTS: usize = 3;
+
+/// [`apply`], planned again at once on a fresh read when a write lost its precondition (the
+/// promotion engine wrote its status fields between our read and our write, or a former
+/// leader's write landed): the first such loss is routine, not a failure. Persistent losses go
+/// to the error policy.
+async fn apply_on_latest(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
+    let mut attempt = 1;
+    loop {
+        match apply(obj, ctx).await {
+            Err(Error::Superseded { object }) if attempt < SUPERSEDED_ATTEMPTS => {
+                tracing::info!(observerset = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), %object, attempt, "changed after this reconcile read it; planning again on a fresh read");
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
 }
 
 async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
@@ -95,6 +117,16 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     };
     let previous = fresh.status.clone().unwrap_or_default();
     let now = Timestamp::now();
+    // A later leadership's epoch on the set: this replica was replaced without noticing yet
+    // (paused or cut off past its Lease); it writes nothing, whatever its fence says.
+    let uid = fresh.metadata.uid.clone().unwrap_or_default();
+    if let Some(theirs) = copies::later_epoch(ctx.claimed_epoch(&uid), &previous) {
+        return Err(Error::Deposed {
+            object: format!("{namespace}/{name}"),
+            ours: ctx.claimed_epoch(&uid).unwrap_or_default(),
+            theirs,
+        });
+    }
 
     let validated = match validate(&fresh) {
         Ok(v) => v,
@@ -217,12 +249,18 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             .controller_owner_ref(&())
             .ok_or(Error::MissingMetadata("uid"))?,
     };
+    let copies = StatusCopies::local(api.clone());
     let mut writer = Writer {
-        api: &api,
+        copies: &copies,
         config_maps: &config_maps,
         pods: &pods,
         owner: &owner,
         now,
+        status_versions: [(
+            rollout::LOCAL.to_string(),
+            fresh.metadata.resource_version.clone(),
+        )]
+        .into(),
         versions: observed
             .iter()
             .map(|o| {
@@ -241,7 +279,19 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     // saves one status round trip per chained step on the path to the brokers' list.
     let mut persisted = previous.clone();
     let mut happenings = Vec::new();
-    let mut carried = writer.persist(&next, &mut persisted).await;
+    // A new leadership claims its epoch on this set before anything else, and writes its
+    // rollout state under it (`super::copies`).
+    let mut carried = match ctx.claimed_epoch(&uid) {
+        Some(epoch) => Ok(epoch),
+        None => writer.claim(&mut persisted).await.inspect(|&epoch| {
+            tracing::info!(observerset = %format!("{namespace}/{name}"), epoch, "leadership epoch claimed");
+            ctx.claim_epoch(uid.clone(), epoch);
+        }),
+    }
+    .map(|epoch| next.writer_epoch = epoch);
+    if carried.is_ok() {
+        carried = writer.persist(&next, &mut persisted).await;
+    }
     // Each round carries out one decision; a step written with nothing to wait for (Time mode
     // without a settle time, a role without running pods) is taken further in the same
     // reconcile, on what the API now holds. Every round but the last moves the rollout on by a
@@ -434,25 +484,51 @@ async fn find_conflict(
 
 /// What one reconcile writes to, and when.
 struct Writer<'a> {
-    api: &'a Api<ObserverSet>,
+    copies: &'a StatusCopies,
     config_maps: &'a Api<ConfigMap>,
     pods: &'a Api<Pod>,
     owner: &'a Owner,
     now: Timestamp,
+    /// The ObserverSet's `resourceVersion` per copy as read fresh or last written by this
+    /// reconcile: the precondition of its next status write.
+    status_versions: Versions,
     /// Each role's ConfigMap `resourceVersion` as last read or written by this reconcile: the
     /// precondition of its next write (`None`: absent when read).
     versions: BTreeMap<Role, Option<String>>,
 }
 
 impl Writer<'_> {
+    /// Claims this leadership's epoch: one above every epoch the status holds, `leaderEpoch`
+    /// only (`super::copies`). Returns it; `persisted` follows.
+    async fn claim(&mut self, persisted: &mut ObserverSetStatus) -> Result<i64> {
+        let epoch = persisted.writer_epoch.max(persisted.leader_epoch) + 1;
+        self.copies
+            .write(
+                &self.owner.name,
+                crate::writers::EPOCH_CLAIM,
+                &copies::claim(epoch),
+                &mut self.status_versions,
+            )
+            .await?;
+        persisted.leader_epoch = epoch;
+        Ok(epoch)
+    }
+
     /// The status when it differs from what the API holds (`persisted`, updated on success).
     async fn persist(
-        &self,
+        &mut self,
         next: &ObserverSetStatus,
         persisted: &mut ObserverSetStatus,
     ) -> Result<()> {
         if next != persisted {
-            status::apply(self.api, &self.owner.name, &status_patch(next)).await?;
+            self.copies
+                .write(
+                    &self.owner.name,
+                    crate::writers::ROLLOUT_STATUS,
+                    &status_patch(next),
+                    &mut self.status_versions,
+                )
+                .await?;
             *persisted = next.clone();
         }
         Ok(())
@@ -514,7 +590,14 @@ async fn invalid(
     tracing::warn!(observerset = %format!("{namespace}/{name}"), %problem, "ObserverSet cannot be used");
     ctx.metrics.reconcile_failed("invalid_spec");
     if next != *previous {
-        status::apply(api, &name, &status_patch(&next)).await?;
+        status::apply(
+            api,
+            &name,
+            crate::writers::ROLLOUT_STATUS,
+            &status_patch(&next),
+            fresh.metadata.resource_version.as_deref(),
+        )
+        .await?;
         ctx.events
             .warning(&fresh.object_ref(&()), reason::INVALID, problem)
             .await;
@@ -547,7 +630,14 @@ async fn conflicted(
     with_history(&mut next, Vec::new());
     if next != *previous {
         tracing::warn!(observerset = %format!("{namespace}/{name}"), other = %conflict.other, "{message}");
-        status::apply(api, &name, &status_patch(&next)).await?;
+        status::apply(
+            api,
+            &name,
+            crate::writers::ROLLOUT_STATUS,
+            &status_patch(&next),
+            fresh.metadata.resource_version.as_deref(),
+        )
+        .await?;
         ctx.events
             .warning(&fresh.object_ref(&()), reason::CONFLICT, message)
             .await;

@@ -5,8 +5,15 @@
 use super::conditions::OWN_CONDITIONS;
 use crate::crd::ObserverSetStatus;
 
-/// Status fields the reconciler never writes (owned by the promotion engine).
-const FOREIGN_FIELDS: [&str; 4] = ["autoPromotions", "plan", "engineState", "partitions"];
+/// Status fields the rollout's writer never sends: the promotion engine's, and `leaderEpoch`
+/// (the epoch claim's, `super::copies::claim`, under a field manager of its own).
+const FOREIGN_FIELDS: [&str; 5] = [
+    "autoPromotions",
+    "plan",
+    "engineState",
+    "partitions",
+    "leaderEpoch",
+];
 
 /// The server-side-apply body for the reconciler's status fields: every field except
 /// `autoPromotions`, `plan`, `engineState` and `partitions`, and of `history` only its own

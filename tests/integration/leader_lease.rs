@@ -8,21 +8,18 @@
 //! Needs the bed (`KOO_TESTBED`), nothing of its Kafka.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use kafka_observer_operator::leader::{self, LeaderArgs, Leadership, LeaseMember};
 use kafka_observer_operator::metrics::Metrics;
 use kafka_observer_operator::shutdown::Shutdown;
 
-use super::support;
+use super::support::{self, bed_config, relay};
 
 const LEASE: &str = "koo-it-leader";
 const DURATION: Duration = Duration::from_secs(4);
@@ -35,65 +32,6 @@ fn args(ns: &str, identity: &str) -> LeaderArgs {
         identity: Some(identity.into()),
         lease_duration: DURATION,
         lease_grace: Duration::from_secs(2),
-    }
-}
-
-async fn bed_config(bed: &support::Bed) -> kube::Config {
-    let kubeconfig = kube::config::Kubeconfig::read_from(bed.testbed.kubeconfig())
-        .expect("read the bed's kubeconfig");
-    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("a config for the bed's apiserver")
-}
-
-/// A TCP relay to `upstream` on 127.0.0.1 (in the apiserver certificate's names). Once `cut`
-/// is set, nothing more passes in either direction and every connection stays open, unanswered:
-/// what a partition looks like to the client (timeouts, not refusals).
-async fn relay(upstream: SocketAddr) -> (SocketAddr, Arc<AtomicBool>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
-    let addr = listener.local_addr().expect("relay address");
-    let cut = Arc::new(AtomicBool::new(false));
-    let flag = cut.clone();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let cut = flag.clone();
-            tokio::spawn(async move {
-                if cut.load(Ordering::SeqCst) {
-                    // Accepted by the kernel's backlog, then silence.
-                    let _held = client;
-                    return std::future::pending::<()>().await;
-                }
-                let Ok(server) = TcpStream::connect(upstream).await else {
-                    return;
-                };
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                tokio::join!(pump(cr, sw, cut.clone()), pump(sr, cw, cut));
-            });
-        }
-    });
-    (addr, cut)
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    cut: Arc<AtomicBool>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if cut.load(Ordering::SeqCst) {
-            // Keep both halves open and forward nothing, ever.
-            let _held = (from, to);
-            return std::future::pending::<()>().await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
     }
 }
 

@@ -26,4 +26,5 @@ mod reconcile_glue;
 mod secure_automation;
 mod secure_kafka;
 mod status_history;
+mod status_writes;
 mod watcher_bed;

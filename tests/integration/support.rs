@@ -19,7 +19,11 @@ use kube::api::{DeleteParams, PostParams};
 
 use kube::{Api, Client};
 use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 use kafka_observer_operator::automation;
 use kafka_observer_operator::crd::ObserverSet;
@@ -433,4 +437,64 @@ pub async fn recreate_topic(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     panic!("cannot create topic {topic} on {bootstrap}");
+}
+
+/// The bed apiserver's kubeconfig as a client config.
+pub async fn bed_config(bed: &Bed) -> kube::Config {
+    let kubeconfig = kube::config::Kubeconfig::read_from(bed.testbed.kubeconfig())
+        .expect("read the bed's kubeconfig");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("a config for the bed's apiserver")
+}
+
+/// A TCP relay to `upstream` on 127.0.0.1 (in the apiserver certificate's names). Once `cut`
+/// is set, nothing more passes in either direction and every connection stays open, unanswered:
+/// what a partition looks like to the client (timeouts, not refusals).
+pub async fn relay(upstream: SocketAddr) -> (SocketAddr, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+    let addr = listener.local_addr().expect("relay address");
+    let cut = Arc::new(AtomicBool::new(false));
+    let flag = cut.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let cut = flag.clone();
+            tokio::spawn(async move {
+                if cut.load(Ordering::SeqCst) {
+                    // Accepted by the kernel's backlog, then silence.
+                    let _held = client;
+                    return std::future::pending::<()>().await;
+                }
+                let Ok(server) = TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::join!(pump(cr, sw, cut.clone()), pump(sr, cw, cut));
+            });
+        }
+    });
+    (addr, cut)
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    cut: Arc<AtomicBool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if cut.load(Ordering::SeqCst) {
+            // Keep both halves open and forward nothing, ever.
+            let _held = (from, to);
+            return std::future::pending::<()>().await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
 }
