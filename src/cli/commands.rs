@@ -12,8 +12,9 @@ use serde_json::{json, Value};
 
 use super::memory::{operator_memory, OperatorMemory};
 use super::{
-    explain, plan_view, render_explain, render_plan, render_summary, render_table, replica_rows,
-    summarize, Cli, CliError, Command, Output, Roles, StatusArgs, StatusFilter,
+    explain, members_view, plan_view, render_explain, render_members, render_plan, render_summary,
+    render_table, replica_rows, summarize, Cli, CliError, Command, MemberRead, Output, Roles,
+    StatusArgs, StatusFilter,
 };
 use crate::crd::{validate, ObserverSet, ValidatedObserverSet};
 use crate::k8s::secrets::connection_settings;
@@ -24,8 +25,16 @@ use crate::promotion::{
 };
 use crate::time_format::Rfc3339;
 
+/// How long one member cluster's copy may take to read with `status --context`.
+const MEMBER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Runs one plugin invocation.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
+    if let Command::Status(args) = &cli.command {
+        if !args.contexts.is_empty() {
+            return status_across(&cli, args).await;
+        }
+    }
     let client = kube::Client::try_default().await?;
     let namespace = cli
         .namespace
@@ -212,6 +221,75 @@ async fn status(
             obs = api.get(name).await?;
         }
     }
+}
+
+/// `status --context ...`: every member's copy compared, then (table output) the summary read
+/// through the member a leader would resume from.
+async fn status_across(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
+    if args.watch {
+        return Err(CliError::Usage(
+            "--watch reads one cluster: leave out --context, or --watch",
+        ));
+    }
+    let reads = futures::future::join_all(args.contexts.iter().map(|c| read_member(cli, c))).await;
+    let view = members_view(&reads.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>());
+    if args.output != Output::Table {
+        return print_doc(&view, args.output);
+    }
+    print!("{}", render_members(&view));
+    let Some(from) = &view.resume_from else {
+        return Ok(());
+    };
+    let Some((api, obs)) = reads
+        .into_iter()
+        .find(|(r, _)| &r.context == from)
+        .and_then(|(_, found)| found)
+    else {
+        return Ok(());
+    };
+    println!("\nthrough {from}:");
+    status(cli, &api, obs, args).await
+}
+
+/// One context's copy of the ObserverSet, bounded by [`MEMBER_READ_TIMEOUT`]; also the API and
+/// object to go on with when it answered.
+async fn read_member(
+    cli: &Cli,
+    context: &str,
+) -> (MemberRead, Option<(Api<ObserverSet>, ObserverSet)>) {
+    let started = std::time::Instant::now();
+    let read = async {
+        let options = kube::config::KubeConfigOptions {
+            context: Some(context.to_string()),
+            ..Default::default()
+        };
+        let config = kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| format!("kubeconfig context {context}: {e}"))?;
+        let namespace = cli
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        let api: Api<ObserverSet> = Api::namespaced(client, &namespace);
+        let obs = find(&api, &namespace, cli.observerset.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((api, obs))
+    };
+    let outcome = match tokio::time::timeout(MEMBER_READ_TIMEOUT, read).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(format!("no answer within {MEMBER_READ_TIMEOUT:?}")),
+    };
+    let member = MemberRead {
+        context: context.to_string(),
+        took: started.elapsed(),
+        outcome: outcome
+            .as_ref()
+            .map(|(_, o)| (o.status.clone(), o.metadata.resource_version.clone()))
+            .map_err(Clone::clone),
+    };
+    (member, outcome.ok())
 }
 
 fn print_status(

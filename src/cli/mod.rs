@@ -8,6 +8,7 @@ mod explain;
 mod explain_demotion;
 #[cfg(test)]
 mod fixtures;
+mod members_view;
 mod memory;
 mod plan_view;
 mod replica_table;
@@ -18,6 +19,7 @@ use thiserror::Error;
 
 pub use commands::run;
 pub use explain::{explain, render_explain, Check, Explanation};
+pub use members_view::{members_view, render_members, MemberLine, MemberRead, MembersView};
 pub use memory::{operator_memory, BrokerMemory, MemoryView, OperatorMemory};
 pub use plan_view::{plan_view, render_plan, BrokerTimers, PlanView, PlannedAction};
 pub use replica_table::{render_table, replica_rows, ReplicaRole, ReplicaRow};
@@ -108,6 +110,12 @@ pub struct StatusArgs {
     /// Scan and print again every spec.promotion.scanInterval until interrupted (Ctrl-C).
     #[arg(short, long)]
     pub watch: bool,
+    /// Read the ObserverSet through this kubeconfig context; repeat it once per member cluster
+    /// (docs/multi-cluster.md): each copy is compared (answered or not, phase, revision, step,
+    /// epochs, acknowledgements) and which one an operator leader resumes from is named; the
+    /// table output then goes on with the summary read through that member.
+    #[arg(long = "context", value_name = "CONTEXT")]
+    pub contexts: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -158,6 +166,8 @@ pub enum CliError {
     },
     #[error("cannot read the Kafka cluster: {0} (is --bootstrap or spec.kafka.bootstrapServers reachable from here?)")]
     Scan(String),
+    #[error("{0}")]
+    Usage(&'static str),
 }
 
 #[cfg(test)]
