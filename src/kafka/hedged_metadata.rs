@@ -36,7 +36,10 @@ const VERSION: i16 = 12;
 
 /// `primary`, unless it is not done after `after`: then `backup` starts too, and whichever
 /// answers first wins. A backup that fails (`None`) leaves the primary's answer, whatever it is;
-/// a primary that fails leaves the backup's, if it has one.
+/// a primary that fails leaves the backup's, if it has one. A primary that fails before
+/// `after` (the brokers it asked refused at once: lost with their zone) starts the backup at
+/// once, not after the delay: a failed scan would drop what the engine watches without a gap
+/// (`crate::promotion::witness`).
 pub async fn hedge<T, E, P, B, BF>(primary: P, after: Duration, backup: B) -> Result<T, E>
 where
     P: Future<Output = Result<T, E>>,
@@ -45,7 +48,10 @@ where
 {
     tokio::pin!(primary);
     tokio::select! {
-        done = &mut primary => return done,
+        done = &mut primary => return match done {
+            Ok(answer) => Ok(answer),
+            Err(e) => backup().await.ok_or(e),
+        },
         () = tokio::time::sleep(after) => {}
     }
     let second = backup();
@@ -236,6 +242,23 @@ mod tests {
         assert_eq!(
             hedge(both_fail, 300 * MS, || async { None }).await,
             Err("timed out")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_primary_refused_at_once_asks_the_backup_at_once() {
+        let t0 = tokio::time::Instant::now();
+        let refused = async { Err::<u8, &str>("connection refused") };
+        let backup = || async {
+            tokio::time::sleep(10 * MS).await;
+            Some(2)
+        };
+        assert_eq!(hedge(refused, 300 * MS, backup).await, Ok(2));
+        assert_eq!(t0.elapsed(), 10 * MS, "the backup waited for the delay");
+        let refused = async { Err::<u8, &str>("connection refused") };
+        assert_eq!(
+            hedge(refused, 300 * MS, || async { None }).await,
+            Err("connection refused")
         );
     }
 
