@@ -120,10 +120,11 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     // A later leadership's epoch on the set: this replica was replaced without noticing yet
     // (paused or cut off past its Lease); it writes nothing, whatever its fence says.
     let uid = fresh.metadata.uid.clone().unwrap_or_default();
-    if let Some(theirs) = copies::later_epoch(ctx.claimed_epoch(&uid), &previous) {
+    let claimed = ctx.claimed_epoch(&uid);
+    if let Some(theirs) = copies::later_epoch(claimed, &previous) {
         return Err(Error::Deposed {
             object: format!("{namespace}/{name}"),
-            ours: ctx.claimed_epoch(&uid).unwrap_or_default(),
+            ours: claimed.unwrap_or_default(),
             theirs,
         });
     }
@@ -281,7 +282,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let mut happenings = Vec::new();
     // A new leadership claims its epoch on this set before anything else, and writes its
     // rollout state under it (`super::copies`).
-    let mut carried = match ctx.claimed_epoch(&uid) {
+    let mut carried = match claimed {
         Some(epoch) => Ok(epoch),
         None => writer.claim(&mut persisted).await.inspect(|&epoch| {
             tracing::info!(observerset = %format!("{namespace}/{name}"), epoch, "leadership epoch claimed");
@@ -590,14 +591,7 @@ async fn invalid(
     tracing::warn!(observerset = %format!("{namespace}/{name}"), %problem, "ObserverSet cannot be used");
     ctx.metrics.reconcile_failed("invalid_spec");
     if next != *previous {
-        status::apply(
-            api,
-            &name,
-            crate::writers::ROLLOUT_STATUS,
-            &status_patch(&next),
-            fresh.metadata.resource_version.as_deref(),
-        )
-        .await?;
+        write_verdict(api, fresh, &next).await?;
         ctx.events
             .warning(&fresh.object_ref(&()), reason::INVALID, problem)
             .await;
@@ -605,6 +599,24 @@ async fn invalid(
     Ok(retry
         .map(Action::requeue)
         .unwrap_or_else(Action::await_change))
+}
+
+/// The status of a set this reconcile refuses to roll out (invalid, conflicting), on the version
+/// it was read at.
+async fn write_verdict(
+    api: &Api<ObserverSet>,
+    fresh: &ObserverSet,
+    next: &ObserverSetStatus,
+) -> Result<()> {
+    status::apply(
+        api,
+        &fresh.name_any(),
+        crate::writers::ROLLOUT_STATUS,
+        &status_patch(next),
+        fresh.metadata.resource_version.as_deref(),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Phase Conflict with a Ready=False message naming the older ObserverSet; nothing else is
@@ -630,14 +642,7 @@ async fn conflicted(
     with_history(&mut next, Vec::new());
     if next != *previous {
         tracing::warn!(observerset = %format!("{namespace}/{name}"), other = %conflict.other, "{message}");
-        status::apply(
-            api,
-            &name,
-            crate::writers::ROLLOUT_STATUS,
-            &status_patch(&next),
-            fresh.metadata.resource_version.as_deref(),
-        )
-        .await?;
+        write_verdict(api, fresh, &next).await?;
         ctx.events
             .warning(&fresh.object_ref(&()), reason::CONFLICT, message)
             .await;
