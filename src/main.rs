@@ -161,6 +161,8 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     // Timeouts on every call; every write through the leadership's fence.
     let client = kafka_observer_operator::k8s::client::build(config, leadership.fence())
         .context("building the Kubernetes client")?;
+    // The same fence for the engine's Kafka writes (elections, reorderings).
+    let kafka_fence = leadership.fence();
     let mut stepping_down = leadership.clone();
     let instance = args
         .leader
@@ -195,10 +197,11 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         let events = ctx.events.clone();
         // The automation's scans tell the reconciler which brokers Kafka lists.
         let liveness = ctx.liveness.clone();
+        let fence = kafka_fence.clone();
         async move {
             let promotions = async {
                 if promote {
-                    automation::run(client.clone(), &scope, metrics, events, liveness).await
+                    automation::run(client.clone(), &scope, metrics, events, liveness, fence).await
                 } else {
                     std::future::pending().await
                 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kafka_observer_operator::metrics::{Metrics, ObserverSetLabels, ObserverSetState};
+use kafka_observer_operator::metrics::{KafkaWrite, Metrics, ObserverSetLabels, ObserverSetState};
 use regex::Regex;
 use serde_json::Value;
 
@@ -52,8 +52,9 @@ fn rendered_registry() -> String {
     a.decided(&set, Duration::from_millis(3), 2, 0);
     a.promoted(&set, 4);
     a.demoted(&set, 4);
-    a.elected(&set, "Preferred", true);
-    a.reordered(&set, true);
+    a.elected(&set, "Preferred", KafkaWrite::Ok);
+    a.elected(&set, "Unclean", KafkaWrite::Fenced);
+    a.reordered(&set, KafkaWrite::Ok);
     a.failed(&set, "kafka");
     a.state_written(&set, "changed", 4096);
     a.set_observers_in_isr(&set, &BTreeMap::from([(4, 1)]));

@@ -18,6 +18,7 @@ pub mod partitions;
 mod schedule;
 pub mod standby;
 mod status;
+pub mod status_write;
 mod task;
 
 use std::collections::{HashMap, HashSet};
@@ -36,6 +37,7 @@ pub use task::reason;
 
 use crate::crd::{ObserverSet, PromotionPolicy};
 use crate::k8s::events::Events;
+use crate::k8s::fence::Fence;
 use crate::k8s::scope::WatchScope;
 use crate::kafka_liveness::KafkaLiveness;
 use crate::metrics::{Metrics, ObserverSetLabels};
@@ -59,6 +61,10 @@ pub enum AutomationError {
         "cannot write the status of ObserverSet {0}: the installed ObserverSet CRD is older than this operator ({1}); apply the CRD of this version first (kubectl apply --server-side -f crds/observerset.yaml: helm never upgrades crds/)"
     )]
     StaleCrd(String, String),
+    /// The status moved on since the copy the step decided on, in a way the decision may not
+    /// be written over (`status_write::rebase`): nothing recorded, the next scan decides again.
+    #[error("nothing recorded in the status of ObserverSet {0}: {1}; the next scan decides again on a fresh copy")]
+    Superseded(String, status_write::Stale),
 }
 
 impl AutomationError {
@@ -71,12 +77,19 @@ impl AutomationError {
             AutomationError::Kafka(_) => "kafka",
             AutomationError::Status(..) => "kube_api",
             AutomationError::StaleCrd(..) => "stale_crd",
+            AutomationError::Superseded(..) => "superseded",
         }
     }
 
     /// Every category, for the metric series a forgotten ObserverSet loses.
-    pub const CATEGORIES: [&'static str; 5] =
-        ["invalid_spec", "secret", "kafka", "kube_api", "stale_crd"];
+    pub const CATEGORIES: [&'static str; 6] = [
+        "invalid_spec",
+        "secret",
+        "kafka",
+        "kube_api",
+        "stale_crd",
+        "superseded",
+    ];
 }
 
 struct Running {
@@ -108,12 +121,14 @@ fn key(obs: &ObserverSet) -> (String, String) {
 /// stops the tasks of sets no longer listed, which must not reach another namespace's.
 /// `events`: the replica's publisher, shared with the reconciler.
 /// `liveness`: where each scan's view of the live brokers goes, for the reconciler.
+/// `fence`: the leadership's write fence, checked before every Kafka write of the engine.
 pub async fn run(
     client: Client,
     scope: &WatchScope,
     metrics: Metrics,
     events: Events,
     liveness: KafkaLiveness,
+    fence: Fence,
 ) {
     let supervisors = scope.apis::<ObserverSet>(&client).into_iter().map(|api| {
         supervise(
@@ -122,6 +137,7 @@ pub async fn run(
             metrics.clone(),
             events.clone(),
             liveness.clone(),
+            fence.clone(),
         )
     });
     futures::future::join_all(supervisors).await;
@@ -136,7 +152,7 @@ pub async fn run_namespaced(
     liveness: KafkaLiveness,
 ) {
     let api: Api<ObserverSet> = Api::namespaced(client.clone(), namespace);
-    supervise(client, api, metrics, events, liveness).await
+    supervise(client, api, metrics, events, liveness, Fence::open()).await
 }
 
 /// The conflict check before a task starts (one list of the namespace's ObserverSets and pods).
@@ -166,6 +182,7 @@ async fn supervise(
     metrics: Metrics,
     publisher: Events,
     liveness: KafkaLiveness,
+    fence: Fence,
 ) {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
@@ -212,6 +229,7 @@ async fn supervise(
                         &k.0,
                         &k.1,
                         liveness.clone(),
+                        fence.clone(),
                     );
                     let abort = tasks.spawn(task.run(receiver));
                     tracing::info!(namespace = %k.0, observerset = %k.1, "promotion automation started");

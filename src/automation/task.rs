@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -22,14 +22,16 @@ use super::observer_health;
 use super::partitions;
 use super::schedule::{self, Glanced};
 use super::status;
+use super::status_write;
 use super::AutomationError;
 use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
+use crate::k8s::fence::Fence;
 use crate::k8s::secrets;
 use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::kafka_liveness::{KafkaLiveness, LivenessView, SetKey};
-use crate::metrics::{observers_in_isr, Metrics, ObserverSetLabels};
+use crate::metrics::{observers_in_isr, KafkaWrite, Metrics, ObserverSetLabels};
 use crate::promotion::{
     self, auto_promotions_in, decide, ClusterSnapshot, Concern, PolicyConfig, PolicyHistory,
     PromotionAction, PromotionDecision, PromotionPolicy, SourceHealth, TopicPartition,
@@ -115,10 +117,17 @@ pub(super) struct SetTask {
     kafka_health: Option<Condition>,
     /// The `ObserversAvailable` condition as last written (`observer_health`).
     observer_health: Option<Condition>,
+    /// `status.engineState.savedAt` as this task last wrote it (or found it when it started):
+    /// a stored one that differs was written by another replica (`status_write::rebase`).
+    engine_mark: Option<Timestamp>,
     /// Where each scan's view of the live brokers goes, for the reconciler
     /// (`crate::kafka_liveness`), under `key`.
     liveness: KafkaLiveness,
     key: SetKey,
+    /// The leadership's fence, checked before every Kafka write (an election, a reordering):
+    /// the Kubernetes client's guard fences only apiserver writes, and a replica resumed after
+    /// a pause must not elect on the view it decided on before it lost its Lease.
+    fence: Fence,
 }
 
 impl SetTask {
@@ -129,8 +138,10 @@ impl SetTask {
         namespace: &str,
         name: &str,
         liveness: KafkaLiveness,
+        fence: Fence,
     ) -> Self {
         SetTask {
+            fence,
             liveness,
             key: (namespace.to_string(), name.to_string()),
             events,
@@ -151,6 +162,7 @@ impl SetTask {
             last_error: None,
             kafka_health: None,
             observer_health: None,
+            engine_mark: None,
         }
     }
 
@@ -263,6 +275,9 @@ impl SetTask {
                 true,
             ));
             self.partitions = status.and_then(|s| s.partitions.clone());
+            self.engine_mark = status
+                .and_then(|s| s.engine_state.as_ref())
+                .map(|s| s.saved_at.0);
         }
         let history = self.history.clone().unwrap_or_default();
         if snapshot.source == SourceHealth::Healthy {
@@ -430,6 +445,33 @@ impl SetTask {
             return;
         };
         for action in &decision.actions {
+            let writes = matches!(
+                action,
+                PromotionAction::ReorderReplicas { .. }
+                    | PromotionAction::MoveLeadership { .. }
+                    | PromotionAction::UncleanElect { .. }
+            );
+            // Checked right before each write: the earlier ones of this decision took time.
+            if let (true, Err(refused)) = (writes, self.fence.check()) {
+                tracing::warn!(
+                    namespace = %self.labels.namespace,
+                    observerset = %self.labels.observerset,
+                    node_id = action.node_id(),
+                    reason = %refused,
+                    "Kafka write refused by the fence; nothing more of this decision is sent"
+                );
+                let automation = self.metrics.automation();
+                match action {
+                    PromotionAction::ReorderReplicas { .. } => {
+                        automation.reordered(&self.labels, KafkaWrite::Fenced)
+                    }
+                    PromotionAction::MoveLeadership { .. } => {
+                        automation.elected(&self.labels, "Preferred", KafkaWrite::Fenced)
+                    }
+                    _ => automation.elected(&self.labels, "Unclean", KafkaWrite::Fenced),
+                }
+                return;
+            }
             if let PromotionAction::ReorderReplicas { orders, .. } = action {
                 let failures = failures(watcher.reorder_replicas(orders).await.map(|outcomes| {
                     outcomes
@@ -439,7 +481,7 @@ impl SetTask {
                 }));
                 self.metrics
                     .automation()
-                    .reordered(&self.labels, failures.is_empty());
+                    .reordered(&self.labels, KafkaWrite::of(failures.is_empty()));
                 if failures.is_empty() {
                     tracing::info!(node_id = action.node_id(), reason = %action.reason(), "replicas reordered");
                     self.publish(
@@ -495,9 +537,11 @@ impl SetTask {
                             .collect()
                     }),
             );
-            self.metrics
-                .automation()
-                .elected(&self.labels, &kind_name, failures.is_empty());
+            self.metrics.automation().elected(
+                &self.labels,
+                &kind_name,
+                KafkaWrite::of(failures.is_empty()),
+            );
             if failures.is_empty() {
                 tracing::info!(node_id = action.node_id(), election = %kind_name, reason = %action.reason(), "leader election done");
                 self.publish(
@@ -587,18 +631,20 @@ impl SetTask {
             .as_ref()
             .is_some_and(|s| engine_state::frozen_unsaved(snapshot, next, &s.high_watermarks));
         let due = engine_state::write_due(self.saved.as_ref(), &state, frozen, now);
-        // History: the other writer's entries as last seen, ours as we last wrote them.
+        // History: the other writer's entries as on the copy written onto, ours as we last
+        // wrote them.
         let own = self.own_history.clone().unwrap_or_default();
-        let mut seen: Vec<HistoryEntry> = obs
-            .status
-            .as_ref()
-            .map(|s| history::own(&s.history, false))
-            .unwrap_or_default();
-        seen.extend(own.iter().cloned());
-        let own_next = history::own(
-            &history::record(&seen, status::history_entries(decision, now)),
-            true,
-        );
+        let entries = status::history_entries(decision, now);
+        let own_next_on = |copy: &ObserverSet| {
+            let mut seen: Vec<HistoryEntry> = copy
+                .status
+                .as_ref()
+                .map(|s| history::own(&s.history, false))
+                .unwrap_or_default();
+            seen.extend(own.iter().cloned());
+            history::own(&history::record(&seen, entries.clone()), true)
+        };
+        let mut own_next = own_next_on(obs);
         let history_changed = own_next != own;
         // The per-partition view, from healthy scans only (else the last one is kept).
         let mut partitions_next = self.partitions.clone();
@@ -611,26 +657,64 @@ impl SetTask {
         }
         let partitions_changed = partitions_next != self.partitions;
         if wrote || due.is_some() || history_changed || partitions_changed {
+            let name = obs.name_any();
             let api: Api<ObserverSet> =
                 Api::namespaced(self.client.clone(), &self.labels.namespace);
-            let body = status::apply_body(
-                &plan,
-                &status::Owned {
-                    auto,
-                    engine_state: &state,
-                    history: &own_next,
-                    partitions: partitions_next.as_ref(),
-                },
-            );
-            api.patch_status(
-                &obs.name_any(),
-                &PatchParams::apply(writers::AUTOMATION_STATUS).force(),
-                &Patch::Apply(&body),
+            let body_with = |own_next: &[HistoryEntry]| {
+                status::apply_body(
+                    &plan,
+                    &status::Owned {
+                        auto,
+                        engine_state: &state,
+                        history: own_next,
+                        partitions: partitions_next.as_ref(),
+                    },
+                )
+            };
+            let manager = writers::AUTOMATION_STATUS;
+            // On the copy decided on; on a 409 once more on a fresh copy, if the decision still
+            // holds there (`status_write::rebase`).
+            let mut written = status_write::apply(
+                &api,
+                &name,
+                manager,
+                &body_with(&own_next),
+                obs.resource_version().as_deref(),
             )
-            .await
-            .map_err(|e| match crate::k8s::error::stale_crd(&e) {
-                Some(m) => AutomationError::StaleCrd(obs.name_any(), m),
-                None => AutomationError::Status(obs.name_any(), e),
+            .await;
+            if written.as_ref().is_err_and(status_write::superseded) {
+                let fresh = api
+                    .get_status(&name)
+                    .await
+                    .map_err(|e| AutomationError::Status(name.clone(), e))?;
+                let stored_mark = fresh
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.engine_state.as_ref())
+                    .map(|s| s.saved_at.0);
+                status_write::rebase(
+                    obs.metadata.generation,
+                    fresh.metadata.generation,
+                    self.engine_mark,
+                    stored_mark,
+                )
+                .map_err(|why| AutomationError::Superseded(name.clone(), why))?;
+                own_next = own_next_on(&fresh);
+                written = status_write::apply(
+                    &api,
+                    &name,
+                    manager,
+                    &body_with(&own_next),
+                    fresh.resource_version().as_deref(),
+                )
+                .await;
+            }
+            written.map_err(|e| match crate::k8s::error::stale_crd(&e) {
+                Some(m) => AutomationError::StaleCrd(name.clone(), m),
+                None if status_write::superseded(&e) => {
+                    AutomationError::Superseded(name.clone(), status_write::Stale::Raced)
+                }
+                None => AutomationError::Status(name.clone(), e),
             })?;
             let bytes = serde_json::to_vec(&state).map_or(0, |v| v.len());
             let why = due.map_or("WithStatus", WriteReason::label);
@@ -638,6 +722,7 @@ impl SetTask {
                 .automation()
                 .state_written(&self.labels, why, bytes);
             tracing::debug!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, reason = why, bytes, "status.engineState written");
+            self.engine_mark = Some(state.saved_at.0);
             self.saved = Some(LastWrite::new(state, next.last_known_hw.clone()));
             self.own_history = Some(own_next);
             self.partitions = partitions_next;

@@ -131,6 +131,15 @@ impl Fence {
         }
     }
 
+    /// A fence that always admits: for a process that does not campaign (tests, and
+    /// `automation::run_namespaced`), like `--leader-elect=false`.
+    pub fn open() -> Self {
+        let (sender, receiver) = watch::channel(true);
+        // Kept open for the life of the process: nothing ever changes it.
+        std::mem::forget(sender);
+        Self::new(receiver, Term::Unbounded)
+    }
+
     /// Whether a write may go out now, and for how long at most.
     pub fn check(&self) -> Result<Option<Duration>, Refused> {
         admit(*self.leading.borrow(), self.term(), Instant::now())
@@ -223,5 +232,6 @@ mod tests {
         let stale = Fence::new(receiver, Term::Until(Instant::now() - S));
         assert!(matches!(stale.check(), Err(Refused::Lapsed { .. })));
         drop(sender);
+        assert_eq!(Fence::open().check(), Ok(None));
     }
 }

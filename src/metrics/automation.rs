@@ -16,6 +16,33 @@ use prometheus_client::registry::Registry;
 use super::ObserverSetLabels;
 use crate::promotion::{BrokerId, ClusterSnapshot};
 
+/// How a Kafka write of the automation (an election, a reordering) ended: the `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KafkaWrite {
+    Ok,
+    Failed,
+    /// Not sent: this replica's leader Lease could no longer be proven (`crate::k8s::fence`).
+    Fenced,
+}
+
+impl KafkaWrite {
+    pub fn of(ok: bool) -> Self {
+        if ok {
+            Self::Ok
+        } else {
+            Self::Failed
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Failed => "failed",
+            Self::Fenced => "fenced",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     namespace: String,
@@ -230,21 +257,21 @@ impl AutomationMetrics {
         self.demotions.get_or_create(&node(set, node_id)).inc();
     }
 
-    pub fn elected(&self, set: &ObserverSetLabels, kind: &str, ok: bool) {
+    pub fn elected(&self, set: &ObserverSetLabels, kind: &str, outcome: KafkaWrite) {
         let labels = ElectionLabels {
             namespace: set.namespace.clone(),
             observerset: set.observerset.clone(),
             kind: kind.to_owned(),
-            outcome: if ok { "ok" } else { "failed" }.to_owned(),
+            outcome: outcome.label().to_owned(),
         };
         self.elections.get_or_create(&labels).inc();
     }
 
-    pub fn reordered(&self, set: &ObserverSetLabels, ok: bool) {
+    pub fn reordered(&self, set: &ObserverSetLabels, outcome: KafkaWrite) {
         let labels = OutcomeLabels {
             namespace: set.namespace.clone(),
             observerset: set.observerset.clone(),
-            outcome: if ok { "ok" } else { "failed" }.to_owned(),
+            outcome: outcome.label().to_owned(),
         };
         self.reassignments.get_or_create(&labels).inc();
     }

@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-pub use automation::{observers_in_isr, AutomationMetrics};
+pub use automation::{observers_in_isr, AutomationMetrics, KafkaWrite};
 
 /// Prefix of every metric name.
 const PREFIX: &str = "kafka_observer";

@@ -367,3 +367,131 @@ async fn every_leadership_claims_an_epoch_before_it_writes() {
     .await;
     bed.drop_namespace(&ns).await;
 }
+
+/// The promotion engine's write (`automation::status_write`) on the bed's apiserver: decided on
+/// an old copy it is refused (409), and on the fresh copy `rebase` refuses to write it over
+/// another engine's state (a former leader's late write, or a successor's), while a copy that
+/// only the reconciler moved takes it.
+#[tokio::test]
+async fn an_engine_status_write_on_an_old_copy_never_lands() {
+    use kafka_observer_operator::automation::status_write::{self, Stale};
+    use kafka_observer_operator::writers::AUTOMATION_STATUS;
+    let Some(bed) = bed().await else {
+        return;
+    };
+    let _paused = bed.pause_operator();
+    let ns = bed.namespace("engine-precondition").await;
+    let sets = bed.observer_sets(&ns);
+    let created = create_observer_set(&sets, bed.podless_observer_set("eng", &[4], &[])).await;
+    let body = |saved_at: &str, node: i64| {
+        kafka_observer_operator::writers::status_body(json!({
+            "autoPromotions": [{"nodeId": node, "at": saved_at, "reason": "test"}],
+            "engineState": {"savedAt": saved_at},
+        }))
+    };
+    let mark = |o: &kafka_observer_operator::crd::ObserverSet| {
+        o.status
+            .as_ref()
+            .and_then(|s| s.engine_state.as_ref())
+            .map(|s| s.saved_at.0)
+    };
+    // Our engine's first write, on the copy it decided on.
+    let ours = "2026-12-06T10:00:00.000000Z";
+    let v1 = status_write::apply(
+        &sets,
+        "eng",
+        AUTOMATION_STATUS,
+        &body(ours, 4),
+        created.metadata.resource_version.as_deref(),
+    )
+    .await
+    .expect("a write on the current version lands");
+    let after_ours = sets.get_status("eng").await.expect("the ObserverSet");
+    let our_mark = mark(&after_ours);
+    assert!(our_mark.is_some(), "our engine state was not stored");
+    // The reconciler writes its fields: our next write on v1 is refused, and the fresh copy
+    // takes the decision (same generation, our engine state still the stored one).
+    status::apply(
+        &sets,
+        "eng",
+        ROLLOUT_STATUS,
+        &kafka_observer_operator::writers::status_body(json!({"phase": "Ready", "revision": 3})),
+        v1.as_deref(),
+    )
+    .await
+    .expect("the reconciler's write lands");
+    let refused = status_write::apply(
+        &sets,
+        "eng",
+        AUTOMATION_STATUS,
+        &body("2026-12-06T10:00:01.000000Z", 4),
+        v1.as_deref(),
+    )
+    .await;
+    assert!(
+        refused.as_ref().is_err_and(status_write::superseded),
+        "an engine write on an old copy was not refused: {refused:?}"
+    );
+    let fresh = sets.get_status("eng").await.expect("the ObserverSet");
+    assert_eq!(
+        mark(&fresh),
+        our_mark,
+        "the refused write changed the engine state"
+    );
+    assert_eq!(
+        status_write::rebase(
+            created.metadata.generation,
+            fresh.metadata.generation,
+            our_mark,
+            mark(&fresh)
+        ),
+        Ok(())
+    );
+    // Another engine (a successor) writes its state: a decision of ours, refused on its old
+    // copy, must not be written over it.
+    status_write::apply(
+        &sets,
+        "eng",
+        AUTOMATION_STATUS,
+        &body("2026-12-06T10:00:05.000000Z", 4),
+        fresh.metadata.resource_version.as_deref(),
+    )
+    .await
+    .expect("the successor's write lands");
+    let late = status_write::apply(
+        &sets,
+        "eng",
+        AUTOMATION_STATUS,
+        &body("2026-12-06T10:00:02.000000Z", 5),
+        fresh.metadata.resource_version.as_deref(),
+    )
+    .await;
+    assert!(
+        late.as_ref().is_err_and(status_write::superseded),
+        "{late:?}"
+    );
+    let after = sets.get_status("eng").await.expect("the ObserverSet");
+    assert!(
+        matches!(
+            status_write::rebase(
+                created.metadata.generation,
+                after.metadata.generation,
+                our_mark,
+                mark(&after)
+            ),
+            Err(Stale::OtherEngine { .. })
+        ),
+        "the successor's engine state was not recognized as another engine's"
+    );
+    let promoted: Vec<i32> = after
+        .status
+        .as_ref()
+        .map(|s| s.auto_promotions.iter().map(|p| p.node_id).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        promoted,
+        vec![4],
+        "the late write changed status.autoPromotions"
+    );
+    bed.drop_namespace(&ns).await;
+}
