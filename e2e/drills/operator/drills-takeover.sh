@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # tb (the bed's directory): set by e2e/lib.sh, sourced by run.sh before this file
 # D12: every primary of a partition lost. Sourced by run.sh.
 #
 # A topic 1:2:4 (min ISR 2) with acks=all records flowing; brokers 1 and 2 stopped at the same
@@ -64,4 +65,59 @@ scenario_d12() {
   dc config "$topic" min.insync.replicas 1 >&2 || fail "cannot lower min.insync.replicas"
   wait_ack 0 "$t_elected" 60 "writes through 4" >/dev/null
   drill_accounting D12 "$topic"
+}
+
+# D22: the unclean takeover when the operator's leader is lost with the zone. A topic b:4 (min
+# ISR 1, b the primary broker of the leader's zone), records flowing, uncleanTakeover on; the
+# leader's zone partitioned (node.sh partition: its pods stay Running in the API). The partition
+# loses its only primary and the leader that watched its high watermark. The successor (the
+# other replica, in another zone) has only the predecessor's saved high watermark, which is not a
+# witness: records acknowledged after it would be lost. So for 30 s after it takes the Lease 4
+# never leads and an Event names the partition and says why; the zone returns, b leads again,
+# and every acknowledged record is read back exactly once.
+scenario_d22() {
+  local leader zone b topic t0 t_cut t_lease t_end t_back t_led holder why
+  leader="$(operator_leader)"
+  [[ -n "$leader" ]] || fail "no operator leader (Lease kafka-observer-operator has no holder)"
+  zone="$(kubectl -n "$OPERATOR_NS" get pod "$leader" -o jsonpath='{.spec.nodeName}')" || fail "no pod $leader"
+  zone="${zone#koo-}"
+  b="$(zone_index "$zone")" || fail "the leader $leader runs in zone '$zone', not a, b or c (e2e/testbed/operator-values.yaml)"
+  ((b >= 1 && b <= 3)) || fail "zone $zone holds no primary broker"
+  topic="$(new_topic d22)"
+  # shellcheck disable=SC2312 # bootstrap was resolved by run.sh; kafka-topics fails on an empty one
+  "$tb/bin/kafka-topics" --bootstrap-server "$(bootstrap)" --create --topic "$topic" \
+    --replica-assignment "$b:4" --config min.insync.replicas=1 >/dev/null 2>&1 || fail "cannot create topic $topic ($b:4)"
+  echo "$topic" >> "$SCENARIO_DIR/topics"
+  obs_patch '{"spec":{"promotion":{"uncleanTakeover":true}}}'
+  start_isr_sampler "$topic"
+  start_stream "$topic" 20
+  on_restore "bash '$NODE_SH' heal $zone >&2"
+  t0="$(now_ms)"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t0" "isr_none(4) && leads($b)" 60 "$b leads, 4 outside the ISR" >/dev/null
+  wait_ack 0 "$t0" 60 "records acknowledged before the loss" >/dev/null
+  sleep 3 # the leader's scans watch the partition's high watermark
+  log "== zone $zone lost (partition) with the operator's leader $leader and broker $b"
+  zone_cut partition "$zone"
+  t_cut="$CUT_AT"
+  wait_obs 60 "the other replica holds the Lease" '[[ -n "$(operator_leader)" && "$(operator_leader)" != "$leader" ]]'
+  holder="$(operator_leader)"
+  t_lease="$(lease_taken_at)" || fail "the Lease's acquireTime cannot be read"
+  wait_sample "$SCENARIO_DIR/isr.log" "$t_cut" "! leads($b)" 90 "partition 0 without its leader $b" >/dev/null
+  sleep 30
+  t_end="$(now_ms)"
+  # never_sample fails on an empty window too.
+  never_sample "$SCENARIO_DIR/isr.log" "$t_cut" "$t_end" 'leads(4)' "4 was elected although no replica of this operator watched the high watermark up to the loss"
+  why="$(kubectl -n "$KAFKA_NS" get events --field-selector "involvedObject.name=$OBS" \
+    -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' | grep -m1 "$topic-0.*was not read by this operator" || true)"
+  [[ -n "$why" ]] || fail "no Event says why 4 is not elected for $topic-0 (a high watermark this operator did not watch)"
+  log "held back as expected: $why"
+  log "== zone $zone back"
+  t_back="$(now_ms)"
+  zone_back partition "$zone"
+  t_led="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_back" "leads($b)" 300 "$b leads again")"
+  wait_ack 0 "$t_led" 120 "writes after $b returned" >/dev/null
+  touch "$SCENARIO_DIR/isr.stop"
+  # shellcheck disable=SC2312 # secs is awk arithmetic on two numbers: message text only
+  echo "DRILL D22 zone=$zone lost_leader=$leader new_leader=$holder cut_to_lease_taken_s=$(secs "$t_cut" "$t_lease") held_for_s=$(secs "$t_lease" "$t_end") back_to_${b}_leads_s=$(secs "$t_back" "$t_led")"
+  drill_accounting D22 "$topic"
 }

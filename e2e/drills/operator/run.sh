@@ -48,14 +48,11 @@ source "$here/drills-slow.sh"
 # shellcheck source=drills-fenced.sh
 source "$here/drills-fenced.sh"
 
-ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14 D15 D16 D17 D18 D19 D20 D21)
+ALL=(D1 D2 D3 D4 D5 D6 D7 D8 D9 D10 D11 D12 D13 D14 D15 D16 D17 D18 D19 D20 D21 D22)
 # The two lanes of the first phase (10-12 minutes each on the 2-core bed) and the rest.
 SIDE_A=(D1 D2 D7 D8 D9 D10 D13 D14)
 SIDE_B=(D4 D6 D11)
-# D21 (the fenced write) runs by name only: on its first bed run (2026-12-05) the resumed old leader
-# logged no refused write within 20 s, so the drill cannot yet tell a fence that held from a leader
-# that attempted nothing; it is kept out of the CI phases until it can.
-ALONE=(D3 D5 D12 D15 D16 D17 D18 D19 D20)
+ALONE=(D3 D5 D12 D15 D16 D17 D18 D19 D20 D21 D22)
 second_ns="${KOO_DRILLS_SECOND_NAMESPACE:-kafka-2}"
 # mode: names (the drills named, in order, on $KAFKA_NS), all (side, then alone), side, alone.
 mode=names
