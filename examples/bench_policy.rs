@@ -48,6 +48,7 @@ fn cluster(partitions: usize, lost: &[i32], in_isr_extra: &[i32]) -> ClusterSnap
                 min_isr: Some(2),
                 high_watermark: Some(hw),
                 log_end_offsets: replicas.iter().map(|&r| (r, hw)).collect(),
+                metadata_stale: false,
             }
         })
         .collect();

@@ -27,6 +27,7 @@ pub fn partition(topic: &str, n: i32, replicas: &[BrokerId]) -> PartitionState {
         min_isr: Some(2),
         high_watermark: Some(100),
         log_end_offsets: replicas.iter().map(|&r| (r, 100)).collect(),
+        metadata_stale: false,
     }
 }
 

@@ -158,6 +158,7 @@ mod tests {
                 min_isr: Some(2),
                 high_watermark: Some(500),
                 log_end_offsets: [(1, 500), (4, 480)].into_iter().collect(),
+                metadata_stale: false,
             }],
         }
     }

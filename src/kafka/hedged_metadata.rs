@@ -94,6 +94,8 @@ pub(super) fn to_metadata(response: &MetadataResponse) -> Metadata {
                 leader: (p.leader_id.0 >= 0).then_some(p.leader_id.0),
                 replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
                 isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                topic_id: (!t.topic_id.is_nil()).then(|| t.topic_id.as_u128()),
+                leader_epoch: (p.leader_epoch >= 0).then_some(p.leader_epoch),
             });
         }
     }

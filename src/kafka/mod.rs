@@ -9,6 +9,7 @@
 
 mod connection;
 mod election;
+mod freshness;
 mod glance_route;
 mod hedged_metadata;
 mod list_offsets;

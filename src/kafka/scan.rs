@@ -23,6 +23,10 @@ pub(super) struct MetaPartition {
     pub leader: Option<i32>,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// The topic's id and the partition's leader epoch, when the answer carries them (the
+    /// probe's Metadata v12 does, librdkafka's here does not): `freshness`.
+    pub topic_id: Option<u128>,
+    pub leader_epoch: Option<i32>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -57,6 +61,8 @@ pub(super) async fn read_metadata(
                     leader: (p.leader() >= 0).then_some(p.leader()),
                     replicas: p.replicas().to_vec(),
                     isr: p.isr().to_vec(),
+                    topic_id: None,
+                    leader_epoch: None,
                 });
             }
         }

@@ -1,7 +1,7 @@
 //! The per-ObserverSet cluster watcher: one scan a `scan_interval`, each scan turned into a
 //! `ClusterSnapshot` for the policy engine and published on a watch channel.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::connection::ConnectionSettings;
 use super::election::{self, ElectionError, ElectionKind, ElectionOutcome};
+use super::freshness::{EpochFloor, PartitionKey};
 use super::glance_route::{GlanceRoute, Route};
 use super::hedged_metadata::{self, hedge, HEDGE_AFTER};
 use super::offset_probe::{OffsetProbe, ProbeError, DEFAULT_CONNECT_TIMEOUT};
@@ -74,6 +75,8 @@ pub struct KafkaWatcher {
     observers: BTreeSet<i32>,
     /// Whom the glances between scans ask first (`glance_route`).
     glance_route: std::sync::Mutex<GlanceRoute>,
+    /// The highest leader epoch each partition's scans showed (`freshness`).
+    epochs: EpochFloor,
 }
 
 impl KafkaWatcher {
@@ -96,6 +99,7 @@ impl KafkaWatcher {
             answered: Vec::new(),
             observers: BTreeSet::new(),
             glance_route: std::sync::Mutex::default(),
+            epochs: EpochFloor::default(),
         })
     }
 
@@ -197,7 +201,14 @@ impl KafkaWatcher {
             .filter(|(b, _)| offsets.reachable.get(b) == Some(&true))
             .map(|(&b, address)| (b, address.clone()))
             .collect();
-        assemble(started, &md, &self.min_isr, &offsets)
+        let stale = self.epochs.check(&md);
+        if !stale.is_empty() {
+            tracing::info!(
+                partitions = stale.len(),
+                "the metadata that answered is older than already seen for some partitions (a leader epoch below the highest seen): their state is unknown for this scan"
+            );
+        }
+        assemble(started, &md, &self.min_isr, &offsets, &stale)
     }
 
     /// The metadata a decision is made on. Once a scan has answered: the first answer of the
@@ -294,7 +305,11 @@ impl KafkaWatcher {
             reachable: md.brokers.keys().map(|&b| (b, true)).collect(),
             ..Offsets::default()
         };
-        Ok((assemble(started, &md, &self.min_isr, &offsets), cost))
+        // A glance never decides: no freshness judgement, nothing unknown.
+        Ok((
+            assemble(started, &md, &self.min_isr, &offsets, &HashSet::new()),
+            cost,
+        ))
     }
 
     fn lock_glance_route(&self) -> std::sync::MutexGuard<'_, GlanceRoute> {
@@ -384,6 +399,7 @@ fn assemble(
     md: &Metadata,
     min_isr: &HashMap<Arc<str>, u32>,
     offsets: &Offsets,
+    stale: &HashSet<PartitionKey>,
 ) -> ClusterSnapshot {
     let mut brokers: BTreeMap<i32, BrokerState> = md
         .brokers
@@ -408,6 +424,9 @@ fn assemble(
                     reachable: false,
                 });
             }
+            // Stale (`freshness`): unknown to the engine this scan, and its high watermark
+            // (read from the leader an old view names) is no witness.
+            let fresh = !stale.contains(&(p.topic.clone(), p.partition));
             PartitionState {
                 topic: p.topic.to_string(),
                 partition: p.partition,
@@ -418,7 +437,8 @@ fn assemble(
                 high_watermark: offsets
                     .high_watermark
                     .get(&(p.topic.clone(), p.partition))
-                    .copied(),
+                    .copied()
+                    .filter(|_| fresh),
                 log_end_offsets: p
                     .replicas
                     .iter()
@@ -429,6 +449,7 @@ fn assemble(
                             .map(|&o| (r, o))
                     })
                     .collect(),
+                metadata_stale: !fresh,
             }
         })
         .collect();
@@ -484,6 +505,8 @@ impl SyntheticScan {
                 leader: replicas.first().copied(),
                 isr: replicas.clone(),
                 replicas,
+                topic_id: None,
+                leader_epoch: None,
             });
         }
         SyntheticScan {
@@ -495,6 +518,51 @@ impl SyntheticScan {
 
     /// What [`KafkaWatcher::scan`] does with the raw results.
     pub fn assemble(&self) -> ClusterSnapshot {
-        assemble(Timestamp::now(), &self.md, &self.min_isr, &self.offsets)
+        assemble(
+            Timestamp::now(),
+            &self.md,
+            &self.min_isr,
+            &self.offsets,
+            &HashSet::new(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_partition_is_unknown_in_the_snapshot_and_the_others_are_not() {
+        let synthetic = SyntheticScan::new(2, 3, 3);
+        let first = synthetic.md.partitions[0].clone();
+        let stale = HashSet::from([(first.topic.clone(), first.partition)]);
+        let snapshot = assemble(
+            Timestamp::now(),
+            &synthetic.md,
+            &synthetic.min_isr,
+            &synthetic.offsets,
+            &stale,
+        );
+        let state = |i: usize| &snapshot.partitions[i];
+        assert!(state(0).metadata_stale && state(0).high_watermark.is_none());
+        assert!(!state(1).metadata_stale && state(1).high_watermark.is_some());
+        // The engine's own reading of it: unknown, even when the old view shows it offline.
+        let mut offline = state(0).clone();
+        offline.leader = None;
+        offline.isr.clear();
+        let brokers_gone = ClusterSnapshot {
+            brokers: BTreeMap::new(),
+            ..snapshot.clone()
+        };
+        assert_eq!(
+            crate::promotion::assess(&offline, &brokers_gone, |_| false),
+            crate::promotion::Health::Unknown
+        );
+        offline.metadata_stale = false;
+        assert_eq!(
+            crate::promotion::assess(&offline, &brokers_gone, |_| false),
+            crate::promotion::Health::Offline
+        );
     }
 }

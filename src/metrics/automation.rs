@@ -384,6 +384,7 @@ mod tests {
             min_isr: Some(2),
             high_watermark: Some(0),
             log_end_offsets: Default::default(),
+            metadata_stale: false,
         };
         let snapshot = ClusterSnapshot {
             taken_at: k8s_openapi::jiff::Timestamp::now(),

@@ -52,6 +52,7 @@ pub fn partition(
         min_isr: Some(2),
         high_watermark: leader.map(|_| hw),
         log_end_offsets: replicas.iter().map(|&r| (r, hw)).collect(),
+        metadata_stale: false,
     }
 }
 

@@ -6,8 +6,9 @@ use crate::crd::PromotionPolicy;
 /// A partition's state, most severe first. Observers never count toward the ISR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Health {
-    /// Something needed to judge it is unknown: min ISR, or a replica's broker is registered but
-    /// did not answer us. The engine never acts on such a partition.
+    /// Something needed to judge it is unknown: min ISR, a replica's broker is registered but
+    /// did not answer us, or the metadata is older than already seen. The engine never acts on
+    /// such a partition.
     Unknown,
     /// No leader, and no non-observer replica is alive: only an observer could serve it.
     Offline,
@@ -24,6 +25,10 @@ pub fn assess(
     snapshot: &ClusterSnapshot,
     is_observer: impl Fn(BrokerId) -> bool,
 ) -> Health {
+    // An answer older than one already seen says nothing about now, offline included.
+    if p.metadata_stale {
+        return Health::Unknown;
+    }
     let mut primaries = 0usize;
     let mut live_primaries = 0usize;
     for &r in &p.replicas {

@@ -56,6 +56,7 @@ fn partition_state(index: i32) -> impl Strategy<Value = PartitionState> {
                     min_isr,
                     high_watermark: leader.and(hw),
                     log_end_offsets,
+                    metadata_stale: false,
                 }
             },
         )

@@ -62,6 +62,9 @@ pub struct PartitionState {
     pub high_watermark: Option<i64>,
     /// Log end offset per replica, read from each replica's own broker; missing means unknown.
     pub log_end_offsets: BTreeMap<BrokerId, i64>,
+    /// The metadata that answered shows a leader epoch older than one already seen for this
+    /// partition (`crate::kafka::freshness`): its state is unknown this scan.
+    pub metadata_stale: bool,
 }
 
 impl PartitionState {

@@ -188,6 +188,7 @@ fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<PromotionA
             min_isr: Some(2),
             high_watermark: None,
             log_end_offsets: [(4, leo)].into(),
+            metadata_stale: false,
         }],
     };
     let config = PolicyConfig {
