@@ -53,6 +53,7 @@ fn cluster(partitions: usize, lost: &[i32], in_isr_extra: &[i32]) -> ClusterSnap
         })
         .collect();
     ClusterSnapshot {
+        undescribed_topics: Vec::new(),
         taken_at: Timestamp::now(),
         source: SourceHealth::Healthy,
         brokers,

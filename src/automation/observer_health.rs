@@ -118,6 +118,7 @@ mod tests {
             );
         }
         ClusterSnapshot {
+            undescribed_topics: Vec::new(),
             taken_at: Timestamp::from_second(1_000).unwrap(),
             source,
             brokers,

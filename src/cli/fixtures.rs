@@ -33,6 +33,7 @@ pub fn partition(topic: &str, n: i32, replicas: &[BrokerId]) -> PartitionState {
 
 pub fn snapshot(partitions: Vec<PartitionState>) -> ClusterSnapshot {
     ClusterSnapshot {
+        undescribed_topics: Vec::new(),
         taken_at: at(0),
         source: SourceHealth::Healthy,
         brokers: (1..=4)

@@ -136,6 +136,7 @@ mod tests {
 
     fn snapshot() -> ClusterSnapshot {
         ClusterSnapshot {
+            undescribed_topics: Vec::new(),
             taken_at: Timestamp::now(),
             source: SourceHealth::Healthy,
             brokers: (1..=4)

@@ -86,6 +86,7 @@ mod tests {
                     leader_epoch: epoch,
                 })
                 .collect(),
+            undescribed: Vec::new(),
         }
     }
 

@@ -84,6 +84,16 @@ pub(super) fn to_metadata(response: &MetadataResponse) -> Metadata {
         .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
         .collect::<BTreeMap<_, _>>();
     let mut partitions = Vec::new();
+    let undescribed = response
+        .topics
+        .iter()
+        .filter(|t| t.error_code != 0)
+        .map(|t| {
+            t.name
+                .as_ref()
+                .map_or_else(|| "(unnamed)".to_string(), |n| n.to_string())
+        })
+        .collect();
     for t in response.topics.iter().filter(|t| t.error_code == 0) {
         let Some(name) = &t.name else { continue };
         let topic: Arc<str> = Arc::from(name.as_str());
@@ -102,6 +112,7 @@ pub(super) fn to_metadata(response: &MetadataResponse) -> Metadata {
     Metadata {
         brokers,
         partitions,
+        undescribed,
     }
 }
 

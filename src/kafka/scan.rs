@@ -34,6 +34,8 @@ pub(super) struct Metadata {
     /// Registered brokers and their `host:port`.
     pub brokers: BTreeMap<i32, String>,
     pub partitions: Vec<MetaPartition>,
+    /// Topics listed with an error instead of their partitions.
+    pub undescribed: Vec<String>,
 }
 
 pub(super) async fn read_metadata(
@@ -52,6 +54,12 @@ pub(super) async fn read_metadata(
             .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
             .collect();
         let mut partitions = Vec::new();
+        let undescribed = md
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_some())
+            .map(|t| t.name().to_string())
+            .collect();
         for t in md.topics().iter().filter(|t| t.error().is_none()) {
             let topic: Arc<str> = Arc::from(t.name());
             for p in t.partitions() {
@@ -69,6 +77,7 @@ pub(super) async fn read_metadata(
         Ok(Metadata {
             brokers,
             partitions,
+            undescribed,
         })
     })
     .await

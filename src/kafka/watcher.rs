@@ -162,6 +162,7 @@ impl KafkaWatcher {
             Ok(md) => md,
             Err(e) => {
                 return ClusterSnapshot {
+                    undescribed_topics: Vec::new(),
                     taken_at: started,
                     source: SourceHealth::Unhealthy {
                         reason: self.unreadable(e).await,
@@ -454,6 +455,7 @@ fn assemble(
         })
         .collect();
     ClusterSnapshot {
+        undescribed_topics: md.undescribed.clone(),
         taken_at,
         source: SourceHealth::Healthy,
         brokers,

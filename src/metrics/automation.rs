@@ -387,6 +387,7 @@ mod tests {
             metadata_stale: false,
         };
         let snapshot = ClusterSnapshot {
+            undescribed_topics: Vec::new(),
             taken_at: k8s_openapi::jiff::Timestamp::now(),
             source: SourceHealth::Healthy,
             brokers: Default::default(),

@@ -143,6 +143,22 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraf
 /// Ok when the broker can go back to being an observer: every watched partition it hosts would
 /// be healthy (all primaries in the ISR) and no partition at all would drop under min ISR.
 fn recovered_without(scan: &Scan, x: BrokerId) -> Result<(), String> {
+    // A topic the metadata could not describe may have partitions on `x` that the checks below
+    // would never see.
+    let undescribed = &scan.snapshot.undescribed_topics;
+    if !undescribed.is_empty() {
+        let shown: Vec<&str> = undescribed.iter().take(5).map(String::as_str).collect();
+        return Err(format!(
+            "the metadata could not describe {} topic(s) ({}{}), whose partitions may be on it",
+            undescribed.len(),
+            shown.join(", "),
+            if undescribed.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
     let mut unknown = Vec::new();
     let mut below_min = Vec::new();
     let mut not_recovered = Vec::new();

@@ -77,6 +77,7 @@ pub fn snapshot(
     partitions: Vec<PartitionState>,
 ) -> ClusterSnapshot {
     ClusterSnapshot {
+        undescribed_topics: Vec::new(),
         taken_at,
         source: SourceHealth::Healthy,
         brokers: brokers(down),

@@ -258,7 +258,7 @@ proptest! {
         let mut last_change: BTreeMap<BrokerId, i64> = BTreeMap::new();
         for (step, age, (brokers, partitions)) in scans {
             now += step;
-            let snap = ClusterSnapshot { taken_at: at(now - age), source: SourceHealth::Healthy, brokers, partitions };
+            let snap = ClusterSnapshot { undescribed_topics: Vec::new(), taken_at: at(now - age), source: SourceHealth::Healthy, brokers, partitions };
             let d = decide(&snap, &cfg, &history, at(now));
             check_decision(&snap, &cfg, &history, &d)?;
             for a in &d.actions {
@@ -276,7 +276,7 @@ proptest! {
     /// Same input, same decision.
     #[test]
     fn decisions_are_deterministic(cfg in policy_config(), (brokers, partitions) in cluster(), streak in 0u32..3) {
-        let snap = ClusterSnapshot { taken_at: at(0), source: SourceHealth::Healthy, brokers, partitions };
+        let snap = ClusterSnapshot { undescribed_topics: Vec::new(), taken_at: at(0), source: SourceHealth::Healthy, brokers, partitions };
         let mut history = PolicyHistory::default();
         for id in &cfg.observers {
             history.promote_streak.insert(*id, streak);
@@ -287,7 +287,7 @@ proptest! {
     /// The glance's trigger set is the decision's: one definition of "triggers".
     #[test]
     fn triggered_matches_the_decisions_set(cfg in policy_config(), (brokers, partitions) in cluster()) {
-        let snap = ClusterSnapshot { taken_at: at(0), source: SourceHealth::Healthy, brokers, partitions };
+        let snap = ClusterSnapshot { undescribed_topics: Vec::new(), taken_at: at(0), source: SourceHealth::Healthy, brokers, partitions };
         let history = PolicyHistory::default();
         let set = crate::promotion::triggered(&snap, &cfg, &history);
         prop_assert_eq!(set, decide(&snap, &cfg, &history, at(1)).triggered);
@@ -305,7 +305,7 @@ proptest! {
         } else {
             (at(-age), SourceHealth::Healthy)
         };
-        let snap = ClusterSnapshot { taken_at, source, brokers, partitions };
+        let snap = ClusterSnapshot { undescribed_topics: Vec::new(), taken_at, source, brokers, partitions };
         let d = decide(&snap, &cfg, &history, at(0));
         prop_assert!(d.actions.is_empty());
         prop_assert!(d.next_history.promote_streak.is_empty());

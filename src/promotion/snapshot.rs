@@ -99,6 +99,9 @@ pub struct ClusterSnapshot {
     /// Every broker that appears in the metadata or in some replica list.
     pub brokers: BTreeMap<BrokerId, BrokerState>,
     pub partitions: Vec<PartitionState>,
+    /// Topics the metadata listed with an error (their partitions unknown): no demotion while
+    /// any is listed, whatever the filter (their partitions may be hosted by the broker).
+    pub undescribed_topics: Vec<String>,
 }
 
 impl ClusterSnapshot {

@@ -160,3 +160,50 @@ fn unclean_takeover_only_when_allowed_and_nothing_acknowledged_is_lost() {
         d.reasons
     );
 }
+
+#[test]
+fn no_demotion_while_a_topic_could_not_be_described() {
+    let cfg = config(PromotionPolicy::UnderMinIsr);
+    let parts: Vec<_> = (0..2)
+        .map(|i| partition("t", i, &[1, 2, 4], &[1, 2, 4], Some(1), 100))
+        .collect();
+    let early = scans(&parts, &[], &cfg, promoted_4_at(0), 300, 30);
+    // Past the window, every partition seen healthy: but one topic came back with an error.
+    let mut snap = snapshot(at(361), &[], parts.clone());
+    snap.undescribed_topics = vec!["orders".into()];
+    let held = run(&snap, &cfg, &early.next_history, 361);
+    assert!(
+        !held
+            .actions
+            .iter()
+            .any(|a| matches!(a, PromotionAction::Demote { .. })),
+        "{held:?}"
+    );
+    assert!(
+        held.reasons.iter().any(|r| r
+            .to_string()
+            .contains("could not describe 1 topic(s) (orders)")),
+        "{:?}",
+        held.reasons
+    );
+    assert!(held.next_history.is_auto_promoted(4));
+    // Described again: the stabilization window starts over, then the demotion goes ahead.
+    let mut history = held.next_history;
+    let mut demoted_at = None;
+    for s in 362..600 {
+        let d = run(&snapshot(at(s), &[], parts.clone()), &cfg, &history, s);
+        if d.actions
+            .iter()
+            .any(|a| matches!(a, PromotionAction::Demote { node_id: 4, .. }))
+        {
+            demoted_at = Some(s);
+            break;
+        }
+        history = d.next_history;
+    }
+    let window = cfg.auto_demote_after.expect("autoDemote on").as_secs() as i64;
+    assert!(
+        demoted_at.is_some_and(|s| s >= 362 + window),
+        "demoted at {demoted_at:?}, window {window} s from 362"
+    );
+}

@@ -94,6 +94,7 @@ mod tests {
             })
             .collect();
         ClusterSnapshot {
+            undescribed_topics: Vec::new(),
             taken_at: Timestamp::UNIX_EPOCH,
             source: crate::promotion::SourceHealth::Healthy,
             brokers,

@@ -176,6 +176,7 @@ fn takeover(history: &PolicyHistory, leo: i64, now: Timestamp) -> Vec<PromotionA
         })
         .collect();
     let snapshot = ClusterSnapshot {
+        undescribed_topics: Vec::new(),
         taken_at: now,
         source: SourceHealth::Healthy,
         brokers,
