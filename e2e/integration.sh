@@ -66,7 +66,7 @@ drills_side_by_side() {
 }
 stage "real node: drills D1, D2, D4, D6-D11, D13, D14 side by side" drills_side_by_side
 start_kafka_versions
-stage "real node: drills D3, D5, D12, D15-D20 one at a time" bash e2e/drills/operator/run.sh --alone
+stage "real node: drills D3, D5, D12, D15-D22 one at a time" bash e2e/drills/operator/run.sh --alone
 # A short run of the seeded fault schedule (make soak runs it for 20 minutes by default).
 stage "real node: soak, seed 1, 3 minutes" bash e2e/drills/operator/soak.sh 1 3
 # Every command of docs/runbooks.md, against the chart's operator (helm upgrade, its Lease, logs).

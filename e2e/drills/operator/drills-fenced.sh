@@ -71,7 +71,7 @@ scenario_d21() {
   kill -STOP "$pid" || fail "cannot stop the leader's operator process $pid"
   # Failed or not, the old leader runs again, reaching the apiserver, before the restore.
   on_restore "kill -CONT $pid"
-  on_restore "cut_from_apiserver $pid remove || true"
+  on_restore "cut_from_apiserver $pid remove 2>/dev/null || true"
   cut_from_apiserver "$pid" add || fail "cannot cut the leader's pod $leader from the apiserver (iptables in its network namespace)"
   log "leader $leader: operator pid $pid stopped (SIGSTOP) and cut from the apiserver"
   holder="$(lease_holder_after "$leader")"
