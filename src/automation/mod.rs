@@ -65,6 +65,10 @@ pub enum AutomationError {
     /// be written over (`status_write::rebase`): nothing recorded, the next scan decides again.
     #[error("nothing recorded in the status of ObserverSet {0}: {1}; the next scan decides again on a fresh copy")]
     Superseded(String, status_write::Stale),
+    /// The leadership's fence refused the status write (this replica's Lease is no longer
+    /// proven): nothing was sent; the campaign steps down or renews.
+    #[error("nothing recorded in the status of ObserverSet {0}: the write was refused by the fence (this replica's leader Lease is no longer proven)")]
+    Fenced(String),
 }
 
 impl AutomationError {
@@ -78,17 +82,19 @@ impl AutomationError {
             AutomationError::Status(..) => "kube_api",
             AutomationError::StaleCrd(..) => "stale_crd",
             AutomationError::Superseded(..) => "superseded",
+            AutomationError::Fenced(_) => "fenced",
         }
     }
 
     /// Every category, for the metric series a forgotten ObserverSet loses.
-    pub const CATEGORIES: [&'static str; 6] = [
+    pub const CATEGORIES: [&'static str; 7] = [
         "invalid_spec",
         "secret",
         "kafka",
         "kube_api",
         "stale_crd",
         "superseded",
+        "fenced",
     ];
 }
 

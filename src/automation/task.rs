@@ -711,6 +711,7 @@ impl SetTask {
             }
             written.map_err(|e| match crate::k8s::error::stale_crd(&e) {
                 Some(m) => AutomationError::StaleCrd(name.clone(), m),
+                None if crate::k8s::fence::refused_in(&e) => AutomationError::Fenced(name.clone()),
                 None if status_write::superseded(&e) => {
                     AutomationError::Superseded(name.clone(), status_write::Stale::Raced)
                 }

@@ -43,6 +43,11 @@ pub enum Refused {
     Lapsed { late: Duration },
 }
 
+/// Whether a failed API call was refused by the fence (nothing was sent).
+pub fn refused_in(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Service(e) if e.downcast_ref::<Refused>().is_some())
+}
+
 /// The rule, pure: `Ok(time left)` (`None`: unbounded) when a write may go out at `now`.
 pub fn admit(leading: bool, term: Term, now: Instant) -> Result<Option<Duration>, Refused> {
     if !leading {
@@ -205,6 +210,15 @@ mod tests {
         );
         // A margin larger than the lease leaves no time at all, never a panic.
         assert_eq!(after_renewal(Term::Unproven, t0, S, 4 * S), Term::Until(t0));
+    }
+
+    #[test]
+    fn a_refusal_is_recognized_in_the_client_error() {
+        let refused = kube::Error::Service(Box::new(Refused::Unproven));
+        assert!(refused_in(&refused));
+        let other = kube::Error::Service(Box::new(std::io::Error::other("reset")));
+        assert!(!refused_in(&other));
+        assert!(!refused_in(&kube::Error::LinesCodecMaxLineLengthExceeded));
     }
 
     #[test]
