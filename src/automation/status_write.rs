@@ -14,41 +14,34 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
 
 use crate::crd::ObserverSet;
+pub use crate::k8s::status::{superseded, with_version};
+use crate::writers;
 
-/// Server-side apply of `body` as `manager`, onto `expected` when given (the apiserver answers
-/// 409 when the object moved on). Returns the new `resourceVersion`.
+/// Server-side apply of the engine's `body` (field manager [`writers::AUTOMATION_STATUS`]),
+/// onto `expected` when given (the apiserver answers 409 when the object moved on). Returns
+/// the new `resourceVersion`.
 pub async fn apply(
     api: &Api<ObserverSet>,
     name: &str,
-    manager: &str,
     body: &Value,
     expected: Option<&str>,
 ) -> Result<Option<String>, kube::Error> {
     let written = api
         .patch_status(
             name,
-            &PatchParams::apply(manager).force(),
+            &PatchParams::apply(writers::AUTOMATION_STATUS).force(),
             &Patch::Apply(&with_version(body, expected)),
         )
         .await?;
     Ok(written.metadata.resource_version)
 }
 
-/// `body` with `metadata.resourceVersion` set to `expected` (unchanged without one).
-pub fn with_version(body: &Value, expected: Option<&str>) -> Value {
-    let mut body = body.clone();
-    if let (Some(version), Some(map)) = (expected, body.as_object_mut()) {
-        map.insert(
-            "metadata".into(),
-            serde_json::json!({ "resourceVersion": version }),
-        );
-    }
-    body
-}
-
-/// Whether the apiserver refused the write because the object moved on since `expected`.
-pub fn superseded(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(status) if status.code == 409)
+/// `status.engineState.savedAt` of a copy: whose engine state it holds ([`rebase`]).
+pub fn engine_mark(obs: &ObserverSet) -> Option<Timestamp> {
+    obs.status
+        .as_ref()
+        .and_then(|s| s.engine_state.as_ref())
+        .map(|s| s.saved_at.0)
 }
 
 /// Why a decision cannot be written onto a fresher copy.

@@ -36,7 +36,6 @@ use crate::promotion::{
     self, auto_promotions_in, decide, ClusterSnapshot, Concern, PolicyConfig, PolicyHistory,
     PromotionAction, PromotionDecision, PromotionPolicy, SourceHealth, TopicPartition,
 };
-use crate::writers;
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {
@@ -275,9 +274,7 @@ impl SetTask {
                 true,
             ));
             self.partitions = status.and_then(|s| s.partitions.clone());
-            self.engine_mark = status
-                .and_then(|s| s.engine_state.as_ref())
-                .map(|s| s.saved_at.0);
+            self.engine_mark = status_write::engine_mark(obs);
         }
         let history = self.history.clone().unwrap_or_default();
         if snapshot.source == SourceHealth::Healthy {
@@ -671,43 +668,27 @@ impl SetTask {
                     },
                 )
             };
-            let manager = writers::AUTOMATION_STATUS;
             // On the copy decided on; on a 409 once more on a fresh copy, if the decision still
             // holds there (`status_write::rebase`).
-            let mut written = status_write::apply(
-                &api,
-                &name,
-                manager,
-                &body_with(&own_next),
-                obs.resource_version().as_deref(),
-            )
-            .await;
+            let mut onto = obs.resource_version();
+            let mut written =
+                status_write::apply(&api, &name, &body_with(&own_next), onto.as_deref()).await;
             if written.as_ref().is_err_and(status_write::superseded) {
                 let fresh = api
                     .get_status(&name)
                     .await
                     .map_err(|e| AutomationError::Status(name.clone(), e))?;
-                let stored_mark = fresh
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.engine_state.as_ref())
-                    .map(|s| s.saved_at.0);
                 status_write::rebase(
                     obs.metadata.generation,
                     fresh.metadata.generation,
                     self.engine_mark,
-                    stored_mark,
+                    status_write::engine_mark(&fresh),
                 )
                 .map_err(|why| AutomationError::Superseded(name.clone(), why))?;
                 own_next = own_next_on(&fresh);
-                written = status_write::apply(
-                    &api,
-                    &name,
-                    manager,
-                    &body_with(&own_next),
-                    fresh.resource_version().as_deref(),
-                )
-                .await;
+                onto = fresh.resource_version();
+                written =
+                    status_write::apply(&api, &name, &body_with(&own_next), onto.as_deref()).await;
             }
             written.map_err(|e| match crate::k8s::error::stale_crd(&e) {
                 Some(m) => AutomationError::StaleCrd(name.clone(), m),

@@ -23,20 +23,12 @@ pub async fn apply(
     expected: Option<&str>,
 ) -> Result<Option<String>> {
     let params = PatchParams::apply(manager).force();
-    let mut body = body.clone();
-    if let (Some(version), Some(map)) = (expected, body.as_object_mut()) {
-        map.insert(
-            "metadata".into(),
-            serde_json::json!({ "resourceVersion": version }),
-        );
-    }
+    let body = with_version(body, expected);
     match api.patch_status(name, &params, &Patch::Apply(&body)).await {
         Ok(written) => Ok(written.metadata.resource_version),
-        Err(kube::Error::Api(status)) if status.code == 409 && expected.is_some() => {
-            Err(Error::Superseded {
-                object: format!("the status of ObserverSet {name}"),
-            })
-        }
+        Err(e) if superseded(&e) && expected.is_some() => Err(Error::Superseded {
+            object: format!("the status of ObserverSet {name}"),
+        }),
         Err(e) => {
             let hint = match super::error::stale_crd(&e) {
                 Some(_) => " (the installed ObserverSet CRD is older than this operator: apply the CRD of this version first, kubectl apply --server-side -f crds/observerset.yaml; helm never upgrades crds/)",
@@ -47,4 +39,22 @@ pub async fn apply(
             ))(e))
         }
     }
+}
+
+/// `body` with `metadata.resourceVersion` set to `expected` (unchanged without one): the
+/// precondition of a server-side apply.
+pub fn with_version(body: &Value, expected: Option<&str>) -> Value {
+    let mut body = body.clone();
+    if let (Some(version), Some(map)) = (expected, body.as_object_mut()) {
+        map.insert(
+            "metadata".into(),
+            serde_json::json!({ "resourceVersion": version }),
+        );
+    }
+    body
+}
+
+/// Whether the apiserver refused a write because the object moved on since its precondition.
+pub fn superseded(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409)
 }

@@ -375,7 +375,6 @@ async fn every_leadership_claims_an_epoch_before_it_writes() {
 #[tokio::test]
 async fn an_engine_status_write_on_an_old_copy_never_lands() {
     use kafka_observer_operator::automation::status_write::{self, Stale};
-    use kafka_observer_operator::writers::AUTOMATION_STATUS;
     let Some(bed) = bed().await else {
         return;
     };
@@ -389,18 +388,12 @@ async fn an_engine_status_write_on_an_old_copy_never_lands() {
             "engineState": {"savedAt": saved_at},
         }))
     };
-    let mark = |o: &kafka_observer_operator::crd::ObserverSet| {
-        o.status
-            .as_ref()
-            .and_then(|s| s.engine_state.as_ref())
-            .map(|s| s.saved_at.0)
-    };
+    let mark = status_write::engine_mark;
     // Our engine's first write, on the copy it decided on.
     let ours = "2026-12-06T10:00:00.000000Z";
     let v1 = status_write::apply(
         &sets,
         "eng",
-        AUTOMATION_STATUS,
         &body(ours, 4),
         created.metadata.resource_version.as_deref(),
     )
@@ -423,7 +416,6 @@ async fn an_engine_status_write_on_an_old_copy_never_lands() {
     let refused = status_write::apply(
         &sets,
         "eng",
-        AUTOMATION_STATUS,
         &body("2026-12-06T10:00:01.000000Z", 4),
         v1.as_deref(),
     )
@@ -452,7 +444,6 @@ async fn an_engine_status_write_on_an_old_copy_never_lands() {
     status_write::apply(
         &sets,
         "eng",
-        AUTOMATION_STATUS,
         &body("2026-12-06T10:00:05.000000Z", 4),
         fresh.metadata.resource_version.as_deref(),
     )
@@ -461,7 +452,6 @@ async fn an_engine_status_write_on_an_old_copy_never_lands() {
     let late = status_write::apply(
         &sets,
         "eng",
-        AUTOMATION_STATUS,
         &body("2026-12-06T10:00:02.000000Z", 5),
         fresh.metadata.resource_version.as_deref(),
     )

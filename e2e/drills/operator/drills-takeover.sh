@@ -1,5 +1,4 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154 # tb (the bed's directory): set by e2e/lib.sh, sourced by run.sh before this file
 # D12: every primary of a partition lost. Sourced by run.sh.
 #
 # A topic 1:2:4 (min ISR 2) with acks=all records flowing; brokers 1 and 2 stopped at the same
@@ -83,11 +82,7 @@ scenario_d22() {
   zone="${zone#koo-}"
   b="$(zone_index "$zone")" || fail "the leader $leader runs in zone '$zone', not a, b or c (e2e/testbed/operator-values.yaml)"
   ((b >= 1 && b <= 3)) || fail "zone $zone holds no primary broker"
-  topic="$(new_topic d22)"
-  # shellcheck disable=SC2312 # bootstrap was resolved by run.sh; kafka-topics fails on an empty one
-  "$tb/bin/kafka-topics" --bootstrap-server "$(bootstrap)" --create --topic "$topic" \
-    --replica-assignment "$b:4" --config min.insync.replicas=1 >/dev/null 2>&1 || fail "cannot create topic $topic ($b:4)"
-  echo "$topic" >> "$SCENARIO_DIR/topics"
+  topic="$(new_drill_topic d22 "$b:4" 1)"
   obs_patch '{"spec":{"promotion":{"uncleanTakeover":true}}}'
   start_isr_sampler "$topic"
   start_stream "$topic" 20

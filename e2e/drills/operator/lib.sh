@@ -362,13 +362,14 @@ wait_ack() { # wait_ack PARTITION AFTER_MS TIMEOUT_S WHAT
   done
 }
 
-# new_drill_topic NAME ASSIGNMENT: a topic (min ISR 2) deleted by restore_default; echoes its name.
+# new_drill_topic NAME ASSIGNMENT [MIN_ISR]: a topic (min ISR 2 unless given) deleted by
+# restore_default; echoes its name.
 new_drill_topic() {
   local t
   t="$(new_topic "$1")"
   # shellcheck disable=SC2312 # bootstrap was resolved by run.sh; kafka-topics fails on an empty one
   "$tb/bin/kafka-topics" --bootstrap-server "$(bootstrap)" --create --topic "$t" \
-    --replica-assignment "$2" --config min.insync.replicas=2 >/dev/null 2>&1 || fail "cannot create topic $t ($2)"
+    --replica-assignment "$2" --config "min.insync.replicas=${3:-2}" >/dev/null 2>&1 || fail "cannot create topic $t ($2)"
   echo "$t" >> "$SCENARIO_DIR/topics"
   echo "$t"
 }
