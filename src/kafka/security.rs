@@ -348,7 +348,16 @@ fn tls_settings(
             .with_safe_default_protocol_versions()
             .expect("the ring provider supports the default TLS versions")
             .with_root_certificates(roots);
-    let mut properties = BTreeMap::from([("ssl.ca.pem".to_string(), ca_pem.clone())]);
+    // Hostname verification is librdkafka's default; said here so that no default of a later
+    // librdkafka can turn it off: credentials go only to a host the CA vouches for *under the
+    // name dialled* (tests/integration/secure_automation.rs, the stranger on the network).
+    let mut properties = BTreeMap::from([
+        ("ssl.ca.pem".to_string(), ca_pem.clone()),
+        (
+            "ssl.endpoint.identification.algorithm".to_string(),
+            "https".to_string(),
+        ),
+    ]);
     let mut material = ca_pem;
     let (config, client_cert) = match &tls.client_cert_secret_ref {
         None => (builder.with_no_client_auth(), None),
@@ -563,6 +572,7 @@ mod tests {
         assert_eq!(p["sasl.username"], "observer");
         assert_eq!(p["sasl.password"], "s3cret pass");
         assert_eq!(p["ssl.ca.pem"].as_bytes(), secrets["kafka-ca"]["ca.crt"]);
+        assert_eq!(p["ssl.endpoint.identification.algorithm"], "https");
         assert_eq!(
             p["ssl.certificate.pem"].as_bytes(),
             secrets["kafka-client"]["tls.crt"]

@@ -10,6 +10,7 @@
 mod support;
 
 mod automation_glue;
+mod credential_recorder;
 mod engine_state_failover;
 mod leader_lease;
 mod member_secrets;

@@ -28,13 +28,14 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::ByteString;
 use kafka_observer_operator::crd::ObserverSet;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use rcgen::SanType;
 use serde_json::json;
 
+use crate::credential_recorder::Recorder;
 use crate::secure_kafka::{kafka_lib_or_skip, Ca, Kafka, PASSWORD, USER};
-use crate::support::{bed, create_observer_set, status_of, wait_for};
+use crate::support::{bed, create_observer_set, status_of, wait_for, Bed};
 
 const T: Duration = Duration::from_secs(60);
 const SET: &str = "secure";
@@ -102,6 +103,48 @@ async fn set_user_secret(secrets: &Api<Secret>, data: &[(&str, &str)], opt_in: O
     }
 }
 
+/// Secret `kafka-ca` (the CA's certificate, opted in to every set of the namespace) and
+/// `kafka-user` (the right credentials, opted in to this set).
+async fn create_secrets(secrets: &Api<Secret>, ca: &Ca) {
+    let ca_secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "kafka-ca", "annotations": {OPT_IN: "*"}},
+        "stringData": {"ca.crt": ca.pem}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &ca_secret)
+        .await
+        .expect("create Secret kafka-ca");
+    set_user_secret(
+        secrets,
+        &[("username", USER), ("password", PASSWORD)],
+        Some(SET),
+    )
+    .await;
+}
+
+/// The pod-less set, dry run, reaching `bootstrap` over SASL_SSL (SCRAM-SHA-512) with the
+/// Secrets of `create_secrets`.
+fn sasl_ssl_set(bed: &Bed, bootstrap: &str) -> serde_json::Value {
+    let mut body = bed.podless_observer_set(SET, &[2], &[]);
+    body["spec"]["kafka"] = json!({
+        "bootstrapServers": bootstrap,
+        "tls": {"caSecretRef": {"name": "kafka-ca", "key": "ca.crt"}},
+        "sasl": {"mechanism": "SCRAM-SHA-512", "secretRef": {"name": "kafka-user"}}
+    });
+    body["spec"]["promotion"] =
+        json!({"policy": "UnderMinIsr", "dryRun": true, "scanInterval": "1s"});
+    body
+}
+
+/// The set's `bootstrapServers` changed to `address`, as its author would change it.
+async fn point_at(sets: &Api<ObserverSet>, address: &str) {
+    let patch = json!({"spec": {"kafka": {"bootstrapServers": address}}});
+    sets.patch(SET, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch the set's bootstrapServers");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_to_fix() {
     let Some(bed) = bed().await else {
@@ -120,32 +163,9 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
     let ns = bed.namespace("secure").await;
 
     let secrets: Api<Secret> = Api::namespaced(bed.client.clone(), &ns);
-    let ca_secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "kafka-ca", "annotations": {OPT_IN: "*"}},
-        "stringData": {"ca.crt": ca.pem}
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &ca_secret)
-        .await
-        .expect("create Secret kafka-ca");
-    set_user_secret(
-        &secrets,
-        &[("username", USER), ("password", PASSWORD)],
-        Some(SET),
-    )
-    .await;
-
+    create_secrets(&secrets, &ca).await;
     let sets = bed.observer_sets(&ns);
-    let mut body = bed.podless_observer_set(SET, &[2], &[]);
-    body["spec"]["kafka"] = json!({
-        "bootstrapServers": kafka.address(kafka.sasl_ssl),
-        "tls": {"caSecretRef": {"name": "kafka-ca", "key": "ca.crt"}},
-        "sasl": {"mechanism": "SCRAM-SHA-512", "secretRef": {"name": "kafka-user"}}
-    });
-    body["spec"]["promotion"] =
-        json!({"policy": "UnderMinIsr", "dryRun": true, "scanInterval": "1s"});
-    create_observer_set(&sets, body).await;
+    create_observer_set(&sets, sasl_ssl_set(&bed, &kafka.address(kafka.sasl_ssl))).await;
 
     // 1. Scanned over SASL_SSL with the Secrets.
     let message = wait_reachable(&sets, "True", "Scanned").await;
@@ -265,6 +285,140 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
             .as_array()
             .is_none_or(|a| a.is_empty()),
         "dry run: nothing promoted: {status}"
+    );
+    bed.drop_namespace(&ns).await;
+    drop(kafka);
+}
+
+/// Credentials travel only to a host the set's CA vouches for under the name the set dials: the
+/// author of an ObserverSet chooses `bootstrapServers`, so a set pointed at a stranger must not
+/// hand it the Secret's user name or password (SCRAM sends the name in its first message; PLAIN
+/// sends both). The stranger is a `Recorder` on 127.0.0.1 that records every byte it receives;
+/// the operator (both its Kafka clients: librdkafka and the offset probe) dials it in turn with
+///
+/// 1. a certificate from a CA the set does not trust,
+/// 2. a certificate from the set's CA, but for another host's name,
+///
+/// and each time: `KafkaReachable` False with the operator's diagnosis naming the stranger's
+/// address, at least two connections made (the sample is not empty), no TLS handshake completed, and neither the user name nor the password anywhere in
+/// the bytes received, nor in the condition. Then the control: 3. a certificate from the set's CA
+/// for 127.0.0.1, relayed to the real Kafka: `KafkaReachable` True and the user name in what the
+/// recorder decrypted, so the checks above would have seen a credential had one been sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_go_only_to_a_host_the_sets_ca_vouches_for() {
+    let Some(bed) = bed().await else {
+        return;
+    };
+    let Some(lib) = kafka_lib_or_skip("secure_automation") else {
+        return;
+    };
+    let ip = || SanType::IpAddress("127.0.0.1".parse().unwrap());
+    let ca = Ca::new("koo-credential-travel-ca");
+    let kafka = Kafka::start(&lib, &ca, &ca.leaf("localhost", &[ip()]));
+    let upstream = kafka.address(kafka.sasl_ssl);
+    let stranger_ca = Ca::new("koo-stranger-ca");
+    let elsewhere = "kafka.elsewhere.example";
+    // (the case, the stranger's certificate, what the operator must say is wrong with it)
+    let strangers = [
+        (
+            "1. a certificate from a CA the set does not trust",
+            stranger_ca.leaf("localhost", &[ip()]),
+            "the broker's certificate is not trusted by the CA in Secret",
+        ),
+        (
+            "2. the set's CA, another host's name",
+            ca.leaf(
+                elsewhere,
+                &[SanType::DnsName(elsewhere.try_into().unwrap())],
+            ),
+            "the broker's certificate does not name host 127.0.0.1",
+        ),
+    ];
+    bed.operator("up");
+    let ns = bed.namespace("credential-travel").await;
+    let secrets: Api<Secret> = Api::namespaced(bed.client.clone(), &ns);
+    create_secrets(&secrets, &ca).await;
+    let sets = bed.observer_sets(&ns);
+
+    for (i, (case, leaf, diagnosis)) in strangers.iter().enumerate() {
+        let recorder = Recorder::start(leaf, upstream.clone(), &ca.pem).await;
+        if i == 0 {
+            create_observer_set(&sets, sasl_ssl_set(&bed, &recorder.address)).await;
+        } else {
+            point_at(&sets, &recorder.address).await;
+        }
+        // Until the condition is this stranger's (the operator's diagnosis names the address it
+        // dialled, not the case before's), or a client of the operator accepted the stranger.
+        let named = format!(
+            "TLS with bootstrap server {} failed: {diagnosis}",
+            recorder.address
+        );
+        let message = wait_for(
+            T,
+            &format!("{case}: KafkaReachable False: {named}"),
+            || async {
+                if recorder.seen().handshakes > 0 {
+                    return Some(String::new());
+                }
+                reachable(&sets)
+                    .await
+                    .filter(|(s, r, m)| s == "False" && r == "ScanFailed" && m.contains(&named))
+                    .map(|(_, _, message)| message)
+            },
+        )
+        .await;
+        let seen = recorder.seen();
+        eprintln!(
+            "{case}: {} connections, {} handshakes, {} bytes received; KafkaReachable: {message}",
+            seen.connections,
+            seen.handshakes,
+            seen.raw.len()
+        );
+        assert_eq!(
+            seen.handshakes,
+            0,
+            "{case}: the operator completed TLS with the stranger (then sent it {} bytes)",
+            seen.plaintext.len()
+        );
+        // Both clients dialled it (librdkafka, then the probe for its diagnosis).
+        assert!(
+            seen.connections >= 2 && !seen.raw.is_empty(),
+            "{case}: the stranger was not dialled twice: {} connections",
+            seen.connections
+        );
+        assert!(
+            seen.plaintext.is_empty(),
+            "{case}: bytes were sent inside TLS"
+        );
+        for credential in [USER, PASSWORD] {
+            assert!(
+                !seen.holds(credential),
+                "{case}: the stranger received {credential:?}"
+            );
+            assert!(
+                !message.contains(credential),
+                "{case}: the condition shows {credential:?}: {message}"
+            );
+        }
+    }
+
+    let control = Recorder::start(&ca.leaf("localhost", &[ip()]), upstream.clone(), &ca.pem).await;
+    point_at(&sets, &control.address).await;
+    let message = wait_reachable(&sets, "True", "Scanned").await;
+    let seen = control.seen();
+    eprintln!(
+        "3. the control: {} connections, {} handshakes, {} bytes decrypted; KafkaReachable: {message}",
+        seen.connections,
+        seen.handshakes,
+        seen.plaintext.len()
+    );
+    assert!(
+        seen.handshakes >= 1,
+        "the control: no TLS handshake completed"
+    );
+    assert!(
+        seen.holds(USER),
+        "the control: the recorder must see the user name the operator authenticated with"
     );
     bed.drop_namespace(&ns).await;
     drop(kafka);
