@@ -674,8 +674,10 @@ impl SetTask {
             let mut written =
                 status_write::apply(&api, &name, &body_with(&own_next), onto.as_deref()).await;
             if written.as_ref().is_err_and(status_write::superseded) {
+                // The object, not its status subresource: the chart grants `get` on
+                // observersets only (docs/rbac.md).
                 let fresh = api
-                    .get_status(&name)
+                    .get(&name)
                     .await
                     .map_err(|e| AutomationError::Status(name.clone(), e))?;
                 status_write::rebase(

@@ -43,7 +43,8 @@ docs/rbac.md explains them.
 */}}
 {{- define "koo.namespacedRules" -}}
 # get: the fresh read at the start of each reconcile (src/reconciler/reconcile.rs, apply:
-#   get_opt). list, watch: the controller's primary watch (src/reconciler/mod.rs, run:
+#   get_opt) and the promotion automation's one fresh read after its status write met a
+#   conflict (src/automation/task.rs, record). list, watch: the controller's primary watch (src/reconciler/mod.rs, run:
 #   Controller::new) and the promotion automation's watch (src/automation/mod.rs, supervise).
 # patch: adding and removing the finalizer kafkaobserver.io/observer-lists (kube-runtime's
 #   finalizer helper, called in src/reconciler/reconcile.rs, reconcile: JSON patches).
