@@ -13,6 +13,8 @@ pub mod fence;
 pub mod finalizer;
 pub mod members;
 pub mod nudge;
+#[cfg(test)]
+mod rbac_lint_tests;
 pub mod scope;
 pub mod secrets;
 pub mod status;
