@@ -57,7 +57,7 @@ async fn tasks_follow_the_policy_and_a_stopped_one_leaves_no_stale_condition() {
     create_observer_set(&api, body).await;
 
     let metrics = Metrics::new();
-    let supervisor = support::spawn_automation(&bed, &ns, &metrics);
+    let supervisor = support::spawn_automation(&bed, &ns, &metrics).await;
 
     // Started: its first scan marks Kafka unreachable and decides (with nothing to act on).
     let down = wait_for(T, "KafkaReachable False from the started task", || async {

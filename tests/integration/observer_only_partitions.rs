@@ -79,7 +79,7 @@ async fn an_observer_only_partition_is_reported_and_promotes_nothing() {
     });
     support::create_observer_set(&api, body).await;
     let metrics = Metrics::new();
-    let task = support::spawn_automation(&bed, &ns, &metrics);
+    let task = support::spawn_automation(&bed, &ns, &metrics).await;
 
     let events: Api<Event> = Api::namespaced(bed.client.clone(), &ns);
     let note = support::wait_for(

@@ -108,7 +108,7 @@ async fn dry_run_plan_then_live_promotion_in_status_then_demotion_after_recovery
     support::create_observer_set(&api, body).await;
 
     let metrics = Metrics::new();
-    let task = support::spawn_automation(&bed, &ns, &metrics);
+    let task = support::spawn_automation(&bed, &ns, &metrics).await;
 
     // Healthy: a plan with nothing to do.
     wait_status(&api, Duration::from_secs(60), "a first (empty) plan", |s| {

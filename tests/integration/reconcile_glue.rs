@@ -177,7 +177,7 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
     let controllers_cm = format!("{SET}-observers-controller");
     let brokers_cm = format!("{SET}-observers-broker");
     let ctx = Arc::new(Context::new(
-        bed.client.clone(),
+        bed.operator_client().await,
         Metrics::new(),
         Some("reconcile-glue-test".into()),
         Duration::from_secs(30),
@@ -355,7 +355,7 @@ async fn an_operator_over_members_refuses_the_set_and_leaves_its_lists() {
     let api = bed.observer_sets(&ns);
     let cms = bed.config_maps(&ns);
     let single = Arc::new(Context::new(
-        bed.client.clone(),
+        bed.operator_client().await,
         Metrics::new(),
         Some("reconcile-glue-test".into()),
         Duration::from_secs(30),
@@ -386,7 +386,7 @@ async fn an_operator_over_members_refuses_the_set_and_leaves_its_lists() {
     .unwrap();
     let over_members = Arc::new(
         Context::new(
-            bed.client.clone(),
+            bed.operator_client().await,
             Metrics::new(),
             Some("reconcile-glue-test".into()),
             Duration::from_secs(30),

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::api::{DeleteParams, PostParams};
 
 use kube::{Api, Client};
@@ -73,9 +74,15 @@ impl Drop for OperatorPaused {
 }
 
 /// This build's promotion automation in-process, for namespace `ns` only, reporting to
-/// `metrics`; for tests that pause the bed's operator and must be the only automation.
-pub fn spawn_automation(bed: &Bed, ns: &str, metrics: &Metrics) -> tokio::task::JoinHandle<()> {
-    let (client, metrics, ns) = (bed.client.clone(), metrics.clone(), ns.to_owned());
+/// `metrics`, with the operator's permissions ([`Bed::operator_client`]); for tests that pause
+/// the bed's operator and must be the only automation.
+pub async fn spawn_automation(
+    bed: &Bed,
+    ns: &str,
+    metrics: &Metrics,
+) -> tokio::task::JoinHandle<()> {
+    let client = bed.operator_client().await;
+    let (metrics, ns) = (metrics.clone(), ns.to_owned());
     tokio::spawn(async move {
         let events = Events::new(client.clone(), None, metrics.clone());
         automation::run_namespaced(client, metrics, events, &ns, Default::default()).await
@@ -437,6 +444,57 @@ pub async fn recreate_topic(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     panic!("cannot create topic {topic} on {bootstrap}");
+}
+
+/// The chart's ServiceAccount, whose permissions the operator runs with (e2e/testbed/operator.sh,
+/// `KOO_OPERATOR_CREDENTIALS=chart`).
+const CHART_SERVICE_ACCOUNT: (&str, &str) = ("kafka-observer-system", "kafka-observer-operator");
+
+impl Bed {
+    /// A client for the operator's own code run in-process (a reconcile, the automation): with
+    /// `KOO_OPERATOR_CREDENTIALS=chart` (e2e/integration.sh) it holds a token of the chart's
+    /// ServiceAccount, so a call the chart does not grant fails the test as it would fail the
+    /// installed operator; otherwise it is the admin client (a bed without the chart). The
+    /// test's own setup and checks keep the admin client (`Bed::client`).
+    pub async fn operator_client(&self) -> Client {
+        if std::env::var("KOO_OPERATOR_CREDENTIALS").as_deref() != Ok("chart") {
+            return self.client.clone();
+        }
+        let (ns, name) = CHART_SERVICE_ACCOUNT;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let token = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("a token of ServiceAccount {ns}/{name} (e2e/testbed/operator-chart.sh rbac installs it): {e}")
+            })
+            .status
+            .expect("a TokenRequest's status")
+            .token;
+        let mut config = bed_config(self).await;
+        config.auth_info = serde_json::from_value(serde_json::json!({ "token": token }))
+            .expect("an AuthInfo with a token");
+        let client = Client::try_from(config).expect("a client with the chart's token");
+        // Who the apiserver takes it for: the ServiceAccount, not the admin.
+        let review = Api::<SelfSubjectReview>::all(client.clone())
+            .create(&PostParams::default(), &SelfSubjectReview::default())
+            .await
+            .expect("a SelfSubjectReview");
+        let user = review
+            .status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)
+            .unwrap_or_default();
+        assert_eq!(user, format!("system:serviceaccount:{ns}:{name}"));
+        client
+    }
 }
 
 /// The bed apiserver's kubeconfig as a client config.
