@@ -39,7 +39,7 @@ kafka_versions_result() {
 # comes up beside the first stages; the drills' stage waits for it (run.sh's own `kafka.sh up`
 # then finds it up, or tries again and says why not). Its namespace is made first: the chart's
 # namespaced install below puts a Role in it.
-"$tb/bin/kubectl" get namespace kafka-2 >/dev/null 2>&1 || "$tb/bin/kubectl" create namespace kafka-2 >/dev/null
+kubectl get namespace kafka-2 >/dev/null 2>&1 || kubectl create namespace kafka-2 >/dev/null
 KOO_KAFKA_NAMESPACE=kafka-2 setsid bash e2e/testbed/kafka.sh up > "$KOO_TESTBED/kafka-2-up.log" 2>&1 &
 k2_pid=$!
 stage() { # name, command...

@@ -22,6 +22,7 @@
 //! UnderMinIsr in dry run: the scans run, nothing is ever promoted), deleted at the end, and its
 //! own Kafka. Skips like `secure_kafka` without the cached Kafka distribution.
 
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -137,6 +138,44 @@ fn sasl_ssl_set(bed: &Bed, bootstrap: &str) -> serde_json::Value {
     body
 }
 
+/// 127.0.0.1, the address both tests' Kafka and strangers listen on, as a subjectAltName.
+fn loopback() -> SanType {
+    SanType::IpAddress(Ipv4Addr::LOCALHOST.into())
+}
+
+/// What both tests start from: the bed's operator up, a Kafka of their own whose SASL_SSL
+/// certificate `ca` issued for 127.0.0.1, and a fresh namespace with the Secrets of
+/// [`create_secrets`].
+struct Secured {
+    bed: Bed,
+    kafka: Kafka,
+    ca: Ca,
+    ns: String,
+    secrets: Api<Secret>,
+    sets: Api<ObserverSet>,
+}
+
+/// `None`: skipped (no bed, or no cached Kafka distribution).
+async fn secured(ca_name: &str, namespace: &str) -> Option<Secured> {
+    let bed = bed().await?;
+    let lib = kafka_lib_or_skip("secure_automation")?;
+    let ca = Ca::new(ca_name);
+    let kafka = Kafka::start(&lib, &ca, &ca.leaf("localhost", &[loopback()]));
+    bed.operator("up");
+    let ns = bed.namespace(namespace).await;
+    let secrets = Api::namespaced(bed.client.clone(), &ns);
+    create_secrets(&secrets, &ca).await;
+    let sets = bed.observer_sets(&ns);
+    Some(Secured {
+        bed,
+        kafka,
+        ca,
+        ns,
+        secrets,
+        sets,
+    })
+}
+
 /// The set's `bootstrapServers` changed to `address`, as its author would change it.
 async fn point_at(sets: &Api<ObserverSet>, address: &str) {
     let patch = json!({"spec": {"kafka": {"bootstrapServers": address}}});
@@ -147,24 +186,17 @@ async fn point_at(sets: &Api<ObserverSet>, address: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_to_fix() {
-    let Some(bed) = bed().await else {
+    let Some(Secured {
+        bed,
+        kafka,
+        ns,
+        secrets,
+        sets,
+        ..
+    }) = secured("koo-secure-automation-ca", "secure").await
+    else {
         return;
     };
-    let Some(lib) = kafka_lib_or_skip("secure_automation") else {
-        return;
-    };
-    let ca = Ca::new("koo-secure-automation-ca");
-    let broker = ca.leaf(
-        "localhost",
-        &[SanType::IpAddress("127.0.0.1".parse().unwrap())],
-    );
-    let kafka = Kafka::start(&lib, &ca, &broker);
-    bed.operator("up");
-    let ns = bed.namespace("secure").await;
-
-    let secrets: Api<Secret> = Api::namespaced(bed.client.clone(), &ns);
-    create_secrets(&secrets, &ca).await;
-    let sets = bed.observer_sets(&ns);
     create_observer_set(&sets, sasl_ssl_set(&bed, &kafka.address(kafka.sasl_ssl))).await;
 
     // 1. Scanned over SASL_SSL with the Secrets.
@@ -300,21 +332,24 @@ async fn the_operator_scans_over_sasl_ssl_with_the_sets_secrets_and_names_what_t
 /// 2. a certificate from the set's CA, but for another host's name,
 ///
 /// and each time: `KafkaReachable` False with the operator's diagnosis naming the stranger's
-/// address, at least two connections made (the sample is not empty), no TLS handshake completed, and neither the user name nor the password anywhere in
-/// the bytes received, nor in the condition. Then the control: 3. a certificate from the set's CA
+/// address, at least two connections made (the sample is not empty), no TLS handshake
+/// completed, and neither the user name nor the password anywhere in the bytes received, nor in
+/// the condition. Then the control: 3. a certificate from the set's CA
 /// for 127.0.0.1, relayed to the real Kafka: `KafkaReachable` True and the user name in what the
 /// recorder decrypted, so the checks above would have seen a credential had one been sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_go_only_to_a_host_the_sets_ca_vouches_for() {
-    let Some(bed) = bed().await else {
+    let Some(Secured {
+        bed,
+        kafka,
+        ca,
+        ns,
+        sets,
+        ..
+    }) = secured("koo-credential-travel-ca", "credential-travel").await
+    else {
         return;
     };
-    let Some(lib) = kafka_lib_or_skip("secure_automation") else {
-        return;
-    };
-    let ip = || SanType::IpAddress("127.0.0.1".parse().unwrap());
-    let ca = Ca::new("koo-credential-travel-ca");
-    let kafka = Kafka::start(&lib, &ca, &ca.leaf("localhost", &[ip()]));
     let upstream = kafka.address(kafka.sasl_ssl);
     let stranger_ca = Ca::new("koo-stranger-ca");
     let elsewhere = "kafka.elsewhere.example";
@@ -322,7 +357,7 @@ async fn credentials_go_only_to_a_host_the_sets_ca_vouches_for() {
     let strangers = [
         (
             "1. a certificate from a CA the set does not trust",
-            stranger_ca.leaf("localhost", &[ip()]),
+            stranger_ca.leaf("localhost", &[loopback()]),
             "the broker's certificate is not trusted by the CA in Secret",
         ),
         (
@@ -334,12 +369,6 @@ async fn credentials_go_only_to_a_host_the_sets_ca_vouches_for() {
             "the broker's certificate does not name host 127.0.0.1",
         ),
     ];
-    bed.operator("up");
-    let ns = bed.namespace("credential-travel").await;
-    let secrets: Api<Secret> = Api::namespaced(bed.client.clone(), &ns);
-    create_secrets(&secrets, &ca).await;
-    let sets = bed.observer_sets(&ns);
-
     for (i, (case, leaf, diagnosis)) in strangers.iter().enumerate() {
         let recorder = Recorder::start(leaf, upstream.clone(), &ca.pem).await;
         if i == 0 {
@@ -402,7 +431,12 @@ async fn credentials_go_only_to_a_host_the_sets_ca_vouches_for() {
         }
     }
 
-    let control = Recorder::start(&ca.leaf("localhost", &[ip()]), upstream.clone(), &ca.pem).await;
+    let control = Recorder::start(
+        &ca.leaf("localhost", &[loopback()]),
+        upstream.clone(),
+        &ca.pem,
+    )
+    .await;
     point_at(&sets, &control.address).await;
     let message = wait_reachable(&sets, "True", "Scanned").await;
     let seen = control.seen();

@@ -35,6 +35,10 @@ use koo_testbed::{KafkaNode, Role, TestBed};
 /// The example ObserverSet of the example cluster, which the bed runs.
 pub const EXAMPLE_OBSERVERSET: &str = "examples/kafka/observerset/observerset.yaml";
 
+/// The chart's ServiceAccount, whose permissions the operator runs with (e2e/testbed/operator.sh,
+/// `KOO_OPERATOR_CREDENTIALS=chart`).
+const CHART_SERVICE_ACCOUNT: (&str, &str) = ("kafka-observer-system", "kafka-observer-operator");
+
 /// A running bed: its `.testbed/` directory, an admin client and the Kafka bootstrap address.
 pub struct Bed {
     pub dir: PathBuf,
@@ -237,6 +241,51 @@ impl Bed {
     pub async fn drop_namespace(&self, ns: &str) {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let _ = api.delete(ns, &DeleteParams::default()).await;
+    }
+
+    /// A client for the operator's own code run in-process (a reconcile, the automation): with
+    /// `KOO_OPERATOR_CREDENTIALS=chart` (e2e/integration.sh) it holds a token of the chart's
+    /// ServiceAccount, so a call the chart does not grant fails the test as it would fail the
+    /// installed operator; otherwise it is the admin client (a bed without the chart). The
+    /// test's own setup and checks keep the admin client (`Bed::client`).
+    pub async fn operator_client(&self) -> Client {
+        if std::env::var("KOO_OPERATOR_CREDENTIALS").as_deref() != Ok("chart") {
+            return self.client.clone();
+        }
+        let (ns, name) = CHART_SERVICE_ACCOUNT;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let token = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("a token of ServiceAccount {ns}/{name} (e2e/testbed/operator-chart.sh rbac installs it): {e}")
+            })
+            .status
+            .expect("a TokenRequest's status")
+            .token;
+        let mut config = bed_config(self).await;
+        config.auth_info = serde_json::from_value(serde_json::json!({ "token": token }))
+            .expect("an AuthInfo with a token");
+        let client = Client::try_from(config).expect("a client with the chart's token");
+        // Who the apiserver takes it for: the ServiceAccount, not the admin.
+        let review = Api::<SelfSubjectReview>::all(client.clone())
+            .create(&PostParams::default(), &SelfSubjectReview::default())
+            .await
+            .expect("a SelfSubjectReview");
+        let user = review
+            .status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)
+            .unwrap_or_default();
+        assert_eq!(user, format!("system:serviceaccount:{ns}:{name}"));
+        client
     }
 
     pub fn observer_sets(&self, ns: &str) -> Api<ObserverSet> {
@@ -444,57 +493,6 @@ pub async fn recreate_topic(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     panic!("cannot create topic {topic} on {bootstrap}");
-}
-
-/// The chart's ServiceAccount, whose permissions the operator runs with (e2e/testbed/operator.sh,
-/// `KOO_OPERATOR_CREDENTIALS=chart`).
-const CHART_SERVICE_ACCOUNT: (&str, &str) = ("kafka-observer-system", "kafka-observer-operator");
-
-impl Bed {
-    /// A client for the operator's own code run in-process (a reconcile, the automation): with
-    /// `KOO_OPERATOR_CREDENTIALS=chart` (e2e/integration.sh) it holds a token of the chart's
-    /// ServiceAccount, so a call the chart does not grant fails the test as it would fail the
-    /// installed operator; otherwise it is the admin client (a bed without the chart). The
-    /// test's own setup and checks keep the admin client (`Bed::client`).
-    pub async fn operator_client(&self) -> Client {
-        if std::env::var("KOO_OPERATOR_CREDENTIALS").as_deref() != Ok("chart") {
-            return self.client.clone();
-        }
-        let (ns, name) = CHART_SERVICE_ACCOUNT;
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                expiration_seconds: Some(3600),
-                ..TokenRequestSpec::default()
-            },
-            ..TokenRequest::default()
-        };
-        let token = accounts
-            .create_token_request(name, &PostParams::default(), &request)
-            .await
-            .unwrap_or_else(|e| {
-                panic!("a token of ServiceAccount {ns}/{name} (e2e/testbed/operator-chart.sh rbac installs it): {e}")
-            })
-            .status
-            .expect("a TokenRequest's status")
-            .token;
-        let mut config = bed_config(self).await;
-        config.auth_info = serde_json::from_value(serde_json::json!({ "token": token }))
-            .expect("an AuthInfo with a token");
-        let client = Client::try_from(config).expect("a client with the chart's token");
-        // Who the apiserver takes it for: the ServiceAccount, not the admin.
-        let review = Api::<SelfSubjectReview>::all(client.clone())
-            .create(&PostParams::default(), &SelfSubjectReview::default())
-            .await
-            .expect("a SelfSubjectReview");
-        let user = review
-            .status
-            .and_then(|s| s.user_info)
-            .and_then(|u| u.username)
-            .unwrap_or_default();
-        assert_eq!(user, format!("system:serviceaccount:{ns}:{name}"));
-        client
-    }
 }
 
 /// The bed apiserver's kubeconfig as a client config.
