@@ -178,33 +178,105 @@ if [[ -s "$work/defaults.yaml" && -s "$work/no-admission-policy.yaml" ]]; then
     ok "the pod watch is label-filtered by default (POD_SELECTOR)" || bad "the default rendering has no POD_SELECTOR app.kubernetes.io/name=kafka"
 fi
 
-# Multi-cluster: in the Kafka namespace one Role, get and patch on the member's Lease by name,
-# bound to the local operator and to the remote identity, which is bound nowhere else; the Lease
-# itself rendered there (nobody may create Leases); the member Secrets readable by name only;
-# the Deployment told its members and the Lease namespace. Nothing of it without members.
+# Multi-cluster: in the Kafka namespace two Roles and nothing else for the remote identity:
+# <fullname>-member-lease, get and patch on the member's Lease by name, bound to the local operator
+# and to the remote identity; <fullname>-member-reconcile, exactly the calls the reconciler makes
+# in another member (expected_remote_rbac, docs/rbac.md "Multi-cluster"), bound to the remote
+# identity only. The remote identity is bound by RoleBindings of the Kafka namespace to Roles of
+# that namespace and nowhere else; the admission policy matches its requests too. The Lease
+# itself rendered there (nobody may create Leases); the member Secrets readable by name only; the
+# Deployment told its members and the Lease namespace. Nothing of it without members.
+lease_rule='coordination.k8s.io leases "kafka-observer-operator" get,patch'
+expected_remote_rbac='core configmaps - get,create,patch
+core pods - list,patch
+kafkaobserver.io observersets - get
+kafkaobserver.io observersets/status - patch'
 roles_in() { # rendering namespace: the rules of the Roles in that namespace
   awk -v ns="$2" 'BEGIN { RS = "\n---\n" } /\nkind: Role\n/ && $0 ~ ("\n  namespace: " ns "\n") { print "kind: Role"; print }' "$1" > "$1.$2" && rbac_rules "$1.$2"
 }
+role_named() { # rendering name: the rules of the Role of that name
+  awk -v name="$2" 'BEGIN { RS = "\n---\n" } /\nkind: Role\n/ && $0 ~ ("\n  name: " name "\n") { print "kind: Role"; print }' "$1" > "$1.role-$2" && rbac_rules "$1.role-$2"
+}
+objects() { # rendering: "kind name namespace" per object (namespace - when it has none)
+  awk 'BEGIN { RS = "\n---\n" } {
+    n = split($0, l, "\n"); kind = ""; name = ""; ns = "-"; meta = 0
+    for (i = 1; i <= n; i++) {
+      if (l[i] ~ /^kind: /) kind = substr(l[i], 7)
+      else if (l[i] ~ /^[a-zA-Z]/) meta = (l[i] == "metadata:")
+      else if (meta && l[i] ~ /^  name: /) name = substr(l[i], 9)
+      else if (meta && l[i] ~ /^  namespace: /) ns = substr(l[i], 14)
+    }
+    if (kind != "") print kind, name, ns
+  }' "$1" | LC_ALL=C sort
+}
+bindings() { # rendering: "kind namespace name roleRefKind/roleRefName subjectKind/name/namespace" per subject of every (Cluster)RoleBinding
+  awk 'BEGIN { RS = "\n---\n" } {
+    n = split($0, l, "\n"); kind = ""; name = ""; ns = "-"; sec = ""; rk = ""; rn = ""; s = 0
+    for (i = 1; i <= n; i++) {
+      if (l[i] ~ /^kind: /) { kind = substr(l[i], 7); continue }
+      if (l[i] ~ /^[a-zA-Z]/) { sec = l[i]; continue }
+      if (sec == "metadata:" && l[i] ~ /^  name: /) name = substr(l[i], 9)
+      if (sec == "metadata:" && l[i] ~ /^  namespace: /) ns = substr(l[i], 14)
+      if (sec == "roleRef:" && l[i] ~ /^  kind: /) rk = substr(l[i], 9)
+      if (sec == "roleRef:" && l[i] ~ /^  name: /) rn = substr(l[i], 9)
+      if (sec == "subjects:" && l[i] ~ /^  - kind: /) { s++; sk[s] = substr(l[i], 11); sn[s] = ""; sns[s] = "-" }
+      if (sec == "subjects:" && s && l[i] ~ /^    name: /) sn[s] = substr(l[i], 11)
+      if (sec == "subjects:" && s && l[i] ~ /^    namespace: /) sns[s] = substr(l[i], 16)
+    }
+    if (kind ~ /RoleBinding$/) for (j = 1; j <= s; j++) print kind, ns, name, rk "/" rn, sk[j] "/" sn[j] "/" sns[j]
+  }' "$1" | LC_ALL=C sort
+}
 if [[ -s "$work/multi-cluster.yaml" && -s "$work/defaults.yaml" ]]; then
   m="$work/multi-cluster.yaml" before=$fails
+  fullname=koo-kafka-observer-operator remote=kafka-observer-remote
+  # The Kafka namespace's Roles grant the Lease rule and the reconciler's calls, nothing more.
   got="$(roles_in "$m" kube-public)"
-  [[ "$got" == 'coordination.k8s.io leases "kafka-observer-operator" get,patch' ]] ||
-    bad "multi-cluster: the Kafka namespace's Roles grant more or less than the Lease's get,patch:"$'\n'"$got"
+  want="$(LC_ALL=C sort <<<"$lease_rule"$'\n'"$expected_remote_rbac")"
+  [[ "$got" == "$want" ]] ||
+    bad "multi-cluster: the Kafka namespace's Roles grant more or less than the Lease's get,patch and the reconciler's calls:"$'\n'"$(diff <(echo "$want") <(echo "$got") || true)"
+  # Named: extra verbs (watch, delete, update, ...) or resources (secrets, events, nodes, ...).
+  extra="$(awk '{ n = split($4, v, ","); for (i = 1; i <= n; i++) if (v[i] ~ /^(watch|delete|deletecollection|update|escalate|bind|impersonate|\*)$/) print "verb " v[i] ": " $0
+      if ($2 ~ /^(secrets|events|nodes|namespaces|serviceaccounts|\*)$/ || $1 == "*") print "resource " $2 ": " $0 }' <<<"$got")"
+  [[ -z "$extra" ]] || bad "multi-cluster: the Kafka namespace's Roles grant what the remote identity must not have:"$'\n'"$extra"
+  got="$(role_named "$m" "$fullname-member-reconcile")"
+  want="$(LC_ALL=C sort <<<"$expected_remote_rbac")"
+  [[ "$got" == "$want" ]] ||
+    bad "multi-cluster: Role $fullname-member-reconcile differs from the reconciler's calls (update the chart, this list and docs/rbac.md together):"$'\n'"$(diff <(echo "$want") <(echo "$got") || true)"
+  got="$(role_named "$m" "$fullname-member-lease")"
+  [[ "$got" == "$lease_rule" ]] || bad "multi-cluster: Role $fullname-member-lease changed: '$got', want '$lease_rule'"
+  # shellcheck disable=SC2312 # objects reads a rendered file; a failed read prints nothing and fails the comparison
+  got="$(objects "$m" | grep -E "^Role $fullname-member-(lease|reconcile) " | tr '\n' ' ')"
+  [[ "$got" == "Role $fullname-member-lease kube-public Role $fullname-member-reconcile kube-public " ]] ||
+    bad "multi-cluster: the remote identity's Roles must be one each, in the Kafka namespace, got '$got'"
   got="$(roles_in "$m" "$ns" | grep secrets)"
   [[ "$got" == 'core secrets "kafka-observer-member-west","kafka-observer-member-tie" get' ]] ||
     bad "multi-cluster: the member Secrets are not readable by name only (got '$got')"
   all_rules="$(rbac_rules "$m")"
   [[ -n "$all_rules" ]] || bad "multi-cluster: no RBAC rules read from the rendering"
   ! grep -q '^coordination.k8s.io leases - create$' <<<"$all_rules" || bad "multi-cluster: a Role may create Leases"
-  # shellcheck disable=SC2312 # awk reads a rendered file; a failed read prints nothing and fails the count below
-  remote_bindings="$(awk 'BEGIN { RS = "\n---\n" } /\nkind: (Cluster)?RoleBinding\n/ && /name: kafka-observer-remote\n/ { k = $0; sub(/^.*\nkind: /, "", k); sub(/\n.*$/, "", k); n = $0; sub(/^.*\n  namespace: /, "", n); sub(/\n.*$/, "", n); print k, n }' "$m")"
-  [[ "$remote_bindings" == "RoleBinding kube-public" ]] ||
-    bad "multi-cluster: kafka-observer-remote must be bound by one RoleBinding in the Kafka namespace only, got '$remote_bindings'"
+  # Bound only in the Kafka namespace, only to its two Roles there; the reconcile Role to it alone;
+  # no Group subject (system:serviceaccounts:<ns> would bind it too).
+  all_bindings="$(bindings "$m")"
+  [[ -n "$all_bindings" ]] || bad "multi-cluster: no bindings read from the rendering"
+  # shellcheck disable=SC2312 # grep over the bindings printed above; no match gives an empty string, which fails the comparison
+  got="$(grep " ServiceAccount/$remote/" <<<"$all_bindings" || true)"
+  want="RoleBinding kube-public $fullname-member-lease Role/$fullname-member-lease ServiceAccount/$remote/kube-public
+RoleBinding kube-public $fullname-member-reconcile Role/$fullname-member-reconcile ServiceAccount/$remote/kube-public"
+  [[ "$got" == "$want" ]] ||
+    bad "multi-cluster: $remote must be bound by RoleBindings of the Kafka namespace to its two Roles there and nowhere else:"$'\n'"$(diff <(echo "$want") <(echo "$got") || true)"
+  got="$(grep "^RoleBinding [^ ]* $fullname-member-reconcile " <<<"$all_bindings" || true)"
+  [[ "$got" == "RoleBinding kube-public $fullname-member-reconcile Role/$fullname-member-reconcile ServiceAccount/$remote/kube-public" ]] ||
+    bad "multi-cluster: the reconcile Role must be bound to $remote only, got:"$'\n'"$got"
+  ! grep -q ' Group/' <<<"$all_bindings" || bad "multi-cluster: a binding names a Group:"$'\n'"$(grep ' Group/' <<<"$all_bindings" || true)"
   grep -B1 -A3 '^kind: Lease$' "$m" | grep -q 'namespace: kube-public' || bad "multi-cluster: no Lease rendered in the Kafka namespace"
   grep -A1 'name: KOO_MEMBERS$' "$m" | grep -q 'value: "east,west,tie"' && grep -A1 'name: KOO_MEMBER$' "$m" | grep -q 'value: "east"' &&
     grep -q -- '- "--lease-namespace=kube-public"' "$m" || bad "multi-cluster: the Deployment is not told KOO_MEMBER, KOO_MEMBERS and --lease-namespace"
-  ! grep -q 'KOO_MEMBER\|kafka-observer-remote\|^kind: Lease$' "$work/defaults.yaml" || bad "the default rendering has multi-cluster objects"
-  ((fails > before)) || ok "multi-cluster: the remote identity gets the member's Lease only, in the Kafka namespace; member Secrets by name; Deployment told its members"
+  # The admission policy limits the remote identity's writes as the local operator's.
+  grep -A3 'name: operator-service-account$' "$m" | grep -q "request.userInfo.username == 'system:serviceaccount:$ns:$fullname' ||" &&
+    grep -A3 'name: operator-service-account$' "$m" | grep -q "request.userInfo.username == 'system:serviceaccount:kube-public:$remote'$" ||
+    bad "multi-cluster: the ValidatingAdmissionPolicy does not match both the operator's ServiceAccount and $remote"
+  ! grep -q 'KOO_MEMBER\|kafka-observer-remote\|^kind: Lease$\|member-reconcile' "$work/defaults.yaml" || bad "the default rendering has multi-cluster objects"
+  ((fails > before)) || ok "multi-cluster: the remote identity gets the member's Lease and the reconciler's calls (observersets get, status patch, configmaps get/create/patch, pods list/patch), only in the Kafka namespace; the admission policy covers it; member Secrets by name; Deployment told its members"
 fi
 multi=(--set multiCluster.kafkaNamespace=kafka --set 'multiCluster.members={east,west,tie}')
 reject_render() { # description, expected text, helm args...: a template's fail, not the schema

@@ -10,7 +10,10 @@
 #      patched, adopted or deleted, one an ObserverSet owns (or one retained with the
 #      operator's labels) can;
 #   3. the multi-cluster remote identity (kafka-observer-remote, docs/multi-cluster.md): get and
-#      patch on its member's Lease and nothing else, no Lease creation, nothing elsewhere.
+#      patch on its member's Lease; the reconciler's calls (observersets get, observersets/status
+#      patch, configmaps get/create/patch, pods list/patch) and nothing else: no Lease creation,
+#      no watch, no delete, no Secrets, Events or Nodes, nothing in another namespace; the
+#      policy limits its pod and ConfigMap writes as it limits the operator's.
 # Everything it creates (a namespace, a ClusterRole and its binding, the policy and its
 # binding) is deleted on exit. Touches no other namespace. Exit status: the number of failures.
 # Environment: KOO_TESTBED (default .testbed of this checkout).
@@ -136,9 +139,11 @@ expect_refused patch configmap foreign --type=merge -p '{"data":{"k":"w"}}'
 expect_allowed patch configmap retained --type=merge -p '{"data":{"k":"w"}}'
 
 # 3. The multi-cluster remote identity, this namespace standing in for the member's Kafka namespace.
+# The policy is rendered again with the members: it now matches the remote identity too.
 "$tb/bin/helm" template "$release" "$chart" --namespace "$ns" --set multiCluster.member=east \
   --set 'multiCluster.members={east,west,tie}' --set "multiCluster.kafkaNamespace=$ns" \
-  --set multiCluster.remoteTokenSecret=false --show-only templates/multi-cluster.yaml > "$work/multi.yaml"
+  --set multiCluster.remoteTokenSecret=false --show-only templates/multi-cluster.yaml \
+  --show-only templates/admission-policy.yaml > "$work/multi.yaml"
 kubectl apply -f "$work/multi.yaml" >/dev/null
 remote="system:serviceaccount:$ns:kafka-observer-remote"
 remote_can() { kubectl auth can-i --as="$remote" -n "$ns" "$@" 2>/dev/null; }
@@ -146,15 +151,43 @@ lease=leases.coordination.k8s.io/kafka-observer-operator
 for verb in get patch; do
   if [[ "$(remote_can "$verb" "$lease")" == yes ]]; then ok "remote can $verb $lease"; else bad "remote cannot $verb $lease"; fi
 done
+# What the reconciler calls in another member (templates/multi-cluster.yaml, Role
+# <release>-member-reconcile; docs/rbac.md "Multi-cluster").
+sets=observersets.kafkaobserver.io
+for verb_res in "get $sets" "patch $sets --subresource=status" "get configmaps" "create configmaps" \
+  "patch configmaps" "list pods" "patch pods"; do
+  # shellcheck disable=SC2086 # verb, resource (and flag) as separate words
+  if [[ "$(remote_can $verb_res)" == yes ]]; then ok "remote can $verb_res"; else bad "remote cannot $verb_res (the chart should grant it)"; fi
+done
 for verb_res in "create leases.coordination.k8s.io" "patch leases.coordination.k8s.io/other" "delete $lease" \
-  "list leases.coordination.k8s.io" "get secrets" "list pods" "patch pods" "get configmaps" "create configmaps" \
-  "list observersets.kafkaobserver.io" "patch observersets.kafkaobserver.io" "create events.events.k8s.io"; do
-  # shellcheck disable=SC2086 # verb and resource as two words
+  "list leases.coordination.k8s.io" "get secrets" "list secrets" \
+  "delete configmaps" "list configmaps" "watch configmaps" "update configmaps" \
+  "watch pods" "delete pods" "get pods" "create pods" "update pods" \
+  "list $sets" "watch $sets" "patch $sets" "update $sets" "delete $sets" \
+  "get $sets --subresource=status" "update $sets --subresource=status" \
+  "create events.events.k8s.io" "patch events.events.k8s.io" "create events" "get nodes" "list nodes"; do
+  # shellcheck disable=SC2086 # verb, resource (and flag) as separate words
   if [[ "$(remote_can $verb_res)" == no ]]; then ok "remote cannot $verb_res"; else bad "remote can $verb_res (must not be granted)"; fi
 done
+# Nodes are cluster-scoped: asked without a namespace as well.
+for verb in get list; do
+  if [[ "$(kubectl auth can-i --as="$remote" "$verb" nodes 2>/dev/null)" == no ]]; then ok "remote cannot $verb nodes (cluster-wide)"
+  else bad "remote can $verb nodes (must not be granted)"; fi
+done
+# Nothing that it may do here may it do in another namespace, nor cluster-wide.
 for other in kube-system default; do
-  if [[ "$(kubectl auth can-i --as="$remote" -n "$other" get "$lease" 2>/dev/null)" == no ]]; then ok "remote cannot get $lease in $other"
-  else bad "remote can get $lease in $other"; fi
+  for verb_res in "get $lease" "get $sets" "patch $sets --subresource=status" "get configmaps" "create configmaps" \
+    "patch configmaps" "delete configmaps" "list pods" "patch pods" "watch pods" "delete pods" "get secrets" \
+    "create events.events.k8s.io"; do
+    # shellcheck disable=SC2086 # verb, resource (and flag) as separate words
+    if [[ "$(kubectl auth can-i --as="$remote" -n "$other" $verb_res 2>/dev/null)" == no ]]; then ok "remote cannot $verb_res in $other"
+    else bad "remote can $verb_res in $other (must not be granted)"; fi
+  done
+done
+for verb_res in "get $sets" "get configmaps" "create configmaps" "list pods" "patch pods"; do
+  # shellcheck disable=SC2086 # verb and resource as two words
+  if [[ "$(kubectl auth can-i --as="$remote" --all-namespaces $verb_res 2>/dev/null)" == no ]]; then ok "remote cannot $verb_res --all-namespaces"
+  else bad "remote can $verb_res --all-namespaces (must not be granted)"; fi
 done
 # The same through real calls: the Lease the chart created can be taken, no other Lease made.
 if out="$(kubectl --as="$remote" -n "$ns" patch "$lease" --type=merge -p '{"spec":{"holderIdentity":"check"}}' 2>&1)"; then
@@ -164,6 +197,37 @@ if out="$(kubectl --as="$remote" -n "$ns" create -f - 2>&1 <<<'{"apiVersion":"co
   bad "remote created a Lease"
 elif grep -q Forbidden <<<"$out"; then ok "remote cannot create a Lease (Forbidden)"
 else bad "creating a Lease as remote failed for another reason: $out"; fi
+
+# The policy holds for the remote identity as for the operator: kubectl reads a pod before it
+# patches it, which the remote identity may not (it only lists); the test-only Role of section 2
+# grants that read, bound now to it as well (after the can-i checks above).
+kubectl -n "$ns" create rolebinding kubectl-reads-remote --role=kubectl-reads --serviceaccount="$ns:kafka-observer-remote" >/dev/null
+remote_op() { kubectl --as="$remote" -n "$ns" "$@"; }
+remote_refused() { local out; ! out="$(remote_op "$@" 2>&1)" && grep -q "ValidatingAdmissionPolicy" <<<"$out"; }
+# The policy's new match is enforced a moment after the update: wait for the first refusal, with
+# a label value new at each try, so a try that lands before the policy holds leaves nothing to
+# make the next one a no-op.
+try=0 deadline=$((SECONDS + 30))
+until remote_refused patch pod target -p "{\"metadata\":{\"labels\":{\"remote-check\":\"$((++try))\"}}}"; do
+  ((SECONDS < deadline)) || { bad "the policy never refused a label change by the remote identity in 30 s"; break; }
+  sleep 1
+done
+expect_remote_refused() { if remote_refused "$@"; then ok "remote refused by the policy: $*"; else bad "remote not refused by the policy: $*"; fi; }
+expect_remote_allowed() { local out; if out="$(remote_op "$@" 2>&1)"; then ok "remote allowed: $*"; else bad "remote refused: $*: $out"; fi; }
+expect_remote_refused patch pod target -p "$image"
+expect_remote_refused patch pod target -p "$(annotations '"team":"c"')"
+expect_remote_allowed patch pod target -p "$(annotations '"kafkaobserver.io/observer-ids-nudged-at":"2026-12-07T00:00:00Z"')"
+expect_remote_refused create configmap unowned-remote --from-literal=k=v
+expect_remote_refused patch configmap foreign --type=merge -p '{"data":{"k":"x"}}'
+owned kafka-observers-controller 2 > "$work/owned-remote.yaml"
+expect_remote_allowed create -f "$work/owned-remote.yaml"
+# (The retained list of section 2, not the one just created: the garbage collector may delete that
+# one at any moment, its owner does not exist.)
+expect_remote_allowed patch configmap retained --type=merge -p '{"data":{"k":"x"}}'
+# Deleting is not granted at all (RBAC, before the policy).
+if out="$(remote_op delete configmap kafka-observers-controller --wait=false 2>&1)"; then bad "remote deleted a ConfigMap"
+elif grep -q Forbidden <<<"$out"; then ok "remote cannot delete a ConfigMap (Forbidden)"
+else bad "deleting a ConfigMap as remote failed for another reason: $out"; fi
 
 echo "namespaced-check: $fails failure(s)"
 exit "$fails"

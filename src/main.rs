@@ -148,7 +148,7 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     let scope = WatchScope::new(&args.watch_namespaces, &args.pod_selector)?;
     let config = kube_config(&args).await?;
     let plan = MemberPlan::new(&args.members)?;
-    let lease_members = lease_members(&args, &config, plan.as_ref()).await?;
+    let (lease_members, remotes) = lease_members(&args, &config, plan.as_ref()).await?;
     // The campaign stops on its own signal, after the work below has stopped acting: the lease
     // is held until in-flight reconciles finished, then released for the next replica.
     let campaign_stop = Shutdown::new();
@@ -161,6 +161,33 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     // Timeouts on every call; every write through the leadership's fence.
     let client = kafka_observer_operator::k8s::client::build(config, leadership.fence())
         .context("building the Kubernetes client")?;
+    // Each member's client through the same fence: no write to any member once it is closed.
+    let member_clients = match &plan {
+        Some(plan) => {
+            let mut clients = Vec::new();
+            for member in plan.members() {
+                if member == plan.local() {
+                    clients.push((member.clone(), client.clone(), None));
+                } else if let Some(remote) = remotes.iter().find(|r| &r.name == member) {
+                    let remote_client = kafka_observer_operator::k8s::client::build(
+                        remote.config.clone(),
+                        leadership.fence(),
+                    )
+                    .with_context(|| format!("building the client of member {member}"))?;
+                    clients.push((
+                        member.clone(),
+                        remote_client,
+                        Some(remote.namespace.clone()),
+                    ));
+                }
+            }
+            Some(members::MemberClients {
+                local: plan.local().to_string(),
+                clients,
+            })
+        }
+        None => None,
+    };
     // The same fence for the engine's Kafka writes (elections, reorderings).
     let kafka_fence = leadership.fence();
     let mut stepping_down = leadership.clone();
@@ -172,7 +199,7 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     let ctx = Arc::new(
         reconciler::Context::new(client.clone(), metrics.clone(), instance, args.resync)
             .with_pod_filter(scope.pods.clone())
-            .with_members(plan.clone()),
+            .with_members(member_clients),
     );
     health.set_ready(true);
     tracing::info!(namespaces = %scope.describe(), pods = %scope.pods, "operator started");
@@ -183,8 +210,8 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
 
-    // Over members, the reconciler only refuses ObserverSets for now (`not_yet_managed`):
-    // no promotion engine acts beside it.
+    // Over members, the reconciler writes the lists of sets whose policy is Manual (others are
+    // refused, `ClustersViolation::AutomaticAcrossMembers`): no promotion engine acts beside it.
     let promote = plan.is_none();
     leader::while_leader(leadership, shutdown.clone(), SHUTDOWN_GRACE, || {
         let (client, ctx, metrics, shutdown, scope) = (
@@ -236,36 +263,39 @@ async fn lease_members(
     args: &RunArgs,
     config: &kube::Config,
     plan: Option<&MemberPlan>,
-) -> anyhow::Result<Vec<LeaseMember>> {
+) -> anyhow::Result<(Vec<LeaseMember>, Vec<members::RemoteMember>)> {
     let Some(plan) = plan else {
-        return Ok(vec![LeaseMember::local("", config.clone(), &args.leader)]);
+        return Ok((
+            vec![LeaseMember::local("", config.clone(), &args.leader)],
+            Vec::new(),
+        ));
     };
     // Reads only (the Secrets), before any fence exists.
     let reader =
         kube::Client::try_from(config.clone()).context("building the Kubernetes client")?;
     // `load` gives the other members in `--members` order: put ours in its place.
-    let mut remotes = members::load(
+    let remotes = members::load(
         &reader,
         &args.operator_namespace,
         plan,
         &args.members.secret_prefix,
     )
-    .await?
-    .into_iter();
+    .await?;
     let mut leases = Vec::new();
+    let mut next = remotes.iter();
     for member in plan.members() {
         if member == plan.local() {
             leases.push(LeaseMember::local(member, config.clone(), &args.leader));
-        } else if let Some(remote) = remotes.next() {
+        } else if let Some(remote) = next.next() {
             tracing::info!(member = %remote.name, namespace = %remote.namespace, server = %remote.config.cluster_url, "member cluster");
             leases.push(LeaseMember {
-                member: remote.name,
-                config: remote.config,
-                namespace: remote.namespace,
+                member: remote.name.clone(),
+                config: remote.config.clone(),
+                namespace: remote.namespace.clone(),
             });
         }
     }
-    Ok(leases)
+    Ok((leases, remotes))
 }
 
 #[cfg(test)]

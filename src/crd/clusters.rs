@@ -2,9 +2,9 @@
 //! cluster (docs/multi-cluster.md, "One ObserverSet per member, the same spec").
 //!
 //! The schema and `validate` check what can be checked in the object alone (names, the per-member
-//! node rules, an ordinal offset two members share); the operator does not yet write observer
-//! lists across members, so `validate` then refuses the set with a message saying so, and no
-//! stage after it ever sees `clusters`.
+//! node rules, an ordinal offset two members share), then the members against the operator's
+//! `--members`: an operator of one cluster refuses the set, one over other members too. What
+//! the operator does not do across members yet (the promotion engine) is refused by name.
 
 use std::collections::BTreeSet;
 
@@ -12,7 +12,9 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
 use super::nodes::NodesSpec;
-use super::validation::role_selections;
+use super::promotion::PromotionPolicy;
+use super::spec::DeletionPolicy;
+use super::validation::{role_selections, RoleSelection};
 use super::Role;
 
 /// At most this many members: each is one more Lease to renew and one more apiserver on every
@@ -63,12 +65,75 @@ pub enum ClustersViolation {
         second: String,
         second_role: Role,
     },
-    #[error("spec.clusters ({0}) describes one Kafka cluster over several Kubernetes clusters, and this operator version does not write observer lists across member clusters yet (docs/multi-cluster.md, build order step 9): nothing is written for this ObserverSet; use spec.nodes for the pods of one cluster")]
+    #[error("spec.clusters ({0}) describes one Kafka cluster over several Kubernetes clusters, and this operator manages one cluster (it was not given --members): nothing is written for this ObserverSet; install the operator in every member with the chart's multiCluster values (docs/multi-cluster.md), or use spec.nodes for the pods of one cluster")]
     NotManagedYet(String),
+    #[error("spec.clusters names the members {spec}, but the operator runs over {operator} (--members): name exactly the operator's members, each once")]
+    MembersDiffer { spec: String, operator: String },
+    #[error("spec.deletionPolicy is Delete: across member clusters the lists carry no owner reference (deleting one member's copy must not delete that member's lists), so deleting the ObserverSet cannot delete them yet; set deletionPolicy Retain and delete the ConfigMaps yourself when the Kafka cluster is gone")]
+    DeleteAcrossMembers,
+    #[error("spec.promotion.policy is {0:?}: automatic promotion across member clusters is not built yet (docs/multi-cluster.md, build order step 9), so nothing would promote; set policy Manual and promote with spec.promotion.promoted in every member's copy")]
+    AutomaticAcrossMembers(PromotionPolicy),
 }
 
-/// Every violation of `clusters`; with none found, [`ClustersViolation::NotManagedYet`].
-pub(super) fn violations(clusters: &[MemberCluster]) -> Vec<ClustersViolation> {
+/// The role selections of `clusters`, one per (role, member) with pods of that role, controllers
+/// of every member first, each role's members in `members`' order; or every violation:
+/// first what is wrong in the object itself, else against the operator's members (`None`: an
+/// operator of one cluster, [`ClustersViolation::NotManagedYet`]).
+pub(super) fn selections(
+    clusters: &[MemberCluster],
+    members: Option<&[String]>,
+    policy: PromotionPolicy,
+    deletion: DeletionPolicy,
+) -> Result<Vec<RoleSelection>, Vec<ClustersViolation>> {
+    let found = violations(clusters);
+    if !found.is_empty() {
+        return Err(found);
+    }
+    let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
+    let Some(members) = members else {
+        return Err(vec![ClustersViolation::NotManagedYet(names.join(", "))]);
+    };
+    let mut found = Vec::new();
+    let spec_set: BTreeSet<&str> = names.iter().copied().collect();
+    let operator_set: BTreeSet<&str> = members.iter().map(String::as_str).collect();
+    if spec_set != operator_set {
+        found.push(ClustersViolation::MembersDiffer {
+            spec: names.join(", "),
+            operator: members.join(", "),
+        });
+    }
+    if policy != PromotionPolicy::Manual {
+        found.push(ClustersViolation::AutomaticAcrossMembers(policy));
+    }
+    if deletion == DeletionPolicy::Delete {
+        found.push(ClustersViolation::DeleteAcrossMembers);
+    }
+    if !found.is_empty() {
+        return Err(found);
+    }
+    let mut roles = Vec::new();
+    for member in members {
+        let Some(cluster) = clusters.iter().find(|c| &c.name == member) else {
+            continue;
+        };
+        let nodes = &cluster.nodes;
+        let mut inner = Vec::new();
+        for mut selection in role_selections(
+            nodes.controllers.as_ref(),
+            nodes.brokers.as_ref(),
+            &mut inner,
+        ) {
+            selection.member = member.clone();
+            roles.push(selection);
+        }
+    }
+    // Stable: within a role, the members' order.
+    roles.sort_by_key(|r| r.role != Role::Controller);
+    Ok(roles)
+}
+
+/// Every violation of `clusters` the object alone shows.
+fn violations(clusters: &[MemberCluster]) -> Vec<ClustersViolation> {
     let mut found = Vec::new();
     if !is_member_count(clusters.len()) {
         found.push(ClustersViolation::Count(clusters.len()));
@@ -116,10 +181,6 @@ pub(super) fn violations(clusters: &[MemberCluster]) -> Vec<ClustersViolation> {
             }
             offsets.push((offset, &member.name, role));
         }
-    }
-    if found.is_empty() {
-        let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
-        found.push(ClustersViolation::NotManagedYet(names.join(", ")));
     }
     found
 }

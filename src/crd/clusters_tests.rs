@@ -1,10 +1,10 @@
-//! `spec.clusters`: checked as far as the object allows, then refused with what to do.
+//! `spec.clusters`: checked as far as the object allows, then against the operator's members.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::crd::{
-    validate, KafkaConnection, MemberCluster, NodeIdSource, NodesSpec, ObserverSet,
-    ObserverSetSpec, RoleNodes, SpecViolation,
+    validate, validate_over, KafkaConnection, MemberCluster, NodeIdSource, NodesSpec, ObserverSet,
+    ObserverSetSpec, PromotionPolicy, Role, RoleNodes, SpecViolation,
 };
 
 fn role(app: &str, offset: i32) -> Option<RoleNodes> {
@@ -65,7 +65,7 @@ fn messages(edit: impl FnOnce(&mut ObserverSet)) -> Vec<String> {
 }
 
 #[test]
-fn a_consistent_layout_is_refused_as_not_managed_yet() {
+fn a_consistent_layout_is_refused_by_an_operator_of_one_cluster() {
     let found = messages(|_| {});
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
@@ -74,6 +74,110 @@ fn a_consistent_layout_is_refused_as_not_managed_yet() {
         found[0]
     );
     assert!(found[0].contains("use spec.nodes"), "{}", found[0]);
+    assert!(found[0].contains("--members"), "{}", found[0]);
+}
+
+fn operator_members() -> Vec<String> {
+    ["east", "west", "tie"].map(String::from).to_vec()
+}
+
+fn messages_over(members: &[String], edit: impl FnOnce(&mut ObserverSet)) -> Vec<String> {
+    let mut obs = stretched();
+    edit(&mut obs);
+    match validate_over(&obs, Some(members)) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.violations.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// Over its members, the operator takes the set: one selection per (role, member), every
+/// member's controllers before any member's brokers, members in `--members` order.
+#[test]
+fn an_operator_over_the_same_members_takes_one_role_per_member_controllers_first() {
+    let members = ["west", "tie", "east"].map(String::from).to_vec();
+    let validated = validate_over(&stretched(), Some(&members)).unwrap();
+    let order: Vec<(Role, &str)> = validated
+        .roles
+        .iter()
+        .map(|r| (r.role, r.member.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            (Role::Controller, "west"),
+            (Role::Controller, "tie"),
+            (Role::Controller, "east"),
+            (Role::Broker, "west"),
+            (Role::Broker, "east"),
+        ]
+    );
+    // The member's own node rule, not another's.
+    let west_brokers = &validated.roles[3];
+    assert_eq!(
+        west_brokers.node_id,
+        crate::crd::NodeIdRule::OrdinalOffset(3)
+    );
+}
+
+#[test]
+fn other_members_than_the_operators_are_refused_naming_both() {
+    let members: Vec<String> = ["east", "west", "north"].map(String::from).to_vec();
+    let found = messages_over(&members, |_| {});
+    assert_eq!(
+        found,
+        ["spec.clusters names the members east, west, tie, but the operator runs over east, west, north (--members): name exactly the operator's members, each once"]
+    );
+}
+
+/// No engine runs across members yet: an automatic policy would silently promote nothing.
+#[test]
+fn an_automatic_policy_across_members_is_refused_until_the_engine_runs_there() {
+    let found = messages_over(&operator_members(), |o| {
+        o.spec.promotion.policy = PromotionPolicy::UnderMinIsr;
+    });
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("spec.promotion.policy is UnderMinIsr: automatic promotion across member clusters is not built yet"), "{}", found[0]);
+}
+
+/// Deleting the set could not delete lists that carry no owner reference: refused, not ignored.
+#[test]
+fn delete_policy_across_members_is_refused() {
+    let found = messages_over(&operator_members(), |o| {
+        o.spec.deletion_policy = crate::crd::DeletionPolicy::Delete;
+    });
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("spec.deletionPolicy is Delete: across member clusters"),
+        "{}",
+        found[0]
+    );
+}
+
+/// An operator over members does not take a one-cluster set: it would write to its own member
+/// only, and nothing would keep the controllers-first order across the others.
+#[test]
+fn a_one_cluster_set_is_refused_by_an_operator_over_members() {
+    let found = messages_over(&operator_members(), |o| {
+        o.spec.clusters = None;
+        o.spec.nodes = Some(member("x", 0, Some(1)).nodes);
+    });
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("spec.nodes describes the pods of one Kubernetes cluster, but this operator runs over the member clusters east, west, tie"), "{}", found[0]);
+}
+
+/// What is wrong in the object is said before the members are compared.
+#[test]
+fn the_objects_own_faults_come_before_the_members_check() {
+    let found = messages_over(&operator_members(), |o| {
+        o.spec.clusters.as_mut().unwrap()[1].name = "east".into();
+    });
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("names member \"east\" twice")),
+        "{found:?}"
+    );
+    assert!(!found.iter().any(|m| m.contains("--members")), "{found:?}");
 }
 
 #[test]

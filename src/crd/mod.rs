@@ -37,8 +37,8 @@ pub use status::{
 };
 pub use topic_filter::CompiledTopicFilter;
 pub use validation::{
-    is_label_key, validate, NodeIdRule, RoleSelection, SpecError, SpecViolation, ValidatedKafka,
-    ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
+    is_label_key, validate, validate_over, NodeIdRule, RoleSelection, SpecError, SpecViolation,
+    ValidatedKafka, ValidatedObserverSet, ValidatedPromotion, ValidatedRollout,
 };
 
 /// API group of every resource this operator defines.

@@ -45,6 +45,8 @@ pub enum SpecViolation {
     NodesAndClusters,
     #[error(transparent)]
     Clusters(#[from] ClustersViolation),
+    #[error("spec.nodes describes the pods of one Kubernetes cluster, but this operator runs over the member clusters {0}: give spec.clusters, the pods of each member (docs/multi-cluster.md), or manage this set with an operator installed without multiCluster.members")]
+    NodesOverMembers(String),
     #[error("spec.nodes.controllers is missing but the brokers are not combined-mode: add controllers or set brokers.combined: true")]
     ControllersMissing,
     #[error("spec.nodes.{0}s.selector is empty and would match every pod: add matchLabels or matchExpressions")]
@@ -121,6 +123,9 @@ pub enum NodeIdRule {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoleSelection {
     pub role: Role,
+    /// The member cluster whose pods these are: `crate::rollout::LOCAL` for `spec.nodes`, a
+    /// name of `spec.clusters` otherwise.
+    pub member: String,
     pub selector: LabelSelector,
     pub node_id: NodeIdRule,
     /// Broker pods that also run a controller (their single file serves both).
@@ -181,8 +186,19 @@ impl ValidatedObserverSet {
     }
 }
 
-/// Checks every rule of docs/api.md and returns the validated model or every violation.
+/// Checks every rule of docs/api.md and returns the validated model or every violation, for an
+/// operator of one Kubernetes cluster: a set with `spec.clusters` is refused.
 pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
+    validate_over(obs, None)
+}
+
+/// [`validate`] for an operator run over member clusters (`--members`, in that order): the set
+/// must then give `spec.clusters` naming exactly those members, and its roles come one per
+/// (role, member), controllers of every member first. `None`: one cluster, as [`validate`].
+pub fn validate_over(
+    obs: &ObserverSet,
+    members: Option<&[String]>,
+) -> Result<ValidatedObserverSet, SpecError> {
     let spec = &obs.spec;
     let mut errors = Vec::new();
 
@@ -197,6 +213,12 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
         });
 
     let roles = match (&spec.nodes, &spec.clusters) {
+        (Some(_), None) if members.is_some() => {
+            errors.push(SpecViolation::NodesOverMembers(
+                members.unwrap_or_default().join(", "),
+            ));
+            Vec::new()
+        }
         (Some(nodes), None) => role_selections(
             nodes.controllers.as_ref(),
             nodes.brokers.as_ref(),
@@ -210,14 +232,20 @@ pub fn validate(obs: &ObserverSet) -> Result<ValidatedObserverSet, SpecError> {
             errors.push(SpecViolation::NoNodes);
             Vec::new()
         }
-        // Checked as far as the object allows, then refused (no stage after this sees it).
+        // Checked as far as the object allows, then against the operator's members.
         (None, Some(clusters)) => {
-            errors.extend(
-                clusters::violations(clusters)
-                    .into_iter()
-                    .map(SpecViolation::from),
-            );
-            Vec::new()
+            match clusters::selections(
+                clusters,
+                members,
+                spec.promotion.policy,
+                spec.deletion_policy,
+            ) {
+                Ok(roles) => roles,
+                Err(found) => {
+                    errors.extend(found.into_iter().map(SpecViolation::from));
+                    Vec::new()
+                }
+            }
         }
     };
 
@@ -378,6 +406,7 @@ fn role_selection(
     };
     Some(RoleSelection {
         role,
+        member: crate::rollout::LOCAL.to_string(),
         selector: sel.clone(),
         node_id,
         combined: nodes.combined,

@@ -39,6 +39,10 @@ pub enum Error {
     /// depends on it (a list) was written.
     #[error("the status of ObserverSet {object} was not persisted: {reason}")]
     NotPersisted { object: String, reason: String },
+    /// Too few member clusters answered to know the latest status (the copy to resume from):
+    /// nothing is decided or written.
+    #[error("ObserverSet {object}: {reason}")]
+    NoMajority { object: String, reason: String },
     /// The object as served lacks a namespace or name (never for a namespaced custom resource).
     #[error("ObserverSet has no {0}; it must be a namespaced, named object")]
     MissingMetadata(&'static str),
@@ -55,6 +59,7 @@ impl Error {
             Error::Superseded { .. } => "superseded",
             Error::NotPersisted { .. } => "not_persisted",
             Error::Deposed { .. } => "deposed",
+            Error::NoMajority { .. } => "no_majority",
             Error::MissingMetadata(_) => "metadata",
         }
     }

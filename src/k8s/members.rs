@@ -135,17 +135,6 @@ impl MemberPlan {
     }
 }
 
-/// Why an operator running over members refuses every ObserverSet for now: it campaigns over
-/// the members' Leases, but the reconciler and the promotion engine still act on the one
-/// cluster they run in (docs/multi-cluster.md, build order, step 9), and a list written in one
-/// member only would break the controllers-first order across them.
-pub fn not_yet_managed(plan: &MemberPlan) -> String {
-    format!(
-        "this operator runs over the member clusters {} (--members) and does not yet write observer lists across member clusters (docs/multi-cluster.md, build order step 9): nothing is written for this ObserverSet and its ConfigMaps keep their content; manage it with a single-cluster install (no --members)",
-        plan.members.join(",")
-    )
-}
-
 /// The Secret that holds `member`'s kubeconfig.
 pub fn secret_name(prefix: &str, member: &str) -> String {
     format!("{prefix}{member}")
@@ -256,6 +245,39 @@ fn user_rule(user: &kube::config::AuthInfo) -> Result<(), &'static str> {
         );
     }
     Ok(())
+}
+
+/// The reconciler's client for every member cluster, in `--members` order, its own member's
+/// included (the operator's main client there); each passes the leadership's write fence.
+#[derive(Clone)]
+pub struct MemberClients {
+    /// This replica's member.
+    pub local: String,
+    /// (member, client, the namespace its identity is granted: the Kafka namespace there;
+    /// `None` for the local member, whose identity the chart grants per watched namespace).
+    pub clients: Vec<(String, kube::Client, Option<String>)>,
+}
+
+impl MemberClients {
+    /// The member names, in `--members` order.
+    pub fn names(&self) -> Vec<String> {
+        self.clients.iter().map(|(m, _, _)| m.clone()).collect()
+    }
+
+    /// The remote members whose identity is not granted `namespace` (their kubeconfig names
+    /// another one): an ObserverSet there cannot be read or written in those members.
+    pub fn not_granted(&self, namespace: &str) -> Vec<String> {
+        self.clients
+            .iter()
+            .filter(|(_, _, granted)| granted.as_deref().is_some_and(|g| g != namespace))
+            .map(|(m, _, g)| {
+                format!(
+                    "{m} (its kubeconfig Secret names namespace {})",
+                    g.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
 }
 
 /// One other member: where its apiserver is and how to reach it, and its Kafka namespace.

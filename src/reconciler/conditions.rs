@@ -10,6 +10,8 @@ use crate::crd::{Phase, RolloutStatus};
 pub const READY: &str = "Ready";
 pub const PROGRESSING: &str = "Progressing";
 pub const DEGRADED: &str = "Degraded";
+/// Over member clusters only: whether every member answered this pass.
+pub const MEMBERS_REACHABLE: &str = "MembersReachable";
 
 /// One condition as decided this reconcile, before timestamps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,7 +133,72 @@ fn going_on_without(r: &RolloutStatus) -> String {
 
 /// The condition types the reconciler owns; the others in `status.conditions` belong to other
 /// writers (`automation::kafka_health`) and pass through untouched.
-pub const OWN_CONDITIONS: [&str; 3] = [READY, PROGRESSING, DEGRADED];
+pub const OWN_CONDITIONS: [&str; 4] = [READY, PROGRESSING, DEGRADED, MEMBERS_REACHABLE];
+
+/// `MembersReachable` of an install over members: `unreachable` are the members not read or
+/// not written this pass (with why), `held` whether the rollout waits for them (a demotion or
+/// a mixed change does not start or take a step while any member is unreachable).
+pub fn members_reachable(unreachable: &[(String, String)], held: bool) -> ConditionValue {
+    if unreachable.is_empty() {
+        return ConditionValue {
+            type_: MEMBERS_REACHABLE,
+            status: true,
+            reason: "AllMembersAnswered",
+            message: "every member cluster answered this pass".into(),
+        };
+    }
+    let names: Vec<String> = unreachable
+        .iter()
+        .map(|(m, why)| format!("{m} ({why})"))
+        .collect();
+    let waits = if held {
+        "the rollout waits for them: a demotion or a mixed change takes no step while a member is unreachable"
+    } else {
+        "nothing is written there until they answer; a promotion goes on without their pods only where Kafka no longer lists them"
+    };
+    ConditionValue {
+        type_: MEMBERS_REACHABLE,
+        status: false,
+        reason: "MemberUnreachable",
+        message: format!("not reached this pass: {}; {waits}", names.join(", ")),
+    }
+}
+
+/// Sets one decided condition in `conditions`, the others untouched (pure).
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    value: &ConditionValue,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let decided = decide(conditions, value, generation, now);
+    match conditions.iter_mut().find(|c| c.type_ == value.type_) {
+        Some(c) => *c = decided,
+        None => conditions.push(decided),
+    }
+}
+
+fn decide(
+    previous: &[Condition],
+    v: &ConditionValue,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let status = if v.status { "True" } else { "False" }.to_string();
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == v.type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    Condition {
+        type_: v.type_.into(),
+        status,
+        reason: v.reason.into(),
+        message: v.message.clone(),
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
 
 /// Merges decided values into the previous conditions: a condition whose status did not change
 /// keeps its lastTransitionTime; another writer's conditions stay where they were, so an
@@ -142,22 +209,7 @@ pub fn merge_conditions(
     generation: Option<i64>,
     now: Timestamp,
 ) -> Vec<Condition> {
-    let decided = |v: &ConditionValue| {
-        let status = if v.status { "True" } else { "False" }.to_string();
-        let last_transition_time = previous
-            .iter()
-            .find(|c| c.type_ == v.type_ && c.status == status)
-            .map(|c| c.last_transition_time.clone())
-            .unwrap_or(Time(now));
-        Condition {
-            type_: v.type_.into(),
-            status,
-            reason: v.reason.into(),
-            message: v.message.clone(),
-            observed_generation: generation,
-            last_transition_time,
-        }
-    };
+    let decided = |v: &ConditionValue| decide(previous, v, generation, now);
     let mut merged: Vec<Condition> = previous
         .iter()
         .filter_map(|c| match values.iter().find(|v| v.type_ == c.type_) {
@@ -177,6 +229,34 @@ pub fn merge_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_reachable_names_the_lost_member_and_what_waits_for_it() {
+        let lost = [("tie".to_string(), "no answer".to_string())];
+        let held = members_reachable(&lost, true);
+        assert!(!held.status);
+        assert_eq!(held.reason, "MemberUnreachable");
+        assert!(
+            held.message
+                .starts_with("not reached this pass: tie (no answer); the rollout waits for them"),
+            "{}",
+            held.message
+        );
+        assert!(members_reachable(&lost, false)
+            .message
+            .contains("a promotion goes on without their pods"));
+        assert!(members_reachable(&[], false).status);
+        // Set once, then again with the same status: the transition time stays.
+        let mut conditions = Vec::new();
+        set_condition(&mut conditions, &held, Some(1), at("2026-12-07T00:00:00Z"));
+        set_condition(&mut conditions, &held, Some(2), at("2026-12-07T00:01:00Z"));
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(
+            conditions[0].last_transition_time,
+            Time(at("2026-12-07T00:00:00Z"))
+        );
+        assert_eq!(conditions[0].observed_generation, Some(2));
+    }
 
     fn foreign(type_: &str, t: Timestamp) -> Condition {
         Condition {

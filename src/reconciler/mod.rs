@@ -14,6 +14,7 @@ mod backoff;
 mod conditions;
 pub mod conflict;
 pub mod copies;
+mod members;
 mod observe;
 mod outcome;
 mod pods;
@@ -38,14 +39,15 @@ use kube::{Client, Resource, ResourceExt};
 pub use reconcile::reconcile;
 
 use crate::agent::AgentClient;
-use crate::crd::ObserverSet;
+use crate::crd::{ObserverSet, Role};
 use crate::k8s::events::{reason, Events};
-use crate::k8s::members::MemberPlan;
+use crate::k8s::members::MemberClients;
 use crate::k8s::scope::WatchScope;
 use crate::k8s::Error;
 use crate::kafka_liveness::KafkaLiveness;
 use crate::metrics::Metrics;
 use crate::rollout::config_map::LABEL_MANAGED_BY;
+use crate::rollout::pods::KafkaPod;
 use crate::shutdown::Shutdown;
 use crate::writers::OPERATOR as FIELD_MANAGER;
 
@@ -74,8 +76,13 @@ pub struct Context {
     /// Node name -> when its Ready condition was read and what it said (silent pods' Nodes
     /// only; reused for a second while a step polls fast).
     pub nodes: Mutex<HashMap<String, (Instant, bool)>>,
-    /// The member clusters (`--members`), none in a single-cluster install.
-    pub members: Option<MemberPlan>,
+    /// The member clusters (`--members`) and a client for each, none in a single-cluster
+    /// install.
+    pub members: Option<MemberClients>,
+    /// The pods last seen per (ObserverSet uid, member, role): an unreachable member's pods
+    /// are assumed still running (docs/multi-cluster.md, "An unreachable member is not an
+    /// empty member").
+    pub member_pods: Mutex<HashMap<(String, String, Role), Vec<KafkaPod>>>,
     /// Failed reconciles in a row per ObserverSet: the wait before each retry (`backoff`).
     failures: Mutex<backoff::Backoff<ObjectRef<ObserverSet>>>,
     /// The epoch this leadership claimed per ObserverSet (by uid: a set recreated under the
@@ -120,6 +127,7 @@ impl Context {
             liveness: KafkaLiveness::default(),
             nodes: Mutex::new(HashMap::new()),
             members: None,
+            member_pods: Mutex::default(),
             failures: Mutex::default(),
             claimed: Mutex::default(),
         }
@@ -144,9 +152,8 @@ impl Context {
         self
     }
 
-    /// The member clusters of a multi-cluster install (`--members`): every ObserverSet is
-    /// refused until the reconciler writes across members (`members::not_yet_managed`).
-    pub fn with_members(mut self, members: Option<MemberPlan>) -> Self {
+    /// The member clusters of a multi-cluster install (`--members`), with their clients.
+    pub fn with_members(mut self, members: Option<MemberClients>) -> Self {
         self.members = members;
         self
     }

@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::Api;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::Selector;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::members::MemberApis;
 use crate::agent::AgentClient;
 use crate::crd::{AckMode, Role, ValidatedObserverSet};
 use crate::k8s::dereference::list_role_pods;
@@ -20,14 +20,21 @@ use crate::rollout::config_map::{
     self, config_map_name, DATA_KEY, LABEL_MANAGED_BY, LABEL_OBSERVER_SET, LABEL_ROLE,
 };
 use crate::rollout::pods::KafkaPod;
-use crate::rollout::{Acknowledgements, Expectation, LiveList, PodObservation, RoleObservation};
+use crate::rollout::{
+    pod_key, Acknowledgements, Expectation, LiveList, PodObservation, RoleObservation,
+};
 
-/// One configured role as found in the cluster.
+/// One configured role as found in one member cluster.
 #[derive(Clone, Debug)]
 pub struct ObservedRole {
     /// Name of the ObserverSet (the ConfigMap's expected labels and owner).
     pub observer_set: String,
     pub role: Role,
+    /// The member cluster (`crate::rollout::LOCAL` in a single-cluster install).
+    pub member: String,
+    /// Whether the member was read this pass; when not, `pods` are the last seen there and
+    /// `config_map` is unknown.
+    pub reachable: bool,
     pub pods: Vec<KafkaPod>,
     pub config_map: Option<ConfigMap>,
 }
@@ -36,9 +43,11 @@ pub struct ObservedRole {
 /// `crate::rollout::unreachable` decides from.
 #[derive(Clone, Debug, Default)]
 pub struct Facts {
-    /// Pod name -> since when its agent has answered nothing (pods asked this pass only).
+    /// Pod (`rollout::pod_key`) -> since when its agent has answered nothing (pods asked this
+    /// pass only).
     pub silent_since: BTreeMap<String, Timestamp>,
-    /// Node name -> its Ready condition (the Nodes of silent pods only).
+    /// Node (`rollout::pod_key` of member and node name) -> its Ready condition (the Nodes of
+    /// silent pods only).
     pub node_ready: BTreeMap<String, bool>,
     /// The automation's latest view of which brokers Kafka lists, if any.
     pub kafka: Option<LivenessView>,
@@ -51,8 +60,8 @@ impl ObservedRole {
     pub fn to_plan(&self, facts: &Facts) -> RoleObservation {
         RoleObservation {
             role: self.role,
-            member: crate::rollout::LOCAL.to_string(),
-            reachable: true,
+            member: self.member.clone(),
+            reachable: self.reachable,
             pods: self
                 .pods
                 .iter()
@@ -65,8 +74,11 @@ impl ObservedRole {
                     node_ready: p
                         .node_name
                         .as_ref()
-                        .and_then(|n| facts.node_ready.get(n).copied()),
-                    agent_silent_since: facts.silent_since.get(&p.name).copied(),
+                        .and_then(|n| facts.node_ready.get(&pod_key(&self.member, n)).copied()),
+                    agent_silent_since: facts
+                        .silent_since
+                        .get(&pod_key(&self.member, &p.name))
+                        .copied(),
                     kafka_alive: facts
                         .kafka
                         .as_ref()
@@ -77,13 +89,25 @@ impl ObservedRole {
             live: self
                 .config_map
                 .as_ref()
-                .map(|cm| live_list(cm, &self.observer_set, self.role)),
+                .filter(|_| self.reachable)
+                .map(|cm| {
+                    // Over members the lists carry no owner reference (`Owner::reference`).
+                    let owner_required = self.member == crate::rollout::LOCAL;
+                    live_list(cm, &self.observer_set, self.role, owner_required)
+                }),
         }
+    }
+
+    /// The role's pods with the names status and the agents' answers give them.
+    pub fn keyed_pods(&self) -> impl Iterator<Item = (String, &KafkaPod)> {
+        self.pods
+            .iter()
+            .map(|p| (pod_key(&self.member, &p.name), p))
     }
 }
 
 /// Revision annotation, content and ownership of a live ConfigMap (pure).
-pub fn live_list(cm: &ConfigMap, observer_set: &str, role: Role) -> LiveList {
+pub fn live_list(cm: &ConfigMap, observer_set: &str, role: Role, owner_required: bool) -> LiveList {
     let label = |key: &str| {
         cm.metadata
             .labels
@@ -101,20 +125,47 @@ pub fn live_list(cm: &ConfigMap, observer_set: &str, role: Role) -> LiveList {
     LiveList {
         revision: config_map::revision_of(cm),
         content: cm.data.as_ref().and_then(|d| d.get(DATA_KEY)).cloned(),
-        managed: labelled && owned,
+        managed: labelled && (owned || !owner_required),
     }
 }
 
-/// Pods and ConfigMap of every configured role, in rollout order. The reads run side by side:
-/// every reconcile pass of a rollout step starts with them, so their round trips add directly
-/// to the promotion's latency.
+/// Pods and ConfigMap of every configured role in every member, in rollout order. The reads
+/// run side by side: every reconcile pass of a rollout step starts with them, so their round
+/// trips add directly to the promotion's latency. Over members (more than one), a member whose
+/// apiserver fails a read is unreachable this pass (its roles come back with no pods, for the
+/// caller to fill from what it last saw), not an error: an unreachable member is not an empty
+/// one, and the others' rollout goes on where the rules allow.
 pub async fn roles(
     obs: &ValidatedObserverSet,
-    pods: &Api<Pod>,
-    config_maps: &Api<ConfigMap>,
+    members: &[MemberApis],
     pod_filter: &Selector,
 ) -> Result<Vec<ObservedRole>> {
-    futures::future::try_join_all(obs.roles.iter().map(|selection| async move {
+    let over_members = members.len() > 1;
+    let per_member = members.iter().map(|apis| async move {
+        let read = role_reads(obs, apis, pod_filter).await;
+        match read {
+            Err(Error::Kube { action, source }) if over_members => {
+                tracing::warn!(observerset = %format!("{}/{}", obs.namespace, obs.name), member = %apis.member, %action, error = %crate::k8s::error::brief(&source), "member cluster unreachable this pass");
+                Ok(unreached(obs, &apis.member))
+            }
+            other => other,
+        }
+    });
+    let found = futures::future::try_join_all(per_member).await?;
+    let mut roles: Vec<ObservedRole> = found.into_iter().flatten().collect();
+    // Rollout order: every member's controllers first (stable: members keep their order).
+    roles.sort_by_key(|r| r.role != Role::Controller);
+    Ok(roles)
+}
+
+/// The roles of `obs` in one member, read through that member's APIs.
+async fn role_reads(
+    obs: &ValidatedObserverSet,
+    apis: &MemberApis,
+    pod_filter: &Selector,
+) -> Result<Vec<ObservedRole>> {
+    let selections = obs.roles.iter().filter(|r| r.member == apis.member);
+    futures::future::try_join_all(selections.map(|selection| async move {
         let mut selector =
             Selector::try_from(selection.selector.clone()).map_err(|e| Error::Selector {
                 object: format!("{}/{}", obs.namespace, obs.name),
@@ -125,14 +176,18 @@ pub async fn roles(
         // be acted on without its changes ever waking a reconcile.
         selector.extend(pod_filter.clone());
         let name = config_map_name(&obs.name, selection.role);
+        let in_member = match apis.member.as_str() {
+            "" => String::new(),
+            m => format!(" in member {m}"),
+        };
         let (role_pods, config_map) = tokio::try_join!(
-            list_role_pods(pods, selection.role, &selector, &selection.node_id),
+            list_role_pods(&apis.pods, selection.role, &selector, &selection.node_id),
             async {
-                config_maps
+                apis.config_maps
                     .get_opt(&name)
                     .await
                     .map_err(Error::kube(format!(
-                        "reading ConfigMap {}/{name}",
+                        "reading ConfigMap {}/{name}{in_member}",
                         obs.namespace
                     )))
             }
@@ -140,11 +195,39 @@ pub async fn roles(
         Ok(ObservedRole {
             observer_set: obs.name.clone(),
             role: selection.role,
+            member: apis.member.clone(),
+            reachable: true,
             pods: role_pods,
             config_map,
         })
     }))
     .await
+}
+
+/// The roles of `member`, unread this pass.
+fn unreached(obs: &ValidatedObserverSet, member: &str) -> Vec<ObservedRole> {
+    obs.roles
+        .iter()
+        .filter(|r| r.member == member)
+        .map(|r| ObservedRole {
+            observer_set: obs.name.clone(),
+            role: r.role,
+            member: member.to_string(),
+            reachable: false,
+            pods: Vec::new(),
+            config_map: None,
+        })
+        .collect()
+}
+
+/// Marks the roles of `members` unreachable (read perhaps, but not to be written this pass:
+/// their copy of the set did not answer or does not exist), forgetting what was read there.
+pub fn mark_unreachable(roles: &mut [ObservedRole], members: &BTreeSet<String>) {
+    for role in roles.iter_mut().filter(|r| members.contains(&r.member)) {
+        role.reachable = false;
+        role.pods.clear();
+        role.config_map = None;
+    }
 }
 
 /// Refuses an observer list that names every broker the set selects: an observer never joins
@@ -263,8 +346,15 @@ pub async fn acknowledgements(
     if obs.rollout.acknowledgement != AckMode::Agent {
         return None;
     }
-    let role = observed.iter().find(|o| o.role == expectation.role)?;
-    let running: Vec<KafkaPod> = role.pods.iter().filter(|p| p.running).cloned().collect();
+    // Every member's running pods of the role, an unreachable member's last seen ones too:
+    // their agents may still answer over the pod network.
+    let running: Vec<(String, KafkaPod)> = observed
+        .iter()
+        .filter(|o| o.role == expectation.role)
+        .flat_map(|o| o.keyed_pods())
+        .filter(|(_, p)| p.running)
+        .map(|(key, p)| (key, p.clone()))
+        .collect();
     let verdicts = verdicts(
         agents,
         &running,
@@ -298,23 +388,24 @@ pub fn quick_asks(role: &ObservedRole, facts: &Facts) -> BTreeSet<String> {
         .pods
         .into_iter()
         .filter(|p| p.running && crate::rollout::unreachable::lost(p).is_some())
-        .map(|p| p.name)
+        .map(|p| pod_key(&role.member, &p.name))
         .collect()
 }
 
 /// Asks every pod's agent at once and judges each answer; the pods in `quick` get
-/// [`crate::agent::QUICK_TIMEOUT`].
+/// [`crate::agent::QUICK_TIMEOUT`]. Pods come with, and verdicts go by, their
+/// `rollout::pod_key`.
 pub async fn verdicts(
     agents: &AgentClient,
-    pods: &[KafkaPod],
+    pods: &[(String, KafkaPod)],
     port: u16,
     observer_set: &str,
     expected: &Expectation,
     jvm_cache_ttl: Duration,
     quick: &BTreeSet<String>,
 ) -> Vec<(String, Verdict)> {
-    let asks = pods.iter().map(|pod| async move {
-        let budget = match quick.contains(&pod.name) {
+    let asks = pods.iter().map(|(key, pod)| async move {
+        let budget = match quick.contains(key) {
             true => crate::agent::QUICK_TIMEOUT,
             false => Duration::MAX,
         };
@@ -331,7 +422,7 @@ pub async fn verdicts(
                 Err(e) => Verdict::Unreachable(e),
             },
         };
-        (pod.name.clone(), verdict)
+        (key.clone(), verdict)
     });
     futures::future::join_all(asks).await
 }
@@ -347,7 +438,7 @@ mod tests {
 
     #[test]
     fn what_the_operator_builds_reads_back_as_managed() {
-        let live = live_list(&built(), "kafka", Role::Broker);
+        let live = live_list(&built(), "kafka", Role::Broker, true);
         assert_eq!(
             live,
             LiveList {
@@ -357,14 +448,22 @@ mod tests {
             }
         );
         // The other role's name or another ObserverSet: not ours as it stands.
-        assert!(!live_list(&built(), "kafka", Role::Controller).managed);
-        assert!(!live_list(&built(), "other", Role::Broker).managed);
+        assert!(!live_list(&built(), "kafka", Role::Controller, true).managed);
+        assert!(!live_list(&built(), "other", Role::Broker, true).managed);
+        // Over members the lists are written without an owner: labelled is managed there,
+        // and not in one cluster.
+        let mut unowned = built();
+        unowned.metadata.owner_references = None;
+        assert!(live_list(&unowned, "kafka", Role::Broker, false).managed);
+        assert!(!live_list(&unowned, "kafka", Role::Broker, true).managed);
     }
 
     fn role_with(role: Role, ids: &[crate::crd::NodeId]) -> ObservedRole {
         ObservedRole {
             observer_set: "kafka".into(),
             role,
+            member: crate::rollout::LOCAL.into(),
+            reachable: true,
             pods: ids
                 .iter()
                 .map(|&node_id| KafkaPod::bare(&format!("{role}-{node_id}"), node_id))
@@ -436,9 +535,11 @@ mod tests {
         };
         let quick = BTreeSet::from(["broker-1".to_string()]);
         let started = Instant::now();
+        let pods: Vec<(String, KafkaPod)> =
+            role.keyed_pods().map(|(k, p)| (k, p.clone())).collect();
         let got = verdicts(
             &AgentClient::default(),
-            &role.pods,
+            &pods,
             port,
             "kafka/kafka",
             &expected,
@@ -514,10 +615,10 @@ mod tests {
     fn stripped_labels_or_owner_count_as_drift() {
         let mut no_labels = built();
         no_labels.metadata.labels = None;
-        assert!(!live_list(&no_labels, "kafka", Role::Broker).managed);
+        assert!(!live_list(&no_labels, "kafka", Role::Broker, true).managed);
         let mut released = built();
         released.metadata.owner_references = None;
-        assert!(!live_list(&released, "kafka", Role::Broker).managed);
+        assert!(!live_list(&released, "kafka", Role::Broker, true).managed);
     }
 
     #[test]
@@ -593,6 +694,8 @@ mod tests {
         let observed = |role| ObservedRole {
             observer_set: "kafka".into(),
             role,
+            member: crate::rollout::LOCAL.into(),
+            reachable: true,
             pods: vec![pod("b-0", 1, Some("zone-b")), pod("b-1", 2, None)],
             config_map: None,
         };
@@ -629,7 +732,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            live_list(&seeded, "kafka", Role::Broker),
+            live_list(&seeded, "kafka", Role::Broker, true),
             LiveList {
                 revision: None,
                 content: Some("4\n".into()),
@@ -644,11 +747,14 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
-        let pods = [KafkaPod {
-            ip: Some("127.0.0.1".into()),
-            running: true,
-            ..KafkaPod::bare("p", 1)
-        }];
+        let pods = [(
+            "p".to_string(),
+            KafkaPod {
+                ip: Some("127.0.0.1".into()),
+                running: true,
+                ..KafkaPod::bare("p", 1)
+            },
+        )];
         let expected = Expectation {
             role: Role::Broker,
             revision: 7,

@@ -19,21 +19,24 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as Finalized};
 use kube::{Resource, ResourceExt};
 
+use super::conditions;
 use super::conflict::{self, Conflict};
 use super::copies;
+use super::members::{self, MemberApis};
 use super::observe::{self, ObservedRole};
 use super::outcome;
 use super::silence;
 use super::status_patch::status_patch;
 use super::Context;
-use crate::crd::{validate, ObserverSet, ObserverSetStatus, Phase, Role};
+use crate::crd::{validate_over, ObserverSet, ObserverSetStatus, Phase, Role};
 use crate::history::{self, SpecChange};
 use crate::k8s::config_map;
 use crate::k8s::dereference::node_readiness;
 use crate::k8s::events::reason;
 use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
-use crate::k8s::status_copies::{StatusCopies, Versions};
-use crate::k8s::{members, nudge, status, Error, Result};
+use crate::k8s::members::MemberClients;
+use crate::k8s::status_copies::{StatusCopies, StatusCopy, Versions};
+use crate::k8s::{nudge, status, Error, Result};
 use crate::metrics::{ObserverSetLabels, ObserverSetState};
 use crate::rollout::config_map::{build, Owner};
 use crate::rollout::pods::KafkaPod;
@@ -47,6 +50,11 @@ const NODE_READ_EVERY: Duration = Duration::from_secs(1);
 /// Retry when the selected pods cannot be used (a pod without a node id): pods change without
 /// the ObserverSet changing, and the pod watch may not see a label fix on an unrelated pod.
 const INVALID_PODS_RETRY: Duration = Duration::from_secs(30);
+
+/// Retry while the members' copies do not agree, or a member is unreachable: no watch of the
+/// other members wakes the reconcile when the user applies the missing copies or a member
+/// answers again.
+const AGREEMENT_RETRY: Duration = Duration::from_secs(5);
 
 /// The entry point `Controller::run` calls.
 pub async fn reconcile(obj: Arc<ObserverSet>, ctx: Arc<Context>) -> Result<Action> {
@@ -94,55 +102,122 @@ async fn apply_on_latest(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
 async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let name = obj.name_any();
     let namespace = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let object = format!("{namespace}/{name}");
     let api: Api<ObserverSet> = Api::namespaced(ctx.client.clone(), &namespace);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    // Every member's APIs (one, the local cluster, without members).
+    let apis = members::apis(&ctx.client, ctx.members.as_ref(), &namespace);
+    let member_names = ctx.members.as_ref().map(MemberClients::names);
+    let local_member = ctx
+        .members
+        .as_ref()
+        .map_or(rollout::LOCAL.to_string(), |m| m.local.clone());
+    let remote_apis: Vec<_> = apis
+        .iter()
+        .filter(|a| a.member != local_member)
+        .cloned()
+        .collect();
+    let validate_here = |o: &ObserverSet| validate_over(o, member_names.as_deref());
     // Every read of the reconcile at once: a fresh (quorum) read of the ObserverSet, since the
     // planner must resume from the latest persisted status, never from a cache that may lag
-    // behind our own last write; and, going by the cached object's spec, the conflict check and
-    // the pods and ConfigMaps. Those two are only used if the fresh spec is the same.
+    // behind our own last write (over members, every member's copy); and, going by the cached
+    // object's spec, the conflict check and the pods and ConfigMaps. Those two are only used
+    // if the fresh spec is the same.
     let early = async {
-        let validated = validate(obj).ok()?;
+        let validated = validate_here(obj).ok()?;
         Some(tokio::join!(
             find_conflict(ctx, obj),
-            observe::roles(&validated, &pods, &config_maps, &ctx.pod_filter)
+            observe::roles(&validated, &apis, &ctx.pod_filter)
         ))
     };
-    let (fresh, early) = tokio::join!(api.get_opt(&name), early);
-    let Some(fresh) = fresh.map_err(Error::kube(format!(
-        "reading ObserverSet {namespace}/{name}"
-    )))?
-    else {
+    let (fresh, early, remote_copies) = tokio::join!(
+        api.get_opt(&name),
+        early,
+        members::read_copies(&remote_apis, &name)
+    );
+    let Some(fresh) = fresh.map_err(Error::kube(format!("reading ObserverSet {object}")))? else {
         return Ok(Action::await_change());
     };
-    let previous = fresh.status.clone().unwrap_or_default();
+    // Over members: every copy as read, in --members order, ours among them.
+    let copy_reads: Option<Vec<members::CopyRead>> = ctx.members.as_ref().map(|_| {
+        let mut remote = remote_copies.into_iter();
+        apis.iter()
+            .filter_map(|a| {
+                if a.member == local_member {
+                    Some((a.member.clone(), Ok(Some(fresh.clone()))))
+                } else {
+                    remote.next()
+                }
+            })
+            .collect()
+    });
+    // What to resume from: our copy, or over members the copy furthest on among a majority.
+    let recovered =
+        match &copy_reads {
+            None => None,
+            Some(reads) => Some(copies::recover(&members::as_copies(reads)).map_err(|e| {
+                Error::NoMajority {
+                    object: object.clone(),
+                    reason: e.to_string(),
+                }
+            })?),
+        };
+    let previous = match &recovered {
+        None => fresh.status.clone().unwrap_or_default(),
+        Some(r) => r.latest.clone().unwrap_or_default(),
+    };
     let now = Timestamp::now();
-    // A later leadership's epoch on the set: this replica was replaced without noticing yet
-    // (paused or cut off past its Lease); it writes nothing, whatever its fence says.
+    // A later leadership's epoch on the set (on any copy read): this replica was replaced
+    // without noticing yet (paused or cut off past its Lease); it writes nothing, whatever its
+    // fence says.
     let uid = fresh.metadata.uid.clone().unwrap_or_default();
     let claimed = ctx.claimed_epoch(&uid);
-    if let Some(theirs) = copies::later_epoch(claimed, &previous) {
+    let statuses: Vec<&ObserverSetStatus> = match &copy_reads {
+        None => vec![&previous],
+        Some(reads) => reads
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok()?.as_ref()?.status.as_ref())
+            .collect(),
+    };
+    if let Some(theirs) = statuses
+        .iter()
+        .filter_map(|s| copies::later_epoch(claimed, s))
+        .max()
+    {
         return Err(Error::Deposed {
-            object: format!("{namespace}/{name}"),
+            object,
             ours: claimed.unwrap_or_default(),
             theirs,
         });
     }
 
-    let validated = match validate(&fresh) {
+    let validated = match validate_here(&fresh) {
         Ok(v) => v,
         Err(e) => return invalid(&api, &fresh, &previous, e.to_string(), None, ctx).await,
     };
-    if let Some(plan) = &ctx.members {
-        let problem = members::not_yet_managed(plan);
-        return invalid(&api, &fresh, &previous, problem, None, ctx).await;
+    if let Some(reads) = &copy_reads {
+        let not_granted = ctx
+            .members
+            .as_ref()
+            .map(|m| m.not_granted(&namespace))
+            .unwrap_or_default();
+        if !not_granted.is_empty() {
+            let problem = format!(
+                "ObserverSet {object} is in namespace {namespace}, but the operator's identity in member {} is granted another namespace: apply the ObserverSet in the Kafka namespace the members' kubeconfig Secrets name (the same in every member)",
+                not_granted.join(", ")
+            );
+            return invalid(&api, &fresh, &previous, problem, None, ctx).await;
+        }
+        if let Err(problem) = members::spec_agreed(&fresh.spec, reads) {
+            let retry = Some(AGREEMENT_RETRY);
+            return invalid(&api, &fresh, &previous, problem, retry, ctx).await;
+        }
     }
     let early = early.filter(|_| fresh.spec == obj.spec && fresh.metadata.uid == obj.metadata.uid);
     let (conflict, observed) = match early {
         Some(read) => read,
         None => tokio::join!(
             find_conflict(ctx, &fresh),
-            observe::roles(&validated, &pods, &config_maps, &ctx.pod_filter)
+            observe::roles(&validated, &apis, &ctx.pod_filter)
         ),
     };
     // An older ObserverSet selecting the same pods keeps them: write nothing but our phase.
@@ -152,7 +227,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     if let Some(conflict) = conflict {
         return conflicted(&api, &fresh, &previous, &conflict, ctx).await;
     }
-    let observed = match observed {
+    let mut observed = match observed {
         Ok(observed) => observed,
         Err(e @ (Error::Dereference(_) | Error::Selector { .. })) => {
             return invalid(
@@ -167,6 +242,12 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         }
         Err(e) => return Err(e),
     };
+    // Members whose copy did not answer or is missing get no write this pass; the pods of
+    // every unreachable member are the ones last seen there.
+    if let Some(reads) = &copy_reads {
+        observe::mark_unreachable(&mut observed, &members::unreachable(reads));
+        remember_member_pods(ctx, &uid, &mut observed);
+    }
     if let Some(problem) = observe::every_broker_an_observer(&validated.observers, &observed) {
         let retry = Some(INVALID_PODS_RETRY);
         return invalid(&api, &fresh, &previous, problem, retry, ctx).await;
@@ -215,6 +296,16 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         })
     };
     let mut decision = plan_on(&state, &roles);
+    // Over members: the members not read or not written this pass, with why.
+    let lost = copy_reads
+        .as_ref()
+        .map(|reads| lost_members(reads, &observed));
+    let members_condition = |next: &mut ObserverSetStatus, decision: &RolloutDecision| {
+        if let Some(lost) = &lost {
+            let value = conditions::members_reachable(lost, !decision.held_for.is_empty());
+            conditions::set_condition(&mut next.conditions, &value, fresh.metadata.generation, now);
+        }
+    };
     let mut next = outcome::status_after(
         &previous,
         fresh.metadata.generation,
@@ -223,6 +314,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         basis,
         now,
     );
+    members_condition(&mut next, &decision);
     // A spec change of the effective set is a manual action for status.history (not on the
     // first reconcile, which only records the initial set).
     let manual = if previous.observed_generation.is_some() {
@@ -243,31 +335,65 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     };
     with_history(&mut next, manual);
 
-    let owner = Owner {
-        namespace: namespace.clone(),
-        name: name.clone(),
-        reference: fresh
-            .controller_owner_ref(&())
-            .ok_or(Error::MissingMetadata("uid"))?,
+    // Each member's ConfigMaps are owned by that member's copy of the set (its own uid there).
+    let copies_of: Vec<(String, &ObserverSet)> = match &copy_reads {
+        None => vec![(rollout::LOCAL.to_string(), &fresh)],
+        Some(reads) => reads
+            .iter()
+            .filter_map(|(m, r)| Some((m.clone(), r.as_ref().ok()?.as_ref()?)))
+            .collect(),
     };
-    let copies = StatusCopies::local(api.clone());
+    let mut targets = BTreeMap::new();
+    for (member, copy) in copies_of {
+        let Some(apis) = apis.iter().find(|a| a.member == member) else {
+            continue;
+        };
+        let owner = Owner {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            reference: match &copy_reads {
+                // One cluster: the set owns its lists (garbage-collected with it, Retain
+                // releases them).
+                None => Some(
+                    copy.controller_owner_ref(&())
+                        .ok_or(Error::MissingMetadata("uid"))?,
+                ),
+                // Over members: no owner, so deleting a member's copy never deletes that
+                // member's lists (no finalizer guards the remote copies).
+                Some(_) => None,
+            },
+        };
+        targets.insert(member, (owner, apis.clone()));
+    }
+    let copies = StatusCopies::new(
+        apis.iter()
+            .map(|a| StatusCopy {
+                member: a.member.clone(),
+                api: a.sets.clone(),
+            })
+            .collect(),
+    );
     let mut writer = Writer {
         copies: &copies,
-        config_maps: &config_maps,
-        pods: &pods,
-        owner: &owner,
+        targets: &targets,
+        object: &object,
         now,
-        status_versions: [(
-            rollout::LOCAL.to_string(),
-            fresh.metadata.resource_version.clone(),
-        )]
-        .into(),
+        status_versions: match &recovered {
+            None => [(
+                rollout::LOCAL.to_string(),
+                fresh.metadata.resource_version.clone(),
+            )]
+            .into(),
+            Some(r) => r.versions.clone(),
+        },
+        epoch_floor: recovered.as_ref().map_or(0, |r| r.epoch - 1),
         versions: observed
             .iter()
+            .filter(|o| o.reachable)
             .map(|o| {
                 let version = o.config_map.as_ref();
                 (
-                    o.role,
+                    (o.member.clone(), o.role),
                     version.and_then(|c| c.metadata.resource_version.clone()),
                 )
             })
@@ -322,6 +448,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             basis,
             now,
         );
+        members_condition(&mut next, &again);
         with_history(&mut next, Vec::new());
         decision = again;
     }
@@ -341,9 +468,13 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     )
     .await;
     carried?;
-    Ok(Action::requeue(
-        decision.requeue_after(now).unwrap_or(ctx.resync),
-    ))
+    let mut requeue = decision.requeue_after(now).unwrap_or(ctx.resync);
+    // A member that answers again wakes nothing here (no watch on the other members): look
+    // again soon while any is lost, so that it gets the current lists and a held rollout goes on.
+    if lost.as_ref().is_some_and(|l| !l.is_empty()) {
+        requeue = requeue.min(AGREEMENT_RETRY);
+    }
+    Ok(Action::requeue(requeue))
 }
 
 /// The pods of the awaited role asked with the short budget this pass
@@ -356,25 +487,75 @@ fn quick_asks(
     observed: &[ObservedRole],
     awaited: Option<&rollout::Expectation>,
 ) -> BTreeSet<String> {
-    let Some(role) = awaited.and_then(|e| observed.iter().find(|o| o.role == e.role)) else {
+    let Some(expected) = awaited else {
         return BTreeSet::new();
     };
-    let node_ready = {
-        let nodes = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        nodes
-            .iter()
-            .map(|(n, (_, ready))| (n.clone(), *ready))
-            .collect()
-    };
     let facts = observe::Facts {
-        node_ready,
+        node_ready: local_node_readiness(ctx),
         kafka: ctx
             .liveness
             .view(&(namespace.to_string(), name.to_string())),
         now: Some(Instant::now()),
         ..observe::Facts::default()
     };
-    observe::quick_asks(role, &facts)
+    observed
+        .iter()
+        .filter(|o| o.role == expected.role)
+        .flat_map(|o| observe::quick_asks(o, &facts))
+        .collect()
+}
+
+/// The member whose Nodes this replica can read (its own: the remote identities are granted
+/// nothing cluster-scoped), `rollout::LOCAL` in a single-cluster install.
+fn local_member(ctx: &Context) -> &str {
+    ctx.members.as_ref().map_or(rollout::LOCAL, |m| &m.local)
+}
+
+/// The Nodes' readiness as last read, by `rollout::pod_key(member, node)`, for the local
+/// member's Nodes.
+fn local_node_readiness(ctx: &Context) -> BTreeMap<String, bool> {
+    let member = local_member(ctx);
+    let nodes = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
+    nodes
+        .iter()
+        .map(|(n, (_, ready))| (rollout::pod_key(member, n), *ready))
+        .collect()
+}
+
+/// The members not read or not written this pass, with why (pure): a copy that did not answer
+/// or does not exist, or pods and ConfigMaps that could not be read.
+fn lost_members(reads: &[members::CopyRead], observed: &[ObservedRole]) -> Vec<(String, String)> {
+    let mut lost: Vec<(String, String)> = reads
+        .iter()
+        .filter_map(|(m, read)| match read {
+            Ok(Some(_)) => None,
+            Ok(None) => Some((m.clone(), "no copy of this ObserverSet there".into())),
+            Err(why) => Some((m.clone(), why.clone())),
+        })
+        .collect();
+    for role in observed.iter().filter(|r| !r.reachable) {
+        if !lost.iter().any(|(m, _)| *m == role.member) {
+            lost.push((
+                role.member.clone(),
+                "its pods or ConfigMaps could not be read".into(),
+            ));
+        }
+    }
+    lost
+}
+
+/// Keeps the pods of every member read this pass, and gives an unreachable member's roles
+/// the pods last seen there (by the set's uid: a new set of the same name starts empty).
+fn remember_member_pods(ctx: &Context, uid: &str, observed: &mut [ObservedRole]) {
+    let mut memory = ctx.member_pods.lock().unwrap_or_else(|e| e.into_inner());
+    for role in observed.iter_mut() {
+        let key = (uid.to_string(), role.member.clone(), role.role);
+        if role.reachable {
+            memory.insert(key, role.pods.clone());
+        } else if let Some(seen) = memory.get(&key) {
+            role.pods = seen.clone();
+        }
+    }
 }
 
 /// What `crate::rollout::unreachable` decides from, for the pods asked this pass: since when
@@ -393,15 +574,16 @@ async fn facts(
     let Some(gathered) = gathered else {
         return observe::Facts::default();
     };
-    let pods: Vec<&KafkaPod> = observed
+    // The awaited role's pods of every member, by the name status gives them.
+    let pods: Vec<(String, &str, &KafkaPod)> = observed
         .iter()
         .filter(|o| o.role == gathered.basis.role)
-        .flat_map(|o| &o.pods)
+        .flat_map(|o| o.keyed_pods().map(move |(k, p)| (k, o.member.as_str(), p)))
         .collect();
     let key_of = |pod: &str| {
         pods.iter()
-            .find(|p| p.name == pod)
-            .and_then(|p| p.uid.clone())
+            .find(|(k, _, _)| k == pod)
+            .and_then(|(_, _, p)| p.uid.clone())
             .unwrap_or_else(|| pod.to_string())
     };
     let round: Vec<(String, bool)> = gathered
@@ -418,10 +600,13 @@ async fn facts(
         .iter()
         .filter_map(|(pod, _)| Some((pod.clone(), *silent_by_uid.get(&key_of(pod))?)))
         .collect();
+    // Only this replica's member's Nodes: the other members' are not granted to it (their
+    // silent pods are excused by Kafka alone).
+    let local = local_member(ctx);
     let nodes: BTreeSet<String> = pods
         .iter()
-        .filter(|p| silent_since.contains_key(&p.name))
-        .filter_map(|p| p.node_name.clone())
+        .filter(|(k, m, _)| *m == local && silent_since.contains_key(k))
+        .filter_map(|(_, _, p)| p.node_name.clone())
         .collect();
     // A step polls every 20 ms at first: a Node's readiness is read at most once a second.
     let stale: BTreeSet<String> = {
@@ -454,7 +639,7 @@ async fn facts(
         let cache = ctx.nodes.lock().unwrap_or_else(|e| e.into_inner());
         nodes
             .iter()
-            .filter_map(|n| Some((n.clone(), cache.get(n)?.1)))
+            .filter_map(|n| Some((rollout::pod_key(local, n), cache.get(n)?.1)))
             .collect()
     };
     observe::Facts {
@@ -486,26 +671,34 @@ async fn find_conflict(
 /// What one reconcile writes to, and when.
 struct Writer<'a> {
     copies: &'a StatusCopies,
-    config_maps: &'a Api<ConfigMap>,
-    pods: &'a Api<Pod>,
-    owner: &'a Owner,
+    /// Per member: the owner of its ConfigMaps (its copy of the set) and its APIs.
+    targets: &'a BTreeMap<String, (Owner, MemberApis)>,
+    /// `namespace/name`, for logs.
+    object: &'a str,
     now: Timestamp,
     /// The ObserverSet's `resourceVersion` per copy as read fresh or last written by this
     /// reconcile: the precondition of its next status write.
     status_versions: Versions,
-    /// Each role's ConfigMap `resourceVersion` as last read or written by this reconcile: the
-    /// precondition of its next write (`None`: absent when read).
-    versions: BTreeMap<Role, Option<String>>,
+    /// Every epoch any copy showed (claimed or written): a claim goes above it.
+    epoch_floor: i64,
+    /// Each (member, role)'s ConfigMap `resourceVersion` as last read or written by this
+    /// reconcile: the precondition of its next write (`None`: absent when read).
+    versions: BTreeMap<(String, Role), Option<String>>,
 }
 
 impl Writer<'_> {
-    /// Claims this leadership's epoch: one above every epoch the status holds, `leaderEpoch`
+    /// Claims this leadership's epoch: one above every epoch the copies hold, `leaderEpoch`
     /// only (`super::copies`). Returns it; `persisted` follows.
     async fn claim(&mut self, persisted: &mut ObserverSetStatus) -> Result<i64> {
-        let epoch = persisted.writer_epoch.max(persisted.leader_epoch) + 1;
+        let epoch = persisted
+            .writer_epoch
+            .max(persisted.leader_epoch)
+            .max(self.epoch_floor)
+            + 1;
+        let name = &self.targets_name();
         self.copies
             .write(
-                &self.owner.name,
+                name,
                 crate::writers::EPOCH_CLAIM,
                 &copies::claim(epoch),
                 &mut self.status_versions,
@@ -515,6 +708,14 @@ impl Writer<'_> {
         Ok(epoch)
     }
 
+    /// The set's name (the same in every member).
+    fn targets_name(&self) -> String {
+        self.object
+            .rsplit_once('/')
+            .map_or(self.object, |(_, n)| n)
+            .to_string()
+    }
+
     /// The status when it differs from what the API holds (`persisted`, updated on success).
     async fn persist(
         &mut self,
@@ -522,9 +723,10 @@ impl Writer<'_> {
         persisted: &mut ObserverSetStatus,
     ) -> Result<()> {
         if next != persisted {
+            let name = &self.targets_name();
             self.copies
                 .write(
-                    &self.owner.name,
+                    name,
                     crate::writers::ROLLOUT_STATUS,
                     &status_patch(next),
                     &mut self.status_versions,
@@ -536,36 +738,45 @@ impl Writer<'_> {
     }
 
     /// One decision's writes, in the apply order of the module documentation (its status is
-    /// persisted by the caller): the ConfigMaps, then the nudges.
+    /// persisted by the caller): the ConfigMaps, then the nudges. The planner writes and nudges
+    /// only in members that answered; a member without a target (no copy read) fails the
+    /// write, which the next pass retries.
     async fn carry_out(&mut self, decision: &RolloutDecision) -> Result<()> {
-        let (namespace, name) = (&self.owner.namespace, &self.owner.name);
+        let object = self.object;
         for write in &decision.writes {
-            let expected = self.versions.get(&write.role).cloned().flatten();
+            let (owner, apis) = self.target(&write.member)?;
+            let key = (write.member.clone(), write.role);
+            let expected = self.versions.get(&key).cloned().flatten();
             let written = config_map::apply(
-                self.config_maps,
-                &build(
-                    self.owner,
-                    write.role,
-                    write.revision,
-                    write.content.clone(),
-                ),
+                &apis.config_maps,
+                &build(owner, write.role, write.revision, write.content.clone()),
                 expected.as_deref(),
             )
             .await?;
-            self.versions
-                .insert(write.role, written.metadata.resource_version);
-            tracing::info!(observerset = %format!("{namespace}/{name}"), role = %write.role, revision = write.revision, ids = ?write.ids, cause = ?write.cause, "observer list written");
+            self.versions.insert(key, written.metadata.resource_version);
+            tracing::info!(observerset = %object, member = %write.member, role = %write.role, revision = write.revision, ids = ?write.ids, cause = ?write.cause, "observer list written");
         }
         // The kubelet refreshes the volume now instead of within its sync period. All pods at
         // once: the step's latency is one round trip, not one per pod.
-        futures::future::try_join_all(
-            decision
-                .nudges
-                .iter()
-                .map(|n| nudge::nudge(self.pods, &n.pod, n.revision, self.now)),
-        )
-        .await?;
+        let mut nudges = Vec::new();
+        for n in &decision.nudges {
+            let (_, apis) = self.target(&n.member)?;
+            nudges.push(nudge::nudge(&apis.pods, &n.pod, n.revision, self.now));
+        }
+        futures::future::try_join_all(nudges).await?;
         Ok(())
+    }
+
+    fn target(&self, member: &str) -> Result<(&Owner, &MemberApis)> {
+        self.targets
+            .get(member)
+            .map(|(o, a)| (o, a))
+            .ok_or_else(|| Error::NotPersisted {
+                object: self.object.to_string(),
+                reason: format!(
+                    "member {member} holds no copy of the set this pass: nothing written there"
+                ),
+            })
     }
 }
 

@@ -28,7 +28,9 @@ pub struct Owner {
     pub namespace: String,
     pub name: String,
     /// Controller owner reference; lets `Controller::owns` route ConfigMap events back to us.
-    pub reference: OwnerReference,
+    /// `None` over member clusters: a member's lists must not be garbage-collected with that
+    /// member's copy of the set, which no finalizer guards (docs/multi-cluster.md).
+    pub reference: Option<OwnerReference>,
 }
 
 /// The full desired ConfigMap of one role at one revision.
@@ -47,7 +49,7 @@ pub fn build(owner: &Owner, role: Role, revision: i64, content: String) -> Confi
                 ANNOTATION_REVISION.to_string(),
                 revision.to_string(),
             )])),
-            owner_references: Some(vec![owner.reference.clone()]),
+            owner_references: owner.reference.clone().map(|r| vec![r]),
             ..Default::default()
         },
         data: Some(BTreeMap::from([(DATA_KEY.to_string(), content)])),
@@ -93,14 +95,14 @@ pub(crate) fn test_owner() -> Owner {
     Owner {
         namespace: "kafka".into(),
         name: "kafka".into(),
-        reference: OwnerReference {
+        reference: Some(OwnerReference {
             api_version: "kafkaobserver.io/v1alpha1".into(),
             kind: "ObserverSet".into(),
             name: "kafka".into(),
             uid: "u-1".into(),
             controller: Some(true),
             ..Default::default()
-        },
+        }),
     }
 }
 

@@ -340,12 +340,13 @@ async fn a_refused_list_write_leaves_the_intent_and_the_next_reconcile_resumes_f
     bed.drop_namespace(&ns).await;
 }
 
-/// An operator run with `--members` (docs/multi-cluster.md, step 5) does not write lists across
-/// member clusters yet: it refuses every ObserverSet (phase Invalid, saying so) and leaves the
-/// lists a single-cluster operator wrote exactly as they are.
+/// An operator run with `--members` (docs/multi-cluster.md) refuses an ObserverSet that gives
+/// `spec.nodes` (the pods of one cluster: writing its lists in one member only would break the
+/// controllers-first order across the others): phase Invalid, saying so, and the lists a
+/// single-cluster operator wrote stay exactly as they are.
 #[tokio::test]
-async fn an_operator_over_members_refuses_the_set_and_leaves_its_lists() {
-    use kafka_observer_operator::k8s::members::{MemberArgs, MemberPlan};
+async fn an_operator_over_members_refuses_a_one_cluster_set_and_leaves_its_lists() {
+    use kafka_observer_operator::k8s::members::MemberClients;
 
     let Some(bed) = bed().await else {
         return;
@@ -378,20 +379,23 @@ async fn an_operator_over_members_refuses_the_set_and_leaves_its_lists() {
     let before = lists(cms.clone()).await;
     assert_eq!(before[0].0, Some(vec![4, 5]));
 
-    let plan = MemberPlan::new(&MemberArgs {
-        member: Some("east".into()),
-        members: vec!["east".into(), "west".into(), "tie".into()],
-        secret_prefix: "kafka-observer-member-".into(),
-    })
-    .unwrap();
+    // Three members reached through one apiserver: the refusal comes before any member is
+    // read or written.
+    let client = bed.operator_client().await;
+    let members = MemberClients {
+        local: "east".into(),
+        clients: ["east", "west", "tie"]
+            .map(|m| (m.to_string(), client.clone(), None))
+            .to_vec(),
+    };
     let over_members = Arc::new(
         Context::new(
-            bed.operator_client().await,
+            client.clone(),
             Metrics::new(),
             Some("reconcile-glue-test".into()),
             Duration::from_secs(30),
         )
-        .with_members(plan),
+        .with_members(Some(members)),
     );
     reconcile_now(&api, &over_members)
         .await
@@ -406,7 +410,7 @@ async fn an_operator_over_members_refuses_the_set_and_leaves_its_lists() {
     assert!(
         ready["message"]
             .as_str()
-            .is_some_and(|m| m.contains("does not yet write observer lists across member clusters")),
+            .is_some_and(|m| m.contains("spec.nodes describes the pods of one Kubernetes cluster, but this operator runs over the member clusters east, west, tie")),
         "{ready}"
     );
     assert_eq!(

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The observer lists written across the three members of the multi-cluster bed
+# (docs/multi-cluster.md, build order step 9, the reconciler's part), by one operator per member
+# as the chart runs them, each reaching the others only as their kafka-observer-remote:
+#   1. east's operator started first, so that it leads (the others then stand by);
+#   2. examples/multi-cluster/observerset.yaml applied in every member: every member's
+#      ConfigMaps (controllers in east, west and tie, brokers in east and west) list 4, every
+#      copy's phase Ready at one revision, MembersReachable True;
+#   3. promotion of 4 (promoted: [4] in every copy): the lists of every member without 4, every
+#      copy Ready at a later revision, and in the leader's log every member's controllers' list
+#      written before any member's brokers' list;
+#   4. tie lost whole (`multi.sh lose tie`: its control plane and node SIGKILLed, its addresses
+#      dropped), then the demotion of 4 in east's and west's copies (a majority): the demotion
+#      does not start while tie is unreachable (no list changes for HOLD seconds, sampled every
+#      second), and east's copy says why (MembersReachable False naming tie);
+#   5. tie returns (`multi.sh return tie`): the demotion goes through, tie's controllers' list
+#      included, every copy Ready, MembersReachable True.
+# Prints a timeline. Needs the multi bed up (`multi.sh up`); stops its operators, deletes the
+# ObserverSets (deletionPolicy Retain: the lists stay, back at the seed's content "4") and what
+# it created on exit. Usage: multi-reconcile.sh [HOLD_SECONDS] (default 20).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../lib.sh"
+log_tag="multi-reconcile" log_time="%T"
+hold="${1:-20}"
+work="$(mktemp -d)"
+source "$here/multi-operators.sh"
+set_file="$root/examples/multi-cluster/observerset.yaml"
+lost=""
+
+clean_up() {
+  if [[ -n "${KOO_KEEP:-}" ]]; then log "KOO_KEEP: operators left running, nothing deleted (work dir $work)"; return; fi
+  if [[ -n "$lost" ]]; then bash "$here/multi.sh" return "$lost" >/dev/null 2>&1 || true; fi
+  local m
+  for m in "${MEMBERS[@]}"; do
+    kc "$m" -n "$kafka_ns" delete observerset kafka --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  done
+  # The finalizer is on the leader's own copy: give the operators a moment to release it.
+  sleep 3
+  members_clean_up
+}
+trap clean_up EXIT
+
+members_set_up
+rm -f "$(operator_log east)" "$(operator_log west)" "$(operator_log tie)"
+
+# 1. east first: it takes the three Leases; then the standbys.
+t0=$SECONDS
+start_operator east
+leads_east() { leads east; }
+wait_for 60 "operator-east leading" leads_east
+start_operator west
+start_operator tie
+sleep 2
+[[ "$(leaders)" == east ]] || die "expected operator-east alone to lead, got: $(leaders | tr '\n' ' ')"
+log "operator-east leads; west and tie stand by ($((SECONDS - t0)) s)"
+
+# copy_field MEMBER JQ: a field of MEMBER's copy of the set.
+copy_field() { kc "$1" -n "$kafka_ns" get observerset kafka -o json | jq -r "$2"; }
+# list MEMBER ROLE: "<revision>:<ids>" of MEMBER's ConfigMap of ROLE.
+list() {
+  kc "$1" -n "$kafka_ns" get configmap "kafka-observers-$2" -o json |
+    jq -r '(.metadata.annotations["kafkaobserver.io/revision"] // "-") + ":" + ((.data["observer.ids"] // "") | split("\n") | map(select(length > 0 and (startswith("#") | not))) | join(","))'
+}
+lists() { # every member's lists but a lost one's, one line
+  local m role got out=""
+  for role in controller broker; do
+    for m in "${MEMBERS[@]}"; do
+      [[ "$m" != tie || "$role" != broker ]] || continue
+      [[ "$m" != "$lost" ]] || continue
+      got="$(list "$m" "$role")" || got="unread"
+      out+="$m/${role:0:1}=$got "
+    done
+  done
+  echo "$out"
+}
+# every_copy_ready REVISION_MIN: every member's copy Ready at one revision >= REVISION_MIN.
+every_copy_ready() {
+  local m phase rev first=""
+  for m in "${MEMBERS[@]}"; do
+    phase="$(copy_field "$m" '.status.phase // ""')" || return 1
+    rev="$(copy_field "$m" '.status.revision // 0')" || return 1
+    [[ "$phase" == Ready && "$rev" -ge "$1" ]] || return 1
+    [[ -z "$first" || "$first" == "$rev" ]] || return 1
+    first="$rev"
+  done
+}
+# lists_are REVISION IDS: every member's ConfigMaps at REVISION listing IDS ("4" or "").
+lists_are() {
+  local m role got
+  for m in "${MEMBERS[@]}"; do
+    for role in controller broker; do
+      [[ "$m" != tie || "$role" != broker ]] || continue
+      got="$(list "$m" "$role")" || return 1
+      [[ "$got" == "$1:$2" ]] || return 1
+    done
+  done
+}
+members_reachable() { copy_field east '.status.conditions[]? | select(.type=="MembersReachable") | .status + " " + .message'; }
+# written_in_order REVISION: in the leader's log, the lists written for REVISION: every member's
+# controllers' before any member's brokers', all five present.
+written_in_order() {
+  local rev="$1" order
+  order="$(jq -r --arg rev "$rev" 'select(.message == "observer list written" and (.revision | tostring) == $rev) | .member + "/" + .role' "$(operator_log east)" 2>/dev/null)"
+  local took
+  took="$(jq -r --arg rev "$rev" 'select(.message | startswith("every pod reads revision " + $rev + ":")) | .message | capture("took (?<t>[^)]*)").t' "$(operator_log east)" 2>/dev/null | tail -n 1)"
+  log "revision $rev written in this order: $(tr '\n' ' ' <<<"$order")(operator: first write to every pod acknowledging: ${took:-?})"
+  [[ "$(grep -c . <<<"$order")" == 5 ]] || die "revision $rev: expected 5 list writes (3 controllers, 2 brokers), got: $order"
+  local seen_broker=0 line
+  while IFS= read -r line; do
+    case "$line" in
+      */broker) seen_broker=1 ;;
+      */controller) ((seen_broker == 0)) || die "revision $rev: a controllers' list ($line) written after a brokers' list: $order" ;;
+    esac
+  done <<<"$order"
+}
+
+# 2. The set in every member.
+t=$SECONDS
+for m in "${MEMBERS[@]}"; do kc "$m" -n "$kafka_ns" apply -f "$set_file" >/dev/null; done
+diagnose() { lists >&2; echo >&2; for m in "${MEMBERS[@]}"; do copy_field "$m" '.status | {phase, revision, writerEpoch, leaderEpoch}' >&2 || true; done; tail -n 20 "$(operator_log east)" >&2; }
+wait_diag=diagnose
+wait_for 120 "every copy Ready" every_copy_ready 1
+rev1="$(copy_field east '.status.revision')"
+lists_are "$rev1" 4 || die "after the first rollout: $(lists)"
+reach="$(members_reachable)"
+[[ "$reach" == True* ]] || die "MembersReachable is not True: $reach"
+log "set applied in every member: revision $rev1 Ready in every copy, lists $(lists)($((SECONDS - t)) s)"
+
+# 3. Promotion of 4, every copy.
+t=$SECONDS
+for m in "${MEMBERS[@]}"; do
+  kc "$m" -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[4]}}}' >/dev/null
+done
+wait_for 120 "every copy Ready after the promotion" every_copy_ready $((rev1 + 1))
+rev2="$(copy_field east '.status.revision')"
+lists_are "$rev2" "" || die "after the promotion: $(lists)"
+written_in_order "$rev2"
+log "promotion of 4: revision $rev2 in every member, controllers first across members ($((SECONDS - t)) s)"
+
+# 4. tie lost; demotion asked in east's and west's copies.
+t=$SECONDS
+lost_out="$(bash "$here/multi.sh" lose tie 2>&1)" || die "multi.sh lose tie failed: $lost_out"
+lost=tie
+for m in east west; do
+  kc "$m" -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
+done
+before="$(lists)"
+samples=0
+while ((SECONDS - t < hold)); do
+  now_lists="$(lists)"
+  [[ "$now_lists" == "$before" ]] || die "a list changed while tie was lost (a demotion must wait): before $before, now $now_lists"
+  samples=$((samples + 1))
+  sleep 1
+done
+((samples >= hold / 2)) || die "only $samples samples of the lists in ${hold} s"
+# The copies were patched one after the other: a pass between the two saw them differ (phase
+# Invalid, retried); the condition is that of the pass after.
+says_waiting() { local r; r="$(members_reachable)"; [[ "$r" == "False "*tie* && "$r" == *"waits for them"* ]]; }
+wait_for 15 "MembersReachable saying the rollout waits for tie" says_waiting
+reach="$(members_reachable)"
+log "tie lost, demotion asked: no list changed over $samples samples in ${hold} s; east's copy: MembersReachable $reach"
+
+# 5. tie returns: the demotion goes through in every member.
+t=$SECONDS
+bash "$here/multi.sh" return tie >/dev/null 2>&1 || die "multi.sh return tie failed"
+lost=""
+# tie's copy still says promoted [4]: east's and west's copies are the majority that decides.
+wait_for 180 "every copy Ready after tie returned" every_copy_ready $((rev2 + 1))
+rev3="$(copy_field east '.status.revision')"
+lists_are "$rev3" 4 || die "after the demotion: $(lists)"
+written_in_order "$rev3"
+reach="$(members_reachable)"
+[[ "$reach" == True* ]] || die "MembersReachable is not True after tie returned: $reach"
+log "tie returned: demotion at revision $rev3 in every member, tie's copy still the old spec ($((SECONDS - t)) s)"
+kc tie -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
+log "PASS"

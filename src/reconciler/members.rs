@@ -1,0 +1,209 @@
+//! The member clusters one reconcile reads and writes (docs/multi-cluster.md): where each
+//! member's copy of the ObserverSet, its pods and its ConfigMaps are, what each copy said, and
+//! whether a majority of the copies holds the spec the leader acts on (pure). A single-cluster
+//! install has one member, `crate::rollout::LOCAL`, reached with the operator's client.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use kube::Client;
+
+use super::copies::{self, Copy, Read};
+use crate::crd::{ObserverSet, ObserverSetSpec};
+use crate::k8s::error::brief;
+use crate::k8s::members::MemberClients;
+
+/// Where one member's objects of one namespace are read and written.
+#[derive(Clone)]
+pub struct MemberApis {
+    pub member: String,
+    pub sets: Api<ObserverSet>,
+    pub pods: Api<Pod>,
+    pub config_maps: Api<ConfigMap>,
+}
+
+impl MemberApis {
+    fn new(member: &str, client: &Client, namespace: &str) -> Self {
+        MemberApis {
+            member: member.to_string(),
+            sets: Api::namespaced(client.clone(), namespace),
+            pods: Api::namespaced(client.clone(), namespace),
+            config_maps: Api::namespaced(client.clone(), namespace),
+        }
+    }
+}
+
+/// Every member's APIs in `namespace`, in `--members` order; the one local member without
+/// members.
+pub fn apis(client: &Client, members: Option<&MemberClients>, namespace: &str) -> Vec<MemberApis> {
+    match members {
+        None => vec![MemberApis::new(crate::rollout::LOCAL, client, namespace)],
+        Some(m) => m
+            .clients
+            .iter()
+            .map(|(member, client, _)| MemberApis::new(member, client, namespace))
+            .collect(),
+    }
+}
+
+/// One member's copy of the ObserverSet as read: the object (`None`: not there), or why the
+/// member did not answer.
+pub type CopyRead = (String, Result<Option<ObserverSet>, String>);
+
+/// Every member's copy of `name`, in parallel (each call bounded by its client's timeout).
+pub async fn read_copies(apis: &[MemberApis], name: &str) -> Vec<CopyRead> {
+    let reads = apis.iter().map(|a| async move {
+        let read = a.sets.get_opt(name).await.map_err(|e| brief(&e));
+        (a.member.clone(), read)
+    });
+    futures::future::join_all(reads).await
+}
+
+/// The reads as `super::copies` takes them (status and `resourceVersion` only).
+pub fn as_copies(reads: &[CopyRead]) -> Vec<Copy> {
+    reads
+        .iter()
+        .map(|(member, read)| Copy {
+            member: member.clone(),
+            read: match read {
+                Ok(Some(o)) => Read::Answered {
+                    status: o.status.clone(),
+                    version: o.metadata.resource_version.clone(),
+                },
+                Ok(None) => Read::Answered {
+                    status: None,
+                    version: None,
+                },
+                Err(why) => Read::Unanswered(why.clone()),
+            },
+        })
+        .collect()
+}
+
+/// The members this pass neither reads nor writes pods and ConfigMaps in: those that did not
+/// answer, and those without a copy of the set (no owner for a ConfigMap there; the user has not
+/// applied it yet). Their pods count as last seen (`super::observe::mark_unreachable`).
+pub fn unreachable(reads: &[CopyRead]) -> BTreeSet<String> {
+    reads
+        .iter()
+        .filter(|(_, read)| !matches!(read, Ok(Some(_))))
+        .map(|(member, _)| member.clone())
+        .collect()
+}
+
+/// Whether a majority of all members' copies hold `spec` (the leader's own member's copy, which
+/// it acts on): a user who updated two copies of three has said what they want, and one stale
+/// or hand-edited copy must not decide. `Err` says which members differ and which did not
+/// answer, worded for the Ready condition. Pure.
+pub fn spec_agreed(spec: &ObserverSetSpec, reads: &[CopyRead]) -> Result<(), String> {
+    let mut agree = 0;
+    let mut differ = Vec::new();
+    let mut missing = Vec::new();
+    for (member, read) in reads {
+        match read {
+            Ok(Some(o)) if o.spec == *spec => agree += 1,
+            Ok(Some(_)) => differ.push(member.as_str()),
+            Ok(None) => missing.push(format!("{member} (no copy)")),
+            Err(why) => missing.push(format!("{member} ({why})")),
+        }
+    }
+    let needed = copies::needed(reads.len());
+    if agree >= needed {
+        return Ok(());
+    }
+    let mut found = Vec::new();
+    if !differ.is_empty() {
+        found.push(format!("a different spec in {}", differ.join(", ")));
+    }
+    if !missing.is_empty() {
+        found.push(format!("not read from {}", missing.join(", ")));
+    }
+    Err(format!(
+        "only {agree} of {} member clusters hold this spec ({needed} needed; {}): nothing is written until a majority of the copies agree; apply the same ObserverSet in every member",
+        reads.len(),
+        found.join("; ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(member: &str, observers: &[i32]) -> CopyRead {
+        (
+            member.into(),
+            Ok(Some(ObserverSet::new("kafka", spec(observers)))),
+        )
+    }
+
+    fn spec(observers: &[i32]) -> ObserverSetSpec {
+        ObserverSetSpec {
+            kafka: crate::crd::KafkaConnection {
+                bootstrap_servers: "kafka:9092".into(),
+                tls: None,
+                sasl: None,
+            },
+            nodes: None,
+            clusters: None,
+            observers: observers.to_vec(),
+            promotion: Default::default(),
+            rollout: Default::default(),
+            deletion_policy: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_majority_of_copies_holding_the_spec_agrees() {
+        let reads = [copy("east", &[4]), copy("west", &[4]), copy("tie", &[3])];
+        assert_eq!(spec_agreed(&spec(&[4]), &reads), Ok(()));
+        // One lost member: the two others still make the majority.
+        let reads = [
+            copy("east", &[4]),
+            ("west".into(), Err("no answer".into())),
+            copy("tie", &[4]),
+        ];
+        assert_eq!(spec_agreed(&spec(&[4]), &reads), Ok(()));
+    }
+
+    #[test]
+    fn a_minority_spec_is_refused_naming_who_differs_and_who_was_not_read() {
+        let reads = [
+            copy("east", &[4]),
+            copy("west", &[3]),
+            ("tie".into(), Err("503 Service Unavailable".into())),
+        ];
+        let refused = spec_agreed(&spec(&[4]), &reads).unwrap_err();
+        assert_eq!(
+            refused,
+            "only 1 of 3 member clusters hold this spec (2 needed; a different spec in west; not read from tie (503 Service Unavailable)): nothing is written until a majority of the copies agree; apply the same ObserverSet in every member"
+        );
+        let reads = [
+            copy("east", &[4]),
+            ("west".into(), Ok(None)),
+            copy("tie", &[3]),
+        ];
+        assert!(spec_agreed(&spec(&[4]), &reads)
+            .unwrap_err()
+            .contains("not read from west (no copy)"));
+    }
+
+    #[test]
+    fn members_without_an_answer_or_a_copy_are_not_written() {
+        let reads = [
+            copy("east", &[4]),
+            ("west".into(), Ok(None)),
+            ("tie".into(), Err("timed out".into())),
+        ];
+        assert_eq!(
+            unreachable(&reads),
+            BTreeSet::from(["west".to_string(), "tie".to_string()])
+        );
+        let copies = as_copies(&reads);
+        assert!(matches!(copies[2].read, Read::Unanswered(_)));
+        assert!(matches!(
+            copies[1].read,
+            Read::Answered { version: None, .. }
+        ));
+    }
+}
