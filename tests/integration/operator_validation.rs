@@ -36,8 +36,8 @@ fn stretched(nodes: &Value, names: &[&str]) -> Value {
         .collect()
 }
 
-/// The apiserver accepts a consistent `spec.clusters`; `validate` then refuses it, saying that
-/// this operator version does not write lists across member clusters (nothing is written).
+/// The apiserver accepts a consistent `spec.clusters`; `validate` (an operator of one cluster,
+/// not run over members) then refuses it, saying so (nothing is written).
 #[tokio::test]
 async fn member_clusters_pass_the_schema_and_are_refused_by_the_operator() {
     let Some(bed) = bed().await else {
