@@ -196,6 +196,9 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         .identity
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok());
+    // The promotion engine: over members it scans the sets with spec.clusters (policy Manual
+    // only, for now) so that the reconciler knows which brokers and voters Kafka still lists.
+    let engine_members = member_clients.as_ref().map(|m| m.names());
     let ctx = Arc::new(
         reconciler::Context::new(client.clone(), metrics.clone(), instance, args.resync)
             .with_pod_filter(scope.pods.clone())
@@ -210,9 +213,6 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
 
-    // Over members, the reconciler writes the lists of sets whose policy is Manual (others are
-    // refused, `ClustersViolation::AutomaticAcrossMembers`): no promotion engine acts beside it.
-    let promote = plan.is_none();
     leader::while_leader(leadership, shutdown.clone(), SHUTDOWN_GRACE, || {
         let (client, ctx, metrics, shutdown, scope) = (
             client.clone(),
@@ -225,14 +225,17 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         // The automation's scans tell the reconciler which brokers Kafka lists.
         let liveness = ctx.liveness.clone();
         let fence = kafka_fence.clone();
+        let engine_members = engine_members.clone();
         async move {
-            let promotions = async {
-                if promote {
-                    automation::run(client.clone(), &scope, metrics, events, liveness, fence).await
-                } else {
-                    std::future::pending().await
-                }
-            };
+            let promotions = automation::run(
+                client.clone(),
+                &scope,
+                metrics,
+                events,
+                liveness,
+                fence,
+                engine_members,
+            );
             // The reconciler and the promotion automation act only together, only while
             // leading. On shutdown the reconciler finishes its in-flight reconciles and returns;
             // the automation is then dropped.

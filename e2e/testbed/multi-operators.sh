@@ -4,6 +4,7 @@
 # member (`run --member M --members east,west,tie`, as the chart runs it) against its own
 # member's apiserver. The caller sets `work` (a temporary directory) and calls
 # `members_clean_up` on exit.
+# shellcheck disable=SC2154 # tb, root and k8s_bin come from e2e/lib.sh, work from the caller
 east_tb="$tb"
 [[ -f "$east_tb/multi" ]] || die "the multi-cluster bed is not up: e2e/testbed/multi.sh up"
 bin="${KOO_OPERATOR_BIN:-$CARGO_TARGET_DIR/release/kafka-observer-operator}"
@@ -79,7 +80,11 @@ members_clean_up() {
 # identity.
 # not_terminating MEMBER: the operator namespace of MEMBER is not being deleted (a previous run's
 # clean-up deletes it without waiting).
-not_terminating() { [[ "$(kc "$1" get namespace "$op_ns" -o jsonpath='{.status.phase}' 2>/dev/null)" != Terminating ]]; }
+not_terminating() {
+  local phase
+  phase="$(kc "$1" get namespace "$op_ns" -o jsonpath='{.status.phase}' 2>/dev/null)" || return 0
+  [[ "$phase" != Terminating ]]
+}
 members_set_up() {
   local m other token server ca
   for m in "${MEMBERS[@]}"; do
@@ -107,7 +112,8 @@ YAML
     for other in "${MEMBERS[@]}"; do
       [[ "$other" != "$m" ]] || continue
       kc "$other" -n "$op_ns" create secret generic "kafka-observer-member-$m" \
-        --from-file=kubeconfig="$work/kubeconfig-$m" --dry-run=client -o yaml | kc "$other" apply -f - >/dev/null
+        --from-file=kubeconfig="$work/kubeconfig-$m" --dry-run=client -o yaml >"$work/secret-$m-in-$other.yaml"
+      kc "$other" apply -f "$work/secret-$m-in-$other.yaml" >/dev/null
     done
   done
   log "each member: CRD, Lease, kafka-observer-remote and its Roles; the others' kubeconfig Secrets"

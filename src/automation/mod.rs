@@ -107,14 +107,20 @@ struct Running {
 /// promotions still in force (Manual stops new promotions, the earlier ones are still demoted
 /// when autoDemote is enabled; docs/promotion-policies.md). Never for a set the reconciler found
 /// in conflict with an older ObserverSet selecting the same pods.
-fn automated(obs: &ObserverSet) -> bool {
+/// Whether `obs` gets a task. A set over member clusters is scanned by an operator over members
+/// whatever its policy (only Manual is accepted there for now): the reconciler needs Kafka's
+/// view to go on without a lost member's pods in a promotion (`crate::rollout::unreachable`),
+/// since that member's Nodes cannot be read.
+fn automated(obs: &ObserverSet, over_members: bool) -> bool {
     let pending = obs
         .status
         .as_ref()
         .is_some_and(|s| !s.auto_promotions.is_empty());
     obs.meta().deletion_timestamp.is_none()
         && !conflict::in_conflict(obs)
-        && (obs.spec.promotion.policy != PromotionPolicy::Manual || pending)
+        && (obs.spec.promotion.policy != PromotionPolicy::Manual
+            || pending
+            || (over_members && obs.spec.clusters.is_some()))
 }
 
 fn key(obs: &ObserverSet) -> (String, String) {
@@ -135,6 +141,7 @@ pub async fn run(
     events: Events,
     liveness: KafkaLiveness,
     fence: Fence,
+    members: Option<Vec<String>>,
 ) {
     let supervisors = scope.apis::<ObserverSet>(&client).into_iter().map(|api| {
         supervise(
@@ -144,6 +151,7 @@ pub async fn run(
             events.clone(),
             liveness.clone(),
             fence.clone(),
+            members.clone(),
         )
     });
     futures::future::join_all(supervisors).await;
@@ -158,7 +166,7 @@ pub async fn run_namespaced(
     liveness: KafkaLiveness,
 ) {
     let api: Api<ObserverSet> = Api::namespaced(client.clone(), namespace);
-    supervise(client, api, metrics, events, liveness, Fence::open()).await
+    supervise(client, api, metrics, events, liveness, Fence::open(), None).await
 }
 
 /// The conflict check before a task starts (one list of the namespace's ObserverSets and pods).
@@ -189,6 +197,7 @@ async fn supervise(
     publisher: Events,
     liveness: KafkaLiveness,
     fence: Fence,
+    members: Option<Vec<String>>,
 ) {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
@@ -213,7 +222,7 @@ async fn supervise(
             Ok(Event::InitApply(obs)) | Ok(Event::Apply(obs)) => {
                 let k = key(&obs);
                 listed.insert(k.clone());
-                if !automated(&obs) {
+                if !automated(&obs, members.is_some()) {
                     // The task is aborted before the clear is sent: aborted after it, a scan
                     // could still write the condition back.
                     let was_running = running.contains_key(&k);
@@ -232,10 +241,10 @@ async fn supervise(
                         client.clone(),
                         metrics.clone(),
                         publisher.clone(),
-                        &k.0,
-                        &k.1,
+                        &k,
                         liveness.clone(),
                         fence.clone(),
+                        members.clone(),
                     );
                     let abort = tasks.spawn(task.run(receiver));
                     tracing::info!(namespace = %k.0, observerset = %k.1, "promotion automation started");

@@ -24,7 +24,7 @@ use super::schedule::{self, Glanced};
 use super::status;
 use super::status_write;
 use super::AutomationError;
-use crate::crd::{validate, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
+use crate::crd::{validate_over, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
 use crate::k8s::fence::Fence;
@@ -127,6 +127,9 @@ pub(super) struct SetTask {
     /// the Kubernetes client's guard fences only apiserver writes, and a replica resumed after
     /// a pause must not elect on the view it decided on before it lost its Lease.
     fence: Fence,
+    /// The operator's member clusters (`--members`), none in a single-cluster install: what
+    /// the set is validated against.
+    members: Option<Vec<String>>,
 }
 
 impl SetTask {
@@ -134,13 +137,14 @@ impl SetTask {
         client: Client,
         metrics: Metrics,
         events: Events,
-        namespace: &str,
-        name: &str,
+        (namespace, name): &SetKey,
         liveness: KafkaLiveness,
         fence: Fence,
+        members: Option<Vec<String>>,
     ) -> Self {
         SetTask {
             fence,
+            members,
             liveness,
             key: (namespace.to_string(), name.to_string()),
             events,
@@ -235,7 +239,8 @@ impl SetTask {
     /// confirmations: PolicyHistory::next_scan_after).
     async fn step(&mut self, obs: &ObserverSet) -> Result<Duration, AutomationError> {
         self.glance_config = None;
-        let validated = validate(obs).map_err(|e| AutomationError::Invalid(e.to_string()))?;
+        let validated = validate_over(obs, self.members.as_deref())
+            .map_err(|e| AutomationError::Invalid(e.to_string()))?;
         let interval = validated
             .promotion
             .scan_interval

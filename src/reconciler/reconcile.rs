@@ -405,6 +405,12 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     // takes on from what the lists then hold (`rollout::simulation` crashes there too). That
     // saves one status round trip per chained step on the path to the brokers' list.
     let mut persisted = previous.clone();
+    // A copy behind the one resumed from (a member that was away, a former leader's minority
+    // write) gets the whole status this pass even if nothing changed: a member that returns
+    // gets the current status before anything else.
+    if recovered.as_ref().is_some_and(|r| !r.behind.is_empty()) {
+        persisted = ObserverSetStatus::default();
+    }
     let mut happenings = Vec::new();
     // A new leadership claims its epoch on this set before anything else, and writes its
     // rollout state under it (`super::copies`).
