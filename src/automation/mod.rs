@@ -274,6 +274,24 @@ mod tests {
     use super::*;
     use crate::k8s::error::stale_crd;
 
+    /// A Manual set gets no task in one cluster; over members a set with `spec.clusters` does
+    /// (its scans are the reconciler's view of Kafka), and a one-cluster set still does not.
+    #[test]
+    fn a_manual_set_is_scanned_only_over_members_and_only_with_clusters() {
+        let mut obs: ObserverSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kafkaobserver.io/v1alpha1", "kind": "ObserverSet",
+            "metadata": {"name": "kafka", "namespace": "kafka"},
+            "spec": {"kafka": {"bootstrapServers": "kafka:9092"}, "observers": [4]}
+        }))
+        .unwrap();
+        assert_eq!(obs.spec.promotion.policy, PromotionPolicy::Manual);
+        assert!(!automated(&obs, false));
+        assert!(!automated(&obs, true));
+        obs.spec.clusters = Some(Vec::new());
+        assert!(!automated(&obs, false));
+        assert!(automated(&obs, true));
+    }
+
     #[test]
     fn a_crd_older_than_the_operator_is_named_as_such() {
         // What the apiserver answered on the bed when this build wrote status.history against
