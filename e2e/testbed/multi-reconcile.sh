@@ -98,13 +98,16 @@ every_copy_ready() {
   done
 }
 # lists_are REVISION IDS: every member's ConfigMaps at REVISION listing IDS ("4" or "").
-lists_are() {
-  local m role got
-  for m in "${MEMBERS[@]}"; do
+lists_are() { lists_of "$1" "$2" "${MEMBERS[@]}"; }
+# lists_of REVISION IDS MEMBER...: those members' ConfigMaps at REVISION listing IDS.
+lists_of() {
+  local rev="$1" ids="$2" m role got
+  shift 2
+  for m in "$@"; do
     for role in controller broker; do
       [[ "$m" != tie || "$role" != broker ]] || continue
       got="$(list "$m" "$role")" || return 1
-      [[ "$got" == "$1:$2" ]] || return 1
+      [[ "$got" == "$rev:$ids" ]] || return 1
     done
   done
 }
@@ -199,18 +202,6 @@ log "tie returned: demotion at revision $rev3 in every member, tie's copy still 
 kc tie -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
 
 # 6. east lost whole; 4 promoted by hand in west's and tie's copies (a majority).
-# lists_of REVISION IDS MEMBER...: those members' ConfigMaps at REVISION listing IDS.
-lists_of() {
-  local rev="$1" ids="$2" m role got
-  shift 2
-  for m in "$@"; do
-    for role in controller broker; do
-      [[ "$m" != tie || "$role" != broker ]] || continue
-      got="$(list "$m" "$role")" || return 1
-      [[ "$got" == "$rev:$ids" ]] || return 1
-    done
-  done
-}
 copy_ready_past() { # MEMBER REVISION_MIN
   local phase rev
   phase="$(copy_field "$1" '.status.phase // ""')" || return 1

@@ -376,6 +376,7 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let mut writer = Writer {
         copies: &copies,
         targets: &targets,
+        name: &name,
         object: &object,
         now,
         status_versions: match &recovered {
@@ -679,7 +680,8 @@ struct Writer<'a> {
     copies: &'a StatusCopies,
     /// Per member: the owner of its ConfigMaps (its copy of the set) and its APIs.
     targets: &'a BTreeMap<String, (Owner, MemberApis)>,
-    /// `namespace/name`, for logs.
+    /// The set's name (the same in every member) and `namespace/name`, for logs.
+    name: &'a str,
     object: &'a str,
     now: Timestamp,
     /// The ObserverSet's `resourceVersion` per copy as read fresh or last written by this
@@ -701,10 +703,9 @@ impl Writer<'_> {
             .max(persisted.leader_epoch)
             .max(self.epoch_floor)
             + 1;
-        let name = &self.targets_name();
         self.copies
             .write(
-                name,
+                self.name,
                 crate::writers::EPOCH_CLAIM,
                 &copies::claim(epoch),
                 &mut self.status_versions,
@@ -714,14 +715,6 @@ impl Writer<'_> {
         Ok(epoch)
     }
 
-    /// The set's name (the same in every member).
-    fn targets_name(&self) -> String {
-        self.object
-            .rsplit_once('/')
-            .map_or(self.object, |(_, n)| n)
-            .to_string()
-    }
-
     /// The status when it differs from what the API holds (`persisted`, updated on success).
     async fn persist(
         &mut self,
@@ -729,10 +722,9 @@ impl Writer<'_> {
         persisted: &mut ObserverSetStatus,
     ) -> Result<()> {
         if next != persisted {
-            let name = &self.targets_name();
             self.copies
                 .write(
-                    name,
+                    self.name,
                     crate::writers::ROLLOUT_STATUS,
                     &status_patch(next),
                     &mut self.status_versions,
