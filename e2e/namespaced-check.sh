@@ -50,6 +50,27 @@ kubectl create namespace "$ns" >/dev/null
 kubectl apply -f "$rendered" >/dev/null
 op() { kubectl --as="$as" -n "$ns" "$@"; }
 
+sets=observersets.kafkaobserver.io
+# can_i_as USER NAMESPACE VERB RESOURCE [--subresource=S]: yes or no. For the ObserverSets through
+# a SubjectAccessReview that names group and resource itself: `kubectl auth can-i` finds them by
+# discovery, and the CRD may not be installed yet at this stage (an unknown resource is "no"
+# whatever RBAC grants). NAMESPACE empty: every namespace.
+can_i_as() {
+  local user="$1" namespace="$2" verb="$3" resource="$4" sub="${5:-}" out
+  sub="${sub#--subresource=}"
+  if [[ "$resource" != "$sets" ]]; then
+    if [[ -n "$namespace" ]]; then kubectl auth can-i --as="$user" -n "$namespace" "$verb" "$resource" ${5:+"$5"} 2>/dev/null
+    else kubectl auth can-i --as="$user" --all-namespaces "$verb" "$resource" ${5:+"$5"} 2>/dev/null; fi
+    return 0
+  fi
+  out="$(kubectl create -o jsonpath='{.status.allowed}' -f - <<JSON
+{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"$user",
+ "groups":["system:serviceaccounts","system:serviceaccounts:$ns","system:authenticated"],
+ "resourceAttributes":{"namespace":"$namespace","verb":"$verb","group":"kafkaobserver.io","resource":"observersets","subresource":"$sub"}}}
+JSON
+)" || { echo error; return 0; }
+  if [[ "$out" == true ]]; then echo yes; else echo no; fi
+}
 # 1. RBAC: what the namespaced install grants, and nothing cluster-wide.
 can() { kubectl auth can-i --as="$as" "$@" 2>/dev/null; }
 expect_can() { if [[ "$(can "$@")" == yes ]]; then ok "can $*"; else bad "cannot $* (the Role should grant it)"; fi; }
@@ -61,15 +82,21 @@ expect_can delete configmaps -n "$ns"
 expect_can get secrets -n "$ns"
 expect_can get nodes
 for other in kafka kube-system default; do
-  for verb_res in "patch pods" "list pods" "get configmaps" "patch configmaps" "create configmaps" "get secrets" "list observersets.kafkaobserver.io"; do
+  for verb_res in "patch pods" "list pods" "get configmaps" "patch configmaps" "create configmaps" "get secrets"; do
     # shellcheck disable=SC2086 # verb and resource as two words
     expect_cannot $verb_res -n "$other"
   done
+  if [[ "$(can_i_as "$as" "$other" list "$sets")" == no ]]; then ok "cannot list $sets -n $other"
+  else bad "can list $sets -n $other (must not be granted)"; fi
 done
-for verb_res in "list pods" "watch configmaps" "get secrets" "list observersets.kafkaobserver.io" "list nodes"; do
+for verb_res in "list pods" "watch configmaps" "get secrets" "list nodes"; do
   # shellcheck disable=SC2086
   expect_cannot $verb_res --all-namespaces
 done
+if [[ "$(can_i_as "$as" "" list "$sets")" == no ]]; then ok "cannot list $sets --all-namespaces"
+else bad "can list $sets --all-namespaces (must not be granted)"; fi
+if [[ "$(can_i_as "$as" "$ns" list "$sets")" == yes ]]; then ok "can list $sets -n $ns"
+else bad "cannot list $sets -n $ns (the Role should grant it)"; fi
 
 # 2. The policy. A pod that never runs (no node matches) is enough for admission.
 kubectl -n "$ns" apply -f - >/dev/null <<YAML
@@ -146,14 +173,13 @@ expect_allowed patch configmap retained --type=merge -p '{"data":{"k":"w"}}'
   --show-only templates/admission-policy.yaml > "$work/multi.yaml"
 kubectl apply -f "$work/multi.yaml" >/dev/null
 remote="system:serviceaccount:$ns:kafka-observer-remote"
-remote_can() { kubectl auth can-i --as="$remote" -n "$ns" "$@" 2>/dev/null; }
+remote_can() { can_i_as "$remote" "$ns" "$@"; }
 lease=leases.coordination.k8s.io/kafka-observer-operator
 for verb in get patch; do
   if [[ "$(remote_can "$verb" "$lease")" == yes ]]; then ok "remote can $verb $lease"; else bad "remote cannot $verb $lease"; fi
 done
 # What the reconciler calls in another member (templates/multi-cluster.yaml, Role
 # <release>-member-reconcile; docs/rbac.md "Multi-cluster").
-sets=observersets.kafkaobserver.io
 for verb_res in "get $sets" "patch $sets --subresource=status" "get configmaps" "create configmaps" \
   "patch configmaps" "list pods" "patch pods"; do
   # shellcheck disable=SC2086 # verb, resource (and flag) as separate words
@@ -180,13 +206,13 @@ for other in kube-system default; do
     "patch configmaps" "delete configmaps" "list pods" "patch pods" "watch pods" "delete pods" "get secrets" \
     "create events.events.k8s.io"; do
     # shellcheck disable=SC2086 # verb, resource (and flag) as separate words
-    if [[ "$(kubectl auth can-i --as="$remote" -n "$other" $verb_res 2>/dev/null)" == no ]]; then ok "remote cannot $verb_res in $other"
+    if [[ "$(can_i_as "$remote" "$other" $verb_res)" == no ]]; then ok "remote cannot $verb_res in $other"
     else bad "remote can $verb_res in $other (must not be granted)"; fi
   done
 done
 for verb_res in "get $sets" "get configmaps" "create configmaps" "list pods" "patch pods"; do
   # shellcheck disable=SC2086 # verb and resource as two words
-  if [[ "$(kubectl auth can-i --as="$remote" --all-namespaces $verb_res 2>/dev/null)" == no ]]; then ok "remote cannot $verb_res --all-namespaces"
+  if [[ "$(can_i_as "$remote" "" $verb_res)" == no ]]; then ok "remote cannot $verb_res --all-namespaces"
   else bad "remote can $verb_res --all-namespaces (must not be granted)"; fi
 done
 # The same through real calls: the Lease the chart created can be taken, no other Lease made.
