@@ -111,6 +111,14 @@ lists_of() {
     done
   done
 }
+# ask_promoted IDS MEMBER...: spec.promotion.promoted set to IDS ("[4]" or "[]") in those copies.
+ask_promoted() {
+  local ids="$1" m
+  shift
+  for m in "$@"; do
+    kc "$m" -n "$kafka_ns" patch observerset kafka --type merge -p "{\"spec\":{\"promotion\":{\"promoted\":$ids}}}" >/dev/null
+  done
+}
 die_lists() { local now; now="$(lists)"; die "$1: $now"; }
 members_reachable() { copy_field west '.status.conditions[]? | select(.type=="MembersReachable") | .status + " " + .message'; }
 # written_in_order REVISION [WRITES]: in the leader's log, the lists written for REVISION: every
@@ -155,9 +163,7 @@ log "set applied in every member: revision $rev1 Ready in every copy, lists $now
 
 # 3. Promotion of 4, every copy.
 t=$SECONDS
-for m in "${MEMBERS[@]}"; do
-  kc "$m" -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[4]}}}' >/dev/null
-done
+ask_promoted "[4]" "${MEMBERS[@]}"
 wait_for 120 "every copy Ready after the promotion" every_copy_ready $((rev1 + 1))
 rev2="$(copy_field west '.status.revision')"
 lists_are "$rev2" "" || die_lists "after the promotion"
@@ -168,9 +174,7 @@ log "promotion of 4: revision $rev2 in every member, controllers first across me
 t=$SECONDS
 lost_out="$(bash "$here/multi.sh" lose tie 2>&1)" || die "multi.sh lose tie failed: $lost_out"
 lost=tie
-for m in west east; do
-  kc "$m" -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
-done
+ask_promoted "[]" west east
 before="$(lists)"
 samples=0
 while ((SECONDS - t < hold)); do
@@ -199,7 +203,7 @@ written_in_order "$rev3"
 reach="$(members_reachable)"
 [[ "$reach" == True* ]] || die "MembersReachable is not True after tie returned: $reach"
 log "tie returned: demotion at revision $rev3 in every member, tie's copy still the old spec ($((SECONDS - t)) s)"
-kc tie -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[]}}}' >/dev/null
+ask_promoted "[]" tie
 
 # 6. east lost whole; 4 promoted by hand in west's and tie's copies (a majority).
 copy_ready_past() { # MEMBER REVISION_MIN
@@ -212,9 +216,7 @@ promoted_without_east() { copy_ready_past west "$rev3" && copy_ready_past tie "$
 t=$SECONDS
 lost_out="$(bash "$here/multi.sh" lose east 2>&1)" || die "multi.sh lose east failed: $lost_out"
 lost=east
-for m in west tie; do
-  kc "$m" -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[4]}}}' >/dev/null
-done
+ask_promoted "[4]" west tie
 wait_for 90 "the promotion Ready in west's and tie's copies with east lost" promoted_without_east
 rev4="$(copy_field west '.status.revision')"
 lists_of "$rev4" "" west tie || die_lists "after the promotion without east"
@@ -231,5 +233,5 @@ east_current() { lists_of "$rev4" "" east && every_copy_ready "$rev4"; }
 wait_for 120 "east's lists and copy at revision $rev4" east_current
 log "east returned: its lists and copy at revision $rev4 ($((SECONDS - t)) s)"
 # east's copy still asks for the demotion of step 4: the same spec as the others again.
-kc east -n "$kafka_ns" patch observerset kafka --type merge -p '{"spec":{"promotion":{"promoted":[4]}}}' >/dev/null
+ask_promoted "[4]" east
 log "PASS"

@@ -388,6 +388,10 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             Some(r) => r.versions.clone(),
         },
         epoch_floor: recovered.as_ref().map_or(0, |r| r.epoch - 1),
+        // A copy behind the one resumed from (a member that was away, a former leader's
+        // minority write) gets the whole status this pass even if nothing changed: a member
+        // that returns gets the current status before anything else.
+        copies_behind: recovered.as_ref().is_some_and(|r| !r.behind.is_empty()),
         versions: observed
             .iter()
             .filter(|o| o.reachable)
@@ -406,12 +410,6 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     // takes on from what the lists then hold (`rollout::simulation` crashes there too). That
     // saves one status round trip per chained step on the path to the brokers' list.
     let mut persisted = previous.clone();
-    // A copy behind the one resumed from (a member that was away, a former leader's minority
-    // write) gets the whole status this pass even if nothing changed: a member that returns
-    // gets the current status before anything else.
-    if recovered.as_ref().is_some_and(|r| !r.behind.is_empty()) {
-        persisted = ObserverSetStatus::default();
-    }
     let mut happenings = Vec::new();
     // A new leadership claims its epoch on this set before anything else, and writes its
     // rollout state under it (`super::copies`).
@@ -689,6 +687,9 @@ struct Writer<'a> {
     status_versions: Versions,
     /// Every epoch any copy showed (claimed or written): a claim goes above it.
     epoch_floor: i64,
+    /// Some copy holds less than the one resumed from: the next status write goes out even if
+    /// the status did not change.
+    copies_behind: bool,
     /// Each (member, role)'s ConfigMap `resourceVersion` as last read or written by this
     /// reconcile: the precondition of its next write (`None`: absent when read).
     versions: BTreeMap<(String, Role), Option<String>>,
@@ -721,7 +722,7 @@ impl Writer<'_> {
         next: &ObserverSetStatus,
         persisted: &mut ObserverSetStatus,
     ) -> Result<()> {
-        if next != persisted {
+        if next != persisted || self.copies_behind {
             self.copies
                 .write(
                     self.name,
@@ -731,6 +732,7 @@ impl Writer<'_> {
                 )
                 .await?;
             *persisted = next.clone();
+            self.copies_behind = false;
         }
         Ok(())
     }
