@@ -71,7 +71,8 @@ scenario_d12() {
 # leader's zone partitioned (node.sh partition: its pods stay Running in the API). The partition
 # loses its only primary and the leader that watched its high watermark. The successor (the
 # other replica, in another zone) has only the predecessor's saved high watermark, which is not a
-# witness: records acknowledged after it would be lost. So for 30 s after it takes the Lease 4
+# witness: records acknowledged after it would be lost (the drill cuts the zone only once the
+# predecessor saved the topic's high watermark). So for 30 s after it takes the Lease 4
 # never leads and an Event names the partition and says why; the zone returns, b leads again,
 # and every acknowledged record is read back exactly once.
 scenario_d22() {
@@ -90,7 +91,12 @@ scenario_d22() {
   t0="$(now_ms)"
   wait_sample "$SCENARIO_DIR/isr.log" "$t0" "isr_none(4) && leads($b)" 60 "$b leads, 4 outside the ISR" >/dev/null
   wait_ack 0 "$t0" 60 "records acknowledged before the loss" >/dev/null
-  sleep 3 # the leader's scans watch the partition's high watermark
+  # The drill's premise: the successor restores the high watermark its predecessor saved. Changed
+  # high watermarks are saved at most every 30 s (engine_state::HIGH_WATERMARK_INTERVAL), so wait
+  # for this topic's to be in status.engineState (CI of 4df6758 cut the zone 9 s after the topic
+  # was created: the successor restored none and held 4 back for an unknown lag instead).
+  wait_obs 60 "the leader saved $topic's high watermark in status.engineState" \
+    '[[ " $(obs_get "{.status.engineState.highWatermarks[*].topic}") " == *" $topic "* ]]'
   log "== zone $zone lost (partition) with the operator's leader $leader and broker $b"
   zone_cut partition "$zone"
   t_cut="$CUT_AT"
