@@ -196,9 +196,10 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         .identity
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok());
-    // The promotion engine: over members it scans the sets with spec.clusters (policy Manual
-    // only, for now) so that the reconciler knows which brokers and voters Kafka still lists.
-    let engine_members = member_clients.as_ref().map(|m| m.names());
+    // The promotion engine: over members it scans every set with spec.clusters (so that the
+    // reconciler knows which brokers and voters Kafka still lists, whatever the policy) and
+    // writes its record to every member's copy.
+    let engine_members = member_clients.clone();
     let ctx = Arc::new(
         reconciler::Context::new(client.clone(), metrics.clone(), instance, args.resync)
             .with_pod_filter(scope.pods.clone())

@@ -15,6 +15,7 @@ pub mod engine_state;
 pub mod kafka_health;
 pub mod observer_health;
 pub mod partitions;
+mod replicate;
 mod schedule;
 pub mod standby;
 mod status;
@@ -38,6 +39,7 @@ pub use task::reason;
 use crate::crd::{ObserverSet, PromotionPolicy};
 use crate::k8s::events::Events;
 use crate::k8s::fence::Fence;
+use crate::k8s::members::MemberClients;
 use crate::k8s::scope::WatchScope;
 use crate::kafka_liveness::KafkaLiveness;
 use crate::metrics::{Metrics, ObserverSetLabels};
@@ -69,6 +71,10 @@ pub enum AutomationError {
     /// proven): nothing was sent; the campaign steps down or renews.
     #[error("nothing recorded in the status of ObserverSet {0}: the write was refused by the fence (this replica's leader Lease is no longer proven)")]
     Fenced(String),
+    /// Over member clusters: fewer than a majority of the members' copies answered the
+    /// restore's read, or took the engine's record; the next scan tries again.
+    #[error("the promotion engine's record of ObserverSet {0} is not on a majority of the member clusters: {1}")]
+    NoMajority(String, String),
 }
 
 impl AutomationError {
@@ -83,11 +89,12 @@ impl AutomationError {
             AutomationError::StaleCrd(..) => "stale_crd",
             AutomationError::Superseded(..) => "superseded",
             AutomationError::Fenced(_) => "fenced",
+            AutomationError::NoMajority(..) => "no_majority",
         }
     }
 
     /// Every category, for the metric series a forgotten ObserverSet loses.
-    pub const CATEGORIES: [&'static str; 7] = [
+    pub const CATEGORIES: [&'static str; 8] = [
         "invalid_spec",
         "secret",
         "kafka",
@@ -95,6 +102,7 @@ impl AutomationError {
         "stale_crd",
         "superseded",
         "fenced",
+        "no_majority",
     ];
 }
 
@@ -107,10 +115,9 @@ struct Running {
 /// promotions still in force (Manual stops new promotions, the earlier ones are still demoted
 /// when autoDemote is enabled; docs/promotion-policies.md). Never for a set the reconciler found
 /// in conflict with an older ObserverSet selecting the same pods.
-/// Whether `obs` gets a task. A set over member clusters is scanned by an operator over members
-/// whatever its policy (only Manual is accepted there for now): the reconciler needs Kafka's
-/// view to go on without a lost member's pods in a promotion (`crate::rollout::unreachable`),
-/// since that member's Nodes cannot be read.
+/// A set over member clusters is scanned by an operator over members whatever its policy: the
+/// reconciler needs Kafka's view to go on without a lost member's pods in a promotion
+/// (`crate::rollout::unreachable`), since that member's Nodes cannot be read.
 fn automated(obs: &ObserverSet, over_members: bool) -> bool {
     let pending = obs
         .status
@@ -141,7 +148,7 @@ pub async fn run(
     events: Events,
     liveness: KafkaLiveness,
     fence: Fence,
-    members: Option<Vec<String>>,
+    members: Option<MemberClients>,
 ) {
     let supervisors = scope.apis::<ObserverSet>(&client).into_iter().map(|api| {
         supervise(
@@ -197,7 +204,7 @@ async fn supervise(
     publisher: Events,
     liveness: KafkaLiveness,
     fence: Fence,
-    members: Option<Vec<String>>,
+    members: Option<MemberClients>,
 ) {
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()

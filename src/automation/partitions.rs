@@ -22,7 +22,7 @@ pub const MAX_OBSERVERS_PER_ENTRY: usize = 8;
 pub const LAG_REFRESH: SignedDuration = SignedDuration::from_secs(30);
 
 /// The view of one scan. `auto_promoted`: the automation's promotions in force;
-/// `reference_hw` the high watermark the engine measures a replica's lag against.
+/// `reference_hw` what the engine measures a replica's lag against (`PolicyHistory::lag_reference`).
 pub fn view(
     snapshot: &ClusterSnapshot,
     config: &PolicyConfig,

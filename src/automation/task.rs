@@ -20,14 +20,18 @@ use super::engine_state::{self, EngineStateError, LastWrite, WriteReason};
 use super::kafka_health;
 use super::observer_health;
 use super::partitions;
+use super::replicate;
 use super::schedule::{self, Glanced};
 use super::status;
 use super::status_write;
 use super::AutomationError;
-use crate::crd::{validate_over, HistoryEntry, ObserverSet, PartitionsStatus, ValidatedKafka};
+use crate::crd::{
+    validate_over, HistoryEntry, ObserverSet, ObserverSetStatus, PartitionsStatus, ValidatedKafka,
+};
 use crate::history;
 use crate::k8s::events::{Events, AUTOMATE};
 use crate::k8s::fence::Fence;
+use crate::k8s::members::MemberClients;
 use crate::k8s::secrets;
 use crate::kafka::{ConnectionSettings, ElectionKind, KafkaWatcher, WatcherOptions};
 use crate::kafka_liveness::{KafkaLiveness, LivenessView, SetKey};
@@ -36,6 +40,8 @@ use crate::promotion::{
     self, auto_promotions_in, decide, ClusterSnapshot, Concern, PolicyConfig, PolicyHistory,
     PromotionAction, PromotionDecision, PromotionPolicy, SourceHealth, TopicPartition,
 };
+use crate::reconciler::copies;
+use crate::reconciler::members as reconciler_members;
 
 /// Event reasons the automation publishes on the ObserverSet.
 pub mod reason {
@@ -128,8 +134,9 @@ pub(super) struct SetTask {
     /// a pause must not elect on the view it decided on before it lost its Lease.
     fence: Fence,
     /// The operator's member clusters (`--members`), none in a single-cluster install: what
-    /// the set is validated against.
-    members: Option<Vec<String>>,
+    /// the set is validated against, where the engine restores from and writes to
+    /// (`super::replicate`).
+    members: Option<MemberClients>,
 }
 
 impl SetTask {
@@ -140,7 +147,7 @@ impl SetTask {
         (namespace, name): &SetKey,
         liveness: KafkaLiveness,
         fence: Fence,
-        members: Option<Vec<String>>,
+        members: Option<MemberClients>,
     ) -> Self {
         SetTask {
             fence,
@@ -239,7 +246,8 @@ impl SetTask {
     /// confirmations: PolicyHistory::next_scan_after).
     async fn step(&mut self, obs: &ObserverSet) -> Result<Duration, AutomationError> {
         self.glance_config = None;
-        let validated = validate_over(obs, self.members.as_deref())
+        let names = self.members.as_ref().map(MemberClients::names);
+        let validated = validate_over(obs, names.as_deref())
             .map_err(|e| AutomationError::Invalid(e.to_string()))?;
         let interval = validated
             .promotion
@@ -271,15 +279,19 @@ impl SetTask {
         let config = PolicyConfig::from_validated(&validated, acknowledged);
         self.report_observer_health(obs, &config, &snapshot).await;
         if self.history.is_none() {
-            let restored = self.restore(obs, &config).await;
+            // Over members, the newest record a majority holds; else this cluster's copy.
+            let source = self.restore_source(obs).await?;
+            let status = source.as_ref();
+            let restored = self.restore(obs, status, &config).await;
             self.history = Some(restored);
-            let status = obs.status.as_ref();
             self.own_history = Some(history::own(
                 status.map(|s| s.history.as_slice()).unwrap_or_default(),
                 true,
             ));
             self.partitions = status.and_then(|s| s.partitions.clone());
-            self.engine_mark = status_write::engine_mark(obs);
+            self.engine_mark = status
+                .and_then(|s| s.engine_state.as_ref())
+                .map(|e| e.saved_at.0);
         }
         let history = self.history.clone().unwrap_or_default();
         if snapshot.source == SourceHealth::Healthy {
@@ -567,11 +579,34 @@ impl SetTask {
         }
     }
 
+    /// The status to restore the engine from: this cluster's copy, or over members the copy
+    /// holding the newest engine record among a majority (`copies::engine_source`); without a
+    /// majority nothing is restored and the next scan asks again.
+    async fn restore_source(
+        &self,
+        obs: &ObserverSet,
+    ) -> Result<Option<ObserverSetStatus>, AutomationError> {
+        let Some(members) = &self.members else {
+            return Ok(obs.status.clone());
+        };
+        let apis = reconciler_members::apis(&self.client, Some(members), &self.labels.namespace);
+        let reads = replicate::read_majority(&apis, &obs.name_any()).await;
+        let copies = reconciler_members::as_copies(&reads);
+        let source = copies::engine_source(&copies)
+            .map_err(|e| AutomationError::NoMajority(obs.name_any(), e.to_string()))?;
+        Ok(source.cloned())
+    }
+
     /// The history to start from: `status.autoPromotions`, merged with `status.engineState`
     /// when that is usable (logged and reported as an event either way).
-    async fn restore(&mut self, obs: &ObserverSet, config: &PolicyConfig) -> PolicyHistory {
-        let base = PolicyHistory::from_auto_promotions(auto_promotions_in(obs.status.as_ref()));
-        let Some(saved) = obs.status.as_ref().and_then(|s| s.engine_state.as_ref()) else {
+    async fn restore(
+        &mut self,
+        obs: &ObserverSet,
+        status: Option<&ObserverSetStatus>,
+        config: &PolicyConfig,
+    ) -> PolicyHistory {
+        let base = PolicyHistory::from_auto_promotions(auto_promotions_in(status));
+        let Some(saved) = status.and_then(|s| s.engine_state.as_ref()) else {
             tracing::info!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, "no status.engineState to restore: the promotion engine starts from status.autoPromotions");
             return base;
         };
@@ -652,7 +687,7 @@ impl SetTask {
         let mut partitions_next = self.partitions.clone();
         if snapshot.source == SourceHealth::Healthy {
             let auto_set = next.auto_promotions.iter().map(|p| p.node_id).collect();
-            let view = partitions::view(snapshot, config, &auto_set, |p| next.reference_hw(p));
+            let view = partitions::view(snapshot, config, &auto_set, |p| next.lag_reference(p));
             if partitions::write_due(self.partitions.as_ref(), &view) {
                 partitions_next = Some(view);
             }
@@ -705,6 +740,25 @@ impl SetTask {
                 }
                 None => AutomationError::Status(name.clone(), e),
             })?;
+            // Over members: the same record to every other member's copy; it counts on a
+            // majority, else the next scan writes it again (nothing below is remembered).
+            if let Some(members) = &self.members {
+                let remotes: Vec<_> =
+                    reconciler_members::apis(&self.client, Some(members), &self.labels.namespace)
+                        .into_iter()
+                        .filter(|m| m.member != members.local)
+                        .collect();
+                let replies = replicate::to_members(&remotes, &name, &body_with(&own_next)).await;
+                let refused = replies
+                    .iter()
+                    .filter_map(|(m, r)| Some((m, r.as_ref().err()?)))
+                    .filter(|(_, why)| why.as_str() != replicate::NOT_AWAITED);
+                for (member, why) in refused {
+                    tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, %member, error = %why, "the engine's record was not written to this member's copy");
+                }
+                replicate::counted(&replies, remotes.len())
+                    .map_err(|e| AutomationError::NoMajority(name.clone(), e.to_string()))?;
+            }
             let bytes = serde_json::to_vec(&state).map_or(0, |v| v.len());
             let why = due.map_or("WithStatus", WriteReason::label);
             self.metrics

@@ -12,7 +12,6 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
 use super::nodes::NodesSpec;
-use super::promotion::PromotionPolicy;
 use super::spec::DeletionPolicy;
 use super::validation::{role_selections, RoleSelection};
 use super::Role;
@@ -71,8 +70,6 @@ pub enum ClustersViolation {
     MembersDiffer { spec: String, operator: String },
     #[error("spec.deletionPolicy is Delete: across member clusters the lists carry no owner reference (deleting one member's copy must not delete that member's lists), so deleting the ObserverSet cannot delete them yet; set deletionPolicy Retain and delete the ConfigMaps yourself when the Kafka cluster is gone")]
     DeleteAcrossMembers,
-    #[error("spec.promotion.policy is {0:?}: automatic promotion across member clusters is not built yet (docs/multi-cluster.md, build order step 9), so nothing would promote; set policy Manual and promote with spec.promotion.promoted in every member's copy")]
-    AutomaticAcrossMembers(PromotionPolicy),
 }
 
 /// The role selections of `clusters`, one per (role, member) with pods of that role, controllers
@@ -82,7 +79,6 @@ pub enum ClustersViolation {
 pub(super) fn selections(
     clusters: &[MemberCluster],
     members: Option<&[String]>,
-    policy: PromotionPolicy,
     deletion: DeletionPolicy,
 ) -> Result<Vec<RoleSelection>, Vec<ClustersViolation>> {
     let found = violations(clusters);
@@ -101,9 +97,6 @@ pub(super) fn selections(
             spec: names.join(", "),
             operator: members.join(", "),
         });
-    }
-    if policy != PromotionPolicy::Manual {
-        found.push(ClustersViolation::AutomaticAcrossMembers(policy));
     }
     if deletion == DeletionPolicy::Delete {
         found.push(ClustersViolation::DeleteAcrossMembers);

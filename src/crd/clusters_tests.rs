@@ -129,14 +129,16 @@ fn other_members_than_the_operators_are_refused_naming_both() {
     );
 }
 
-/// No engine runs across members yet: an automatic policy would silently promote nothing.
+/// Every policy is taken over members: the engine runs there and writes its record to a
+/// majority of the copies (`crate::automation::replicate`).
 #[test]
-fn an_automatic_policy_across_members_is_refused_until_the_engine_runs_there() {
-    let found = messages_over(&operator_members(), |o| {
-        o.spec.promotion.policy = PromotionPolicy::UnderMinIsr;
-    });
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].starts_with("spec.promotion.policy is UnderMinIsr: automatic promotion across member clusters is not built yet"), "{}", found[0]);
+fn an_automatic_policy_across_members_is_accepted() {
+    for policy in [PromotionPolicy::UnderMinIsr, PromotionPolicy::Manual] {
+        let mut obs = stretched();
+        obs.spec.promotion.policy = policy;
+        let v = validate_over(&obs, Some(&operator_members()));
+        assert!(v.is_ok(), "{policy:?}: {:?}", v.err());
+    }
 }
 
 /// Deleting the set could not delete lists that carry no owner reference: refused, not ignored.

@@ -94,8 +94,8 @@ pub struct ObserverSetSpec {
     pub nodes: Option<NodesSpec>,
     /// One Kafka cluster over several Kubernetes clusters: the pods of each member cluster
     /// (docs/multi-cluster.md), instead of `nodes`. Needs the operator run over the same members
-    /// (the chart's multiCluster values; an operator of one cluster refuses the set) and, for
-    /// now, promotion policy Manual.
+    /// (the chart's multiCluster values; an operator of one cluster refuses the set) and
+    /// `deletionPolicy: Retain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 5))]
     #[x_kube(validation = Rule::new(CLUSTERS_COUNT_RULE).message("clusters must name an odd number of member clusters, 3 or 5 (a majority of them decides which operator replica acts)"))]

@@ -234,12 +234,7 @@ pub fn validate_over(
         }
         // Checked as far as the object allows, then against the operator's members.
         (None, Some(clusters)) => {
-            match clusters::selections(
-                clusters,
-                members,
-                spec.promotion.policy,
-                spec.deletion_policy,
-            ) {
+            match clusters::selections(clusters, members, spec.deletion_policy) {
                 Ok(roles) => roles,
                 Err(found) => {
                     errors.extend(found.into_iter().map(SpecViolation::from));

@@ -65,8 +65,6 @@ impl PolicyHistory {
             .any(|&n| n > 0 && n < confirmations)
     }
 
-    /// When to scan next: `scan_interval`, or a tenth of it (at least 100 ms) while a candidate
-    /// awaits its confirmations.
     /// High watermark to measure a replica's lag against: the live one while the partition has a
     /// leader, else the last one seen while it had one. A new leader under min ISR serves none on
     /// Kafka 4.x (KIP-966: ListOffsets answers OFFSET_NOT_AVAILABLE), so the last one seen is the
@@ -78,6 +76,21 @@ impl PolicyHistory {
         }
     }
 
+    /// What the lag rule measures a replica against: [`Self::reference_hw`], or when none is
+    /// known while the partition has a leader, that leader's log end offset. That is never below
+    /// the high watermark, so the lag it gives is never less than the true one: a successor that
+    /// restored no high watermark of a partition whose new leader is under min ISR (KIP-966, no
+    /// high watermark served) can still judge a caught-up observer instead of waiting forever.
+    /// Not remembered as a high watermark (no witness for a takeover).
+    pub fn lag_reference(&self, p: &PartitionState) -> Option<i64> {
+        self.reference_hw(p).or_else(|| {
+            p.leader
+                .and_then(|leader| p.log_end_offsets.get(&leader).copied())
+        })
+    }
+
+    /// When to scan next: `scan_interval`, or a tenth of it (at least 100 ms) while a candidate
+    /// awaits its confirmations.
     pub fn next_scan_after(&self, scan_interval: Duration, confirmations: u32) -> Duration {
         if self.confirming(confirmations) {
             (scan_interval / CONFIRMATION_RESCAN_DIVISOR)

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 
 use super::action::PromotionAction;
 use super::health::Health;
@@ -103,7 +104,10 @@ pub(super) fn plan(scan: &Scan, next: &mut PolicyHistory, out: &mut DecisionDraf
         }
         next.auto_promotions.push(AutoPromotion {
             node_id: x,
-            at: Time(scan.now),
+            // Whole seconds, as status keeps it: a sub-second time in memory would differ from
+            // the stored copy on every scan and rewrite the status each time
+            // (`crate::automation::status::differs`).
+            at: Time(Timestamp::from_second(scan.now.as_second()).unwrap_or(scan.now)),
             reason: reason.clone(),
         });
         next.last_action.insert(
@@ -154,7 +158,7 @@ fn candidate<'a>(scan: &'a Scan, x: BrokerId) -> Candidate<'a> {
     let mut lag_unknown = Vec::new();
     let mut worst_lag = 0;
     for (_, p) in scan.partitions_of(x) {
-        match p.lag_against(x, scan.reference_hw(p)) {
+        match p.lag_against(x, scan.lag_reference(p)) {
             None => lag_unknown.push(p),
             Some(lag) if lag > config.max_lag_messages => {
                 worst_lag = worst_lag.max(lag);

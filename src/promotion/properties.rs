@@ -156,10 +156,13 @@ fn check_decision(
                     "promoted {x}, which is not an observer now"
                 );
                 for p in hosting(*x) {
+                    // The high watermark (live, else the last known); without either, the
+                    // leader's log end offset, which is never below it.
                     let hw = match (p.leader, p.high_watermark) {
                         (Some(_), Some(h)) => Some(h),
                         _ => history.last_known_hw.get(&p.id()).copied(),
-                    };
+                    }
+                    .or_else(|| p.leader.and_then(|l| p.log_end_offsets.get(&l).copied()));
                     let lag = p.lag_against(*x, hw);
                     prop_assert!(
                         matches!(lag, Some(l) if l <= cfg.max_lag_messages),

@@ -39,8 +39,8 @@ impl<'a> Scan<'a> {
 
     /// High watermark to measure a replica's lag against: the live one, or for a partition
     /// without leader the last one seen while it had one.
-    pub fn reference_hw(&self, p: &PartitionState) -> Option<i64> {
-        self.history.reference_hw(p)
+    pub fn lag_reference(&self, p: &PartitionState) -> Option<i64> {
+        self.history.lag_reference(p)
     }
 
     pub fn cooling_until(&self, broker: BrokerId) -> Option<Timestamp> {

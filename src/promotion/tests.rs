@@ -89,6 +89,41 @@ fn unknown_lag_blocks_promotion() {
     );
 }
 
+/// A new leader under min ISR serves no high watermark (KIP-966) and a successor may have
+/// restored none: the lag is then measured against the leader's log end offset, never below the
+/// high watermark, so a caught-up observer is promoted and a lagging one still is not.
+#[test]
+fn without_any_high_watermark_the_leaders_log_end_is_the_bar() {
+    let mut parts = broker_2_lost(2);
+    for p in &mut parts {
+        p.high_watermark = None;
+    }
+    let cfg = config(PromotionPolicy::UnderMinIsr);
+    let d = scans(&parts, &[2], &cfg, PolicyHistory::default(), 0, 5);
+    let promoted: Vec<_> = d
+        .next_history
+        .auto_promotions
+        .iter()
+        .map(|p| p.node_id)
+        .collect();
+    assert_eq!(promoted, [4], "{:?}", d.reasons);
+    // The leader 1100 messages ahead of 4: lagging, not promoted.
+    for p in &mut parts {
+        p.log_end_offsets.insert(1, 1200);
+    }
+    let d = scans(&parts, &[2], &cfg, PolicyHistory::default(), 0, 5);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.contains("lagging (up to 1100 messages")),
+        "{:?}",
+        d.reasons
+    );
+    // Nor does the leader's log end stand in for a high watermark the engine remembers.
+    assert!(d.next_history.last_known_hw.is_empty());
+}
+
 #[test]
 fn a_stale_snapshot_is_never_acted_on_and_breaks_the_streak() {
     let cfg = config(PromotionPolicy::UnderMinIsr);
@@ -455,4 +490,28 @@ fn no_demotion_makes_a_partition_observer_only() {
         "{:?}",
         d.reasons
     );
+}
+
+/// The promotion's time is kept in whole seconds, as status stores it: the copy read back then
+/// equals the engine's memory, and the engine does not rewrite an unchanged status every scan
+/// (seen on the multi-cluster bed: a write every scan, each breaking the reconciler's
+/// preconditions).
+#[test]
+fn a_promotion_time_survives_the_status_round_trip() {
+    let cfg = config(PromotionPolicy::UnderMinIsr);
+    let mut history = PolicyHistory::default();
+    let mut promoted = None;
+    for s in 0..5 {
+        let now = at(s) + std::time::Duration::from_millis(437);
+        let d = decide(&snapshot(now, &[2], broker_2_lost(1)), &cfg, &history, now);
+        history = d.next_history.clone();
+        if let Some(p) = history.auto_promotions.first() {
+            promoted = Some(p.clone());
+            break;
+        }
+    }
+    let promoted = promoted.expect("4 promoted within 5 scans");
+    let stored: crate::crd::AutoPromotion =
+        serde_json::from_value(serde_json::to_value(&promoted).unwrap()).unwrap();
+    assert_eq!(stored, promoted);
 }

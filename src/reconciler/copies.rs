@@ -168,6 +168,48 @@ pub fn recover(copies: &[Copy]) -> Result<Recovered, CopiesError> {
     })
 }
 
+/// The status holding the promotion engine's latest record (`autoPromotions`, `engineState`),
+/// once a majority of `copies` answered: the newest `status.engineState.savedAt`, the first in
+/// member order among equals (`None`: no copy holds any engine record yet). The engine writes
+/// its fields to a majority as well (`crate::automation::replicate`), so a majority read sees
+/// its last write that counted, whichever copy the rollout's state is resumed from. Marks of
+/// different leaderships are ordered by their clocks: a successor writes only after it read
+/// the mark it follows, so it is later unless the clocks disagree by more than the time between
+/// (the restore refuses a mark more than two minutes in its future).
+pub fn engine_source(copies: &[Copy]) -> Result<Option<&ObserverSetStatus>, CopiesError> {
+    let answered: Vec<Option<&ObserverSetStatus>> = copies
+        .iter()
+        .filter_map(|c| match &c.read {
+            Read::Answered { status, .. } => Some(status.as_ref()),
+            Read::Unanswered(_) => None,
+        })
+        .collect();
+    let needed = needed(copies.len());
+    if answered.len() < needed {
+        let unanswered: Vec<(String, String)> = copies
+            .iter()
+            .filter_map(|c| match &c.read {
+                Read::Unanswered(why) => Some((c.member.clone(), why.clone())),
+                Read::Answered { .. } => None,
+            })
+            .collect();
+        return Err(CopiesError::TooFewAnswered {
+            answered: answered.len(),
+            members: copies.len(),
+            needed,
+            unanswered: describe(&unanswered),
+        });
+    }
+    let mark = |s: &ObserverSetStatus| s.engine_state.as_ref().map(|e| e.saved_at.0);
+    let mut newest: Option<&ObserverSetStatus> = None;
+    for status in answered.into_iter().flatten() {
+        if mark(status).is_some() && newest.is_none_or(|n| mark(status) > mark(n)) {
+            newest = Some(status);
+        }
+    }
+    Ok(newest)
+}
+
 /// The later epoch `status` shows when a leadership that claimed `claimed` reads it: another
 /// leadership claimed or wrote after this one, which therefore no longer leads, whatever its
 /// Lease says (a process paused past its term resumes with its old conclusion). `None`: not

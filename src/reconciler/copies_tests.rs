@@ -242,3 +242,68 @@ proptest! {
         }
     }
 }
+
+/// A status whose engine saved its state at second `s` and promoted `promoted`.
+fn engine_at(s: i64, promoted: &[i32]) -> ObserverSetStatus {
+    let t = k8s_openapi::jiff::Timestamp::from_second(s).unwrap();
+    ObserverSetStatus {
+        auto_promotions: promoted
+            .iter()
+            .map(|&node_id| crate::crd::AutoPromotion {
+                node_id,
+                at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t),
+                reason: "under min ISR".into(),
+            })
+            .collect(),
+        engine_state: Some(crate::crd::EngineState {
+            saved_at: MicroTime(t),
+            brokers: vec![],
+            high_watermarks: vec![],
+            omitted_high_watermarks: 0,
+        }),
+        ..ObserverSetStatus::default()
+    }
+}
+
+#[test]
+fn the_engine_record_comes_from_the_newest_mark_whatever_the_rollout_progress() {
+    // east is furthest on for the rollout, but west holds the engine's later record.
+    let mut east = engine_at(100, &[]);
+    east.writer_epoch = 3;
+    let copies = [
+        answered("east", Some(east), "10"),
+        answered("west", Some(engine_at(200, &[4])), "20"),
+        answered("tie", Some(engine_at(150, &[])), "30"),
+    ];
+    assert_eq!(recover(&copies).unwrap().from, "east");
+    let source = engine_source(&copies).unwrap().unwrap();
+    assert_eq!(source.auto_promotions[0].node_id, 4);
+}
+
+#[test]
+fn no_engine_record_without_a_majority_and_none_before_any_write() {
+    let copies = [
+        answered("east", Some(engine_at(200, &[4])), "10"),
+        unanswered("west"),
+        unanswered("tie"),
+    ];
+    assert!(matches!(
+        engine_source(&copies),
+        Err(CopiesError::TooFewAnswered { answered: 1, .. })
+    ));
+    let copies = [
+        answered("east", Some(at(1, 1, 3)), "10"),
+        answered("west", None, "20"),
+        unanswered("tie"),
+    ];
+    assert_eq!(engine_source(&copies).unwrap(), None);
+    // Equal marks: the first in member order.
+    let mut west = engine_at(200, &[4]);
+    west.revision = 7;
+    let copies = [
+        answered("east", Some(engine_at(200, &[4])), "10"),
+        answered("west", Some(west), "20"),
+        unanswered("tie"),
+    ];
+    assert_eq!(engine_source(&copies).unwrap().unwrap().revision, 0);
+}

@@ -3,7 +3,8 @@
 //! whether a majority of the copies holds the spec the leader acts on (pure). A single-cluster
 //! install has one member, `crate::rollout::LOCAL`, reached with the operator's client.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
@@ -21,6 +22,9 @@ pub struct MemberApis {
     pub sets: Api<ObserverSet>,
     pub pods: Api<Pod>,
     pub config_maps: Api<ConfigMap>,
+    /// Not asked this pass: it did not answer a moment ago ([`resting`]); its reads fail at
+    /// once instead of waiting out the connect timeout again.
+    pub resting: bool,
 }
 
 impl MemberApis {
@@ -30,6 +34,7 @@ impl MemberApis {
             sets: Api::namespaced(client.clone(), namespace),
             pods: Api::namespaced(client.clone(), namespace),
             config_maps: Api::namespaced(client.clone(), namespace),
+            resting: false,
         }
     }
 }
@@ -47,6 +52,41 @@ pub fn apis(client: &Client, members: Option<&MemberClients>, namespace: &str) -
     }
 }
 
+/// How long a member whose copy did not answer is taken as unreachable without being asked
+/// again. A lost member costs every read its client's connect timeout (2 s), and a promotion
+/// takes several passes; while a member is lost the set is looked at every 5 s
+/// (`super::reconcile`), so a returning member is asked again within about that.
+pub const ASK_AGAIN_AFTER: Duration = Duration::from_secs(4);
+
+/// Why a resting member was not asked.
+pub const RESTING: &str = "did not answer a moment ago; asked again within 4 s";
+
+/// The members whose copy failed to answer less than [`ASK_AGAIN_AFTER`] before `now`, by when
+/// they last failed. Pure.
+pub fn resting(failed: &HashMap<String, Instant>, now: Instant) -> BTreeSet<String> {
+    failed
+        .iter()
+        .filter(|(_, &at)| now.saturating_duration_since(at) < ASK_AGAIN_AFTER)
+        .map(|(m, _)| m.clone())
+        .collect()
+}
+
+/// After a pass: a member asked that did not answer failed now; one that answered is forgotten;
+/// a resting one keeps the time it was last asked (else it would rest for ever).
+pub fn note_answers(failed: &mut HashMap<String, Instant>, reads: &[CopyRead], now: Instant) {
+    for (member, read) in reads {
+        match read {
+            Err(why) if why == RESTING => {}
+            Err(_) => {
+                failed.insert(member.clone(), now);
+            }
+            Ok(_) => {
+                failed.remove(member);
+            }
+        }
+    }
+}
+
 /// One member's copy of the ObserverSet as read: the object (`None`: not there), or why the
 /// member did not answer.
 pub type CopyRead = (String, Result<Option<ObserverSet>, String>);
@@ -54,6 +94,9 @@ pub type CopyRead = (String, Result<Option<ObserverSet>, String>);
 /// Every member's copy of `name`, in parallel (each call bounded by its client's timeout).
 pub async fn read_copies(apis: &[MemberApis], name: &str) -> Vec<CopyRead> {
     let reads = apis.iter().map(|a| async move {
+        if a.resting {
+            return (a.member.clone(), Err(RESTING.to_string()));
+        }
         let read = a.sets.get_opt(name).await.map_err(|e| brief(&e));
         (a.member.clone(), read)
     });
@@ -186,6 +229,29 @@ mod tests {
         assert!(spec_agreed(&spec(&[4]), &reads)
             .unwrap_err()
             .contains("not read from west (no copy)"));
+    }
+
+    #[test]
+    fn a_member_that_did_not_answer_rests_then_is_asked_again() {
+        let t0 = Instant::now();
+        let mut failed = HashMap::new();
+        let reads = [
+            copy("east", &[4]),
+            ("west".into(), Err("connect timeout".into())),
+        ];
+        note_answers(&mut failed, &reads, t0);
+        assert_eq!(
+            resting(&failed, t0 + Duration::from_secs(1)),
+            BTreeSet::from(["west".to_string()])
+        );
+        // A pass that skipped it keeps the time it was last asked.
+        let skipped = [copy("east", &[4]), ("west".into(), Err(RESTING.into()))];
+        note_answers(&mut failed, &skipped, t0 + Duration::from_secs(3));
+        assert!(resting(&failed, t0 + ASK_AGAIN_AFTER).is_empty());
+        // Asked again and answering: forgotten.
+        let answered = [copy("east", &[4]), copy("west", &[4])];
+        note_answers(&mut failed, &answered, t0 + ASK_AGAIN_AFTER);
+        assert!(failed.is_empty());
     }
 
     #[test]

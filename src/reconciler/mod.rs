@@ -14,7 +14,7 @@ mod backoff;
 mod conditions;
 pub mod conflict;
 pub mod copies;
-mod members;
+pub mod members;
 mod observe;
 mod outcome;
 mod pods;
@@ -83,6 +83,9 @@ pub struct Context {
     /// are assumed still running (docs/multi-cluster.md, "An unreachable member is not an
     /// empty member").
     pub member_pods: Mutex<HashMap<(String, String, Role), Vec<KafkaPod>>>,
+    /// When each member's copy last failed to answer (`members::resting`): such a member is
+    /// not asked again for a few seconds.
+    pub member_failures: Mutex<HashMap<String, Instant>>,
     /// Failed reconciles in a row per ObserverSet: the wait before each retry (`backoff`).
     failures: Mutex<backoff::Backoff<ObjectRef<ObserverSet>>>,
     /// The epoch this leadership claimed per ObserverSet (by uid: a set recreated under the
@@ -128,6 +131,7 @@ impl Context {
             nodes: Mutex::new(HashMap::new()),
             members: None,
             member_pods: Mutex::default(),
+            member_failures: Mutex::default(),
             failures: Mutex::default(),
             claimed: Mutex::default(),
         }

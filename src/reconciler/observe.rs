@@ -142,6 +142,9 @@ pub async fn roles(
 ) -> Result<Vec<ObservedRole>> {
     let over_members = members.len() > 1;
     let per_member = members.iter().map(|apis| async move {
+        if over_members && apis.resting {
+            return Ok(unreached(obs, &apis.member));
+        }
         let read = role_reads(obs, apis, pod_filter).await;
         match read {
             Err(Error::Kube { action, source }) if over_members => {

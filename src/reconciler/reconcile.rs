@@ -105,7 +105,18 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let object = format!("{namespace}/{name}");
     let api: Api<ObserverSet> = Api::namespaced(ctx.client.clone(), &namespace);
     // Every member's APIs (one, the local cluster, without members).
-    let apis = members::apis(&ctx.client, ctx.members.as_ref(), &namespace);
+    let mut apis = members::apis(&ctx.client, ctx.members.as_ref(), &namespace);
+    // A member that did not answer a moment ago is not waited for again on every pass.
+    let resting = {
+        let failed = ctx
+            .member_failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        members::resting(&failed, Instant::now())
+    };
+    for a in &mut apis {
+        a.resting = resting.contains(&a.member);
+    }
     let member_names = ctx.members.as_ref().map(MemberClients::names);
     let local_member = ctx
         .members
@@ -150,6 +161,13 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
             })
             .collect()
     });
+    if let Some(reads) = &copy_reads {
+        let mut failed = ctx
+            .member_failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        members::note_answers(&mut failed, reads, Instant::now());
+    }
     // What to resume from: our copy, or over members the copy furthest on among a majority.
     let recovered =
         match &copy_reads {
@@ -161,10 +179,18 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
                 }
             })?),
         };
-    let previous = match &recovered {
+    let mut previous = match &recovered {
         None => fresh.status.clone().unwrap_or_default(),
         Some(r) => r.latest.clone().unwrap_or_default(),
     };
+    // Over members the engine's promotions come from its own latest record, which need not be
+    // on the copy furthest on for the rollout (a member back from an outage holds an old one).
+    if let Some(reads) = &copy_reads {
+        let copies = members::as_copies(reads);
+        if let Ok(Some(engine)) = copies::engine_source(&copies) {
+            previous.auto_promotions = engine.auto_promotions.clone();
+        }
+    }
     let now = Timestamp::now();
     // A later leadership's epoch on the set (on any copy read): this replica was replaced
     // without noticing yet (paused or cut off past its Lease); it writes nothing, whatever its
