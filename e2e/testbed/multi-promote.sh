@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MC1 on the multi-cluster bed (docs/multi-cluster.md, "Drills"): the member `east` lost whole
+# MC1-MC3 on the multi-cluster bed (docs/multi-cluster.md, "Drills"). MC1: the member `east` lost whole
 # (its apiserver, node and every process SIGKILLed at once, its addresses dropped: `multi.sh
 # lose east`), the operator's leader with it, under policy UnderMinIsr. Per run:
 #   1. one operator per member as the chart runs them, east's started first so that it leads;
@@ -15,6 +15,15 @@
 #      once east's brokers are back in the ISR (autoDemote), every copy Ready with the lists "4"
 #      in every member;
 #   6. every acknowledged record read back exactly once (the operator drills' accounting).
+# Then once, with the same set, topic layout and producer, the losses that need no promotion:
+#   MC3: tie lost whole (a KRaft voter, no broker): for 30 s (KOO_QUIET_S) no list of east or
+#        west changes, nothing is promoted, writes go on, east's copy says MembersReachable
+#        False naming tie;
+#   MC2: west lost whole (brokers 3 and 4, 4 the observer): the partitions keep 1 and 2 in
+#        their ISR, at min ISR: for 30 s no list changes, nothing is promoted, writes resume
+#        once Kafka fences west's brokers, and east's copy says MembersReachable False naming
+#        west and ObserversAvailable False naming 4; each member returns and every copy is
+#        Ready with the lists 4 again.
 # Prints each run's timeline from the kill (ms): new leader, 4 promoted by the engine, first
 # list written, 4 in the ISR of every partition, writes resumed (the end of the longest gap
 # between acknowledgements), against the issue's bound (the brokers' session timeout, 6 s on
@@ -115,24 +124,30 @@ longest_gap() {
 }
 
 ip_of() { kc "$1" -n "$kafka_ns" get pod "$2" -o jsonpath='{.status.podIP}'; }
-members_set_up
-results=()
-for run in $(seq 1 "$runs"); do
-  export SCENARIO_DIR="$DRILL_WORK/run-$run"
-  mkdir -p "$SCENARIO_DIR"
-  rm -f "$east_tb"/logs/operator-{east,west,tie}.log
-  # 1. east's operator first: it takes the three Leases.
+
+# operators_up: one operator per member, east's first so that it takes the three Leases.
+operators_up() {
+  # The previous run's operator logs stay with that run's files.
+  local m
+  for m in east west tie; do
+    if [[ -f "$east_tb/logs/operator-$m.log" ]]; then mv "$east_tb/logs/operator-$m.log" "${SCENARIO_DIR:-$work}/operator-$m.log.before"; fi
+  done
   start_operator east
   leads_east() { leads east; }
   wait_for 60 "operator-east leading" leads_east
   start_operator west
   start_operator tie
   sleep 2
+  local found
   found="$(leaders)"
   [[ "$found" == east ]] || die "expected operator-east alone to lead, got: ${found//$'\n'/ }"
+}
 
-  # 2. The set with the automatic policy in every member; bootstrap = the brokers' pod IPs (the
-  # host does not resolve the members' names).
+# set_applied: the set with the automatic policy in every member, bootstrap the brokers' pod
+# IPs (the host does not resolve the members' names); waits until every copy is Ready with the
+# lists 4. Sets `servers` and exports KAFKA_BOOTSTRAP for the drill client.
+set_applied() {
+  local east_ip west_ip m
   east_ip="$(ip_of east kafka-broker-east-0)"
   west_ip="$(ip_of west kafka-broker-west-0)"
   servers="$east_ip:9092,$west_ip:9092"
@@ -144,27 +159,62 @@ for run in $(seq 1 "$runs"); do
   grep -q "policy: UnderMinIsr" "$work/observerset.yaml" || die "the policy was not replaced in $work/observerset.yaml"
   for m in "${MEMBERS[@]}"; do kc "$m" -n "$kafka_ns" apply -f "$work/observerset.yaml" >/dev/null; done
   wait_for 120 "every copy Ready with the lists 4" settled
+}
 
-  # 3. The topic and the producer (an earlier run's topics gone first: their partitions would
-  # trigger the policy too).
-  "$tb/bin/kafka-topics" --bootstrap-server "$servers" --delete --if-exists --topic 'mc1-.*' >/dev/null 2>&1 || true
-  topic="mc1-$run-$(date +%s)"
+# topic_streaming NAME: the docs' layout (replicas 1,2,3,4 / 2,1,3,4 / 3,1,2,4, min ISR 2, 4 the
+# observer), the ISR sampler and an acks=all producer at 20 records/s, once every partition is
+# led with 4 outside the ISR and records are acknowledged. Sets `topic`. An earlier run's
+# topics go first: their partitions would trigger the policy too.
+topic_streaming() {
+  "$tb/bin/kafka-topics" --bootstrap-server "$servers" --delete --if-exists --topic 'mc.*' >/dev/null 2>&1 || true
+  topic="$1-$(date +%s)"
   "$tb/bin/kafka-topics" --bootstrap-server "$servers" --create --topic "$topic" \
     --replica-assignment 1:2:3:4,2:1:3:4,3:1:2:4 --config min.insync.replicas=2 >/dev/null ||
     die "cannot create topic $topic"
   start_isr_sampler "$topic"
   start_stream "$topic" 20
+  local t0
   t0="$(now_ms)"
   wait_sample "$SCENARIO_DIR/isr.log" "$t0" "isr_none(4) && isr_min() >= 3" 60 "every partition led, 4 outside the ISR" >/dev/null
   wait_ack 0 "$t0" 60 "records acknowledged before the loss" >/dev/null
   sleep 2
+}
 
-  # 4. east lost with the leader.
+# accounted: every acknowledged record of `topic` read back exactly once; the topic deleted.
+accounted() {
+  stop_stream_and_verify "$topic"
+  touch "$SCENARIO_DIR/isr.stop"
+  log "$1: $STREAM_ACCOUNTING"
+  "$tb/bin/kafka-topics" --bootstrap-server "$servers" --delete --topic "$topic" >/dev/null 2>&1 || true
+}
+
+# lose MEMBER: `multi.sh lose` (and its operator, a process of that member); sets t_cut to the
+# kill's time.
+lose_member() {
+  local out
   t_cut="$(now_ms)"
-  lost_out="$(bash "$here/multi.sh" lose east 2>&1)" || die "multi.sh lose east failed: $lost_out"
-  lost=east
-  kill_operator KILL east # the operator's leader, a process of east's too
-  [[ "$lost_out" =~ at_ms=([0-9]+) ]] && t_cut="${BASH_REMATCH[1]}"
+  out="$(bash "$here/multi.sh" lose "$1" 2>&1)" || die "multi.sh lose $1 failed: $out"
+  lost="$1"
+  kill_operator KILL "$1"
+  [[ "$out" =~ at_ms=([0-9]+) ]] && t_cut="${BASH_REMATCH[1]}"
+}
+return_member() {
+  bash "$here/multi.sh" return "$1" >/dev/null 2>&1 || die "multi.sh return $1 failed"
+  lost=""
+  start_operator "$1"
+}
+
+members_set_up
+results=()
+for run in $(seq 1 "$runs"); do
+  export SCENARIO_DIR="$DRILL_WORK/run-$run"
+  mkdir -p "$SCENARIO_DIR"
+  operators_up
+  set_applied
+  topic_streaming "mc1-$run"
+
+  # east lost with the leader.
+  lose_member east
   new_leader() { local l; l="$(leaders)"; [[ "$l" == west || "$l" == tie ]]; }
   wait_for 60 "west or tie leading" new_leader
   t_seen_lead="$(now_ms)"
@@ -187,25 +237,84 @@ for run in $(seq 1 "$runs"); do
   t_claim="$(log_ms "$leader" '.message == "leadership epoch claimed"' "$t_cut")"
   line="run $run: leader $leader after $((t_lead - t_cut)) ms (its reconciler's epoch claimed $((${t_claim:-$t_cut} - t_cut)) ms), 4 promoted $((${t_auto:-$t_cut} - t_cut)) ms, first list written $((${t_first:-$t_cut} - t_cut)) ms, 4 in every ISR $((t_isr - t_cut)) ms, first record acknowledged after that $((t_ack - t_cut)) ms, writes resumed $((t_resume - t_cut)) ms (longest pause $gap ms), bound $bound ms"
   log "$line"
-  results+=("$line")
+  results+=("MC1 $line")
 
-  # 5. east returns; 4 is demoted by the engine once east's brokers are back.
-  bash "$here/multi.sh" return east >/dev/null 2>&1 || die "multi.sh return east failed"
-  lost=""
-  start_operator east
+  # east returns; 4 is demoted by the engine once east's brokers are back.
+  return_member east
   t_back="$(now_ms)"
   wait_for 240 "4 demoted again and every copy Ready with the lists 4 after east returned" settled
   t_settled="$(now_ms)"
   log "run $run: east back, 4 demoted, every member's lists 4 after $((t_settled - t_back)) ms"
   wait_ack 0 "$t_settled" 60 "writes after the demotion" >/dev/null
-
-  # 6. Accounting.
-  stop_stream_and_verify "$topic"
-  touch "$SCENARIO_DIR/isr.stop"
-  log "run $run: $STREAM_ACCOUNTING"
-  "$tb/bin/kafka-topics" --bootstrap-server "$servers" --delete --topic "$topic" >/dev/null 2>&1 || true
+  accounted "run $run"
   delete_sets
   stop_operators
 done
-for line in "${results[@]}"; do echo "MC1 $line"; done
+
+# MC3 and MC2, once: losses that need no promotion. tie (a KRaft voter, no broker) lost: nothing
+# changes and writes go on. west (brokers 3 and 4, 4 the observer) lost: the partitions keep 1
+# and 2 in their ISR, at min ISR, so nothing is promoted, and ObserversAvailable says 4 is gone.
+# Each for QUIET_S seconds, sampled every second: the lists of the members left, east's copy's
+# autoPromotions, and the acknowledgements (writes resume within 30 s; a pause while Kafka fences
+# west's brokers is expected).
+quiet_s="${KOO_QUIET_S:-30}"
+export SCENARIO_DIR="$DRILL_WORK/quiet"
+mkdir -p "$SCENARIO_DIR"
+operators_up
+set_applied
+topic_streaming mc23
+lists_left() { # the lists of every member but the lost one, one line
+  local m role got out=""
+  for m in "${MEMBERS[@]}"; do
+    [[ "$m" != "$lost" ]] || continue
+    for role in controller broker; do
+      [[ "$m" != tie || "$role" != broker ]] || continue
+      got="$(list "$m" "$role")" || got="unread"
+      out+="$m/${role:0:1}=$got "
+    done
+  done
+  echo "$out"
+}
+quiet_loss() { # MC MEMBER
+  local mc="$1" m="$2" before now_lists auto samples=0 t
+  before="$(lists_left)"
+  [[ "$before" != *unread* ]] || die "$mc: a list could not be read before the loss: $before"
+  lose_member "$m"
+  before="$(lists_left)"
+  t=$SECONDS
+  while ((SECONDS - t < quiet_s)); do
+    now_lists="$(lists_left)"
+    [[ "$now_lists" == "$before" ]] || die "$mc: a list changed while $m was lost (no action is needed): before $before, now $now_lists"
+    auto="$(auto_promoted_in east)" || die "$mc: east's copy could not be read"
+    [[ -z "$auto" ]] || die "$mc: east's copy shows autoPromotions [$auto] while $m was lost (no promotion is needed)"
+    samples=$((samples + 1))
+    sleep 1
+  done
+  ((samples >= quiet_s / 2)) || die "$mc: only $samples samples in $quiet_s s"
+  reach="$(copy_field east '.status.conditions[]? | select(.type=="MembersReachable") | .status + " " + .message')" ||
+    die "$mc: east's copy could not be read"
+  [[ "$reach" == "False "*"$m"* ]] || die "$mc: east's copy does not say $m is unreachable: MembersReachable $reach"
+  t_resume="$(wait_ack 0 "$t_cut" 30 "$mc: writes with $m lost")"
+}
+quiet_loss MC3 tie
+gap_line="$(longest_gap "$SCENARIO_DIR/acked.log" "$t_cut")" || die "MC3: no acknowledgements"
+read -r gap _ <<<"$gap_line"
+results+=("MC3 tie lost: no list changed and nothing promoted over $quiet_s s; longest pause in acknowledgements $gap ms; MembersReachable: $reach")
+log "${results[-1]}"
+return_member tie
+wait_for 120 "every copy Ready after tie returned" settled
+
+quiet_loss MC2 west
+says_gone() { local c; c="$(copy_field east '.status.conditions[]? | select(.type=="ObserversAvailable") | .status + " " + .message')" && [[ "$c" == False* && "$c" == *4* ]]; }
+wait_for 30 "ObserversAvailable False naming 4 in east's copy" says_gone
+why="$(copy_field east '.status.conditions[]? | select(.type=="ObserversAvailable") | .message')"
+gap_line="$(longest_gap "$SCENARIO_DIR/acked.log" "$t_cut")" || die "MC2: no acknowledgements"
+read -r gap t_end <<<"$gap_line"
+results+=("MC2 west lost: no list changed and nothing promoted over $quiet_s s; writes resumed $((t_end - t_cut)) ms after the loss (longest pause $gap ms); ObserversAvailable: $why")
+log "${results[-1]}"
+return_member west
+wait_for 180 "every copy Ready after west returned" settled
+accounted "MC2 and MC3"
+
+for line in "${results[@]}"; do echo "$line"; done
 log "PASS"

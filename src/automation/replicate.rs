@@ -25,29 +25,29 @@ pub type Replies = Vec<(String, Result<(), String>)>;
 pub const NOT_AWAITED: &str = "not awaited: a majority answered first";
 
 /// Writes `body` (the engine's server-side-apply body) to `name` in every member of `remotes`,
-/// in parallel, each on the version just read there; returns once the record counts with the
-/// local copy's (a majority of all members) or every member answered. A lost member costs its
+/// in parallel, each on the version just read there; returns once the record would count with
+/// the local copy's (a majority of all members) or every member answered. A lost member costs its
 /// client's connect timeout only when the record cannot count without it.
 pub async fn to_members(remotes: &[MemberApis], name: &str, body: &Value) -> Replies {
-    let mut pending: FuturesUnordered<_> = remotes
-        .iter()
-        .map(|m| async move {
-            let result = match m.sets.get_opt(name).await {
-                Ok(Some(copy)) => {
-                    let version = copy.metadata.resource_version.clone();
-                    status_write::apply(&m.sets, name, body, version.as_deref())
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| brief(&e))
-                }
-                Ok(None) => Err("the ObserverSet does not exist in this member".to_string()),
-                Err(e) => Err(brief(&e)),
-            };
-            (m.member.clone(), result)
-        })
-        .collect();
+    // Each write in a task of its own: the ones not awaited still finish (within their client's
+    // timeouts), so every member that answers ends up with the record.
+    let (sender, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    for m in remotes {
+        let (m, name, body, sender) = (m.clone(), name.to_string(), body.clone(), sender.clone());
+        tokio::spawn(async move {
+            // A copy that moved between the read and the write (the reconciler writes its own
+            // fields there too) is read and written once more.
+            let mut result = write_on_fresh(&m, &name, &body).await;
+            if matches!(&result, Err((true, _))) {
+                result = write_on_fresh(&m, &name, &body).await;
+            }
+            // The receiver is gone once a majority answered: nobody waits for this one.
+            let _ = sender.send((m.member.clone(), result.map_err(|(_, why)| why)));
+        });
+    }
+    drop(sender);
     let mut replies = Vec::new();
-    while let Some(reply) = pending.next().await {
+    while let Some(reply) = answers.recv().await {
         replies.push(reply);
         if counted(&replies, remotes.len()).is_ok() {
             break;
@@ -61,7 +61,27 @@ pub async fn to_members(remotes: &[MemberApis], name: &str, body: &Value) -> Rep
     replies
 }
 
-/// Whether a record the local copy took counts, given the remote `replies` so far out of
+/// `body` applied to `name` in member `m` on the `resourceVersion` just read there; `Err`
+/// says whether the copy moved in between (409) and why it failed.
+async fn write_on_fresh(m: &MemberApis, name: &str, body: &Value) -> Result<(), (bool, String)> {
+    let copy = match m.sets.get_opt(name).await {
+        Ok(Some(copy)) => copy,
+        Ok(None) => {
+            return Err((
+                false,
+                "the ObserverSet does not exist in this member".to_string(),
+            ))
+        }
+        Err(e) => return Err((false, brief(&e))),
+    };
+    let version = copy.metadata.resource_version.clone();
+    status_write::apply(&m.sets, name, body, version.as_deref())
+        .await
+        .map(|_| ())
+        .map_err(|e| (status_write::superseded(&e), brief(&e)))
+}
+
+/// Whether a record counts with the local copy's, given the remote `replies` so far out of
 /// `remotes` members: a majority of all members, the local one included. Pure.
 pub fn counted(replies: &Replies, remotes: usize) -> Result<(), CopiesError> {
     let refused: Vec<(String, String)> = replies

@@ -289,9 +289,9 @@ impl SetTask {
                 true,
             ));
             self.partitions = status.and_then(|s| s.partitions.clone());
-            self.engine_mark = status
-                .and_then(|s| s.engine_state.as_ref())
-                .map(|e| e.saved_at.0);
+            // The mark of the copy this task writes on (`status_write::rebase`): over members
+            // the local copy may be behind the record restored from, which is no other engine.
+            self.engine_mark = status_write::engine_mark(obs);
         }
         let history = self.history.clone().unwrap_or_default();
         if snapshot.source == SourceHealth::Healthy {
@@ -708,6 +708,28 @@ impl SetTask {
                     },
                 )
             };
+            // Over members: the same record to every other member's copy first, and to our own
+            // only once it counts there with ours (a majority): our copy's change is what wakes
+            // the reconciler, which then finds the record on a majority and acts on it (it acts
+            // on no record a majority does not hold, `copies::engine_promotions`). Short of a
+            // majority nothing more is written and the next scan writes it again.
+            if let Some(members) = &self.members {
+                let remotes: Vec<_> =
+                    reconciler_members::apis(&self.client, Some(members), &self.labels.namespace)
+                        .into_iter()
+                        .filter(|m| m.member != members.local)
+                        .collect();
+                let replies = replicate::to_members(&remotes, &name, &body_with(&own_next)).await;
+                let refused = replies
+                    .iter()
+                    .filter_map(|(m, r)| Some((m, r.as_ref().err()?)))
+                    .filter(|(_, why)| why.as_str() != replicate::NOT_AWAITED);
+                for (member, why) in refused {
+                    tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, %member, error = %why, "the engine's record was not written to this member's copy");
+                }
+                replicate::counted(&replies, remotes.len())
+                    .map_err(|e| AutomationError::NoMajority(name.clone(), e.to_string()))?;
+            }
             // On the copy decided on; on a 409 once more on a fresh copy, if the decision still
             // holds there (`status_write::rebase`).
             let mut onto = obs.resource_version();
@@ -740,25 +762,6 @@ impl SetTask {
                 }
                 None => AutomationError::Status(name.clone(), e),
             })?;
-            // Over members: the same record to every other member's copy; it counts on a
-            // majority, else the next scan writes it again (nothing below is remembered).
-            if let Some(members) = &self.members {
-                let remotes: Vec<_> =
-                    reconciler_members::apis(&self.client, Some(members), &self.labels.namespace)
-                        .into_iter()
-                        .filter(|m| m.member != members.local)
-                        .collect();
-                let replies = replicate::to_members(&remotes, &name, &body_with(&own_next)).await;
-                let refused = replies
-                    .iter()
-                    .filter_map(|(m, r)| Some((m, r.as_ref().err()?)))
-                    .filter(|(_, why)| why.as_str() != replicate::NOT_AWAITED);
-                for (member, why) in refused {
-                    tracing::warn!(namespace = %self.labels.namespace, observerset = %self.labels.observerset, %member, error = %why, "the engine's record was not written to this member's copy");
-                }
-                replicate::counted(&replies, remotes.len())
-                    .map_err(|e| AutomationError::NoMajority(name.clone(), e.to_string()))?;
-            }
             let bytes = serde_json::to_vec(&state).map_or(0, |v| v.len());
             let why = due.map_or("WithStatus", WriteReason::label);
             self.metrics

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::crd::{ObserverSetStatus, RolloutStep};
+use crate::crd::{AutoPromotion, ObserverSetStatus, RolloutStep};
 
 /// One member's copy as read.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,6 +208,40 @@ pub fn engine_source(copies: &[Copy]) -> Result<Option<&ObserverSetStatus>, Copi
         }
     }
     Ok(newest)
+}
+
+/// The engine's promotions the reconciler acts on over members: those of the newest record
+/// (`engineState.savedAt`) whose promoted node ids a majority of all members' copies hold, so
+/// that no list is written on a promotion a majority does not hold (the engine writes the other
+/// members' copies before its own, whose change wakes the reconciler). `None` when no record's
+/// ids are on a majority yet: the rollout's resumed copy's stand until the engine writes again.
+/// Pure.
+pub fn engine_promotions(copies: &[Copy]) -> Option<Vec<AutoPromotion>> {
+    let answered: Vec<&ObserverSetStatus> = copies
+        .iter()
+        .filter_map(|c| match &c.read {
+            Read::Answered { status, .. } => status.as_ref(),
+            Read::Unanswered(_) => None,
+        })
+        .collect();
+    let ids = |s: &ObserverSetStatus| {
+        let mut ids: Vec<i32> = s.auto_promotions.iter().map(|p| p.node_id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let mut records: Vec<&ObserverSetStatus> = answered
+        .iter()
+        .copied()
+        .filter(|s| s.engine_state.is_some())
+        .collect();
+    let mark = |s: &ObserverSetStatus| s.engine_state.as_ref().map(|e| e.saved_at.0);
+    // Newest first; among equal marks the first in member order (a stable sort).
+    records.sort_by_key(|r| std::cmp::Reverse(mark(r)));
+    let needed = needed(copies.len());
+    records
+        .into_iter()
+        .find(|r| answered.iter().filter(|s| ids(s) == ids(r)).count() >= needed)
+        .map(|r| r.auto_promotions.clone())
 }
 
 /// The later epoch `status` shows when a leadership that claimed `claimed` reads it: another

@@ -307,3 +307,33 @@ fn no_engine_record_without_a_majority_and_none_before_any_write() {
     ];
     assert_eq!(engine_source(&copies).unwrap().unwrap().revision, 0);
 }
+
+#[test]
+fn the_reconciler_acts_only_on_promotions_a_majority_holds() {
+    // The newest record (west's) is on one copy only: the older one, on two, stands.
+    let copies = [
+        answered("east", Some(engine_at(100, &[])), "10"),
+        answered("west", Some(engine_at(200, &[4])), "20"),
+        answered("tie", Some(engine_at(150, &[])), "30"),
+    ];
+    assert_eq!(engine_promotions(&copies), Some(vec![]));
+    // Once it is on a majority, the newest record's promotions.
+    let copies = [
+        answered("east", Some(engine_at(100, &[])), "10"),
+        answered("west", Some(engine_at(200, &[4])), "20"),
+        answered("tie", Some(engine_at(200, &[4])), "30"),
+    ];
+    let promoted: Vec<i32> = engine_promotions(&copies)
+        .unwrap()
+        .iter()
+        .map(|p| p.node_id)
+        .collect();
+    assert_eq!(promoted, [4]);
+    // A lost member and two copies that differ: neither record is on a majority.
+    let copies = [
+        unanswered("east"),
+        answered("west", Some(engine_at(200, &[4])), "20"),
+        answered("tie", Some(engine_at(150, &[])), "30"),
+    ];
+    assert_eq!(engine_promotions(&copies), None);
+}

@@ -55,6 +55,8 @@ const INVALID_PODS_RETRY: Duration = Duration::from_secs(30);
 /// other members wakes the reconcile when the user applies the missing copies or a member
 /// answers again.
 const AGREEMENT_RETRY: Duration = Duration::from_secs(5);
+/// The next look at a set whose last status write left an answering copy behind.
+const BEHIND_RETRY: Duration = Duration::from_secs(1);
 
 /// The entry point `Controller::run` calls.
 pub async fn reconcile(obj: Arc<ObserverSet>, ctx: Arc<Context>) -> Result<Action> {
@@ -183,12 +185,12 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
         None => fresh.status.clone().unwrap_or_default(),
         Some(r) => r.latest.clone().unwrap_or_default(),
     };
-    // Over members the engine's promotions come from its own latest record, which need not be
-    // on the copy furthest on for the rollout (a member back from an outage holds an old one).
+    // Over members the engine's promotions come from its latest record a majority holds, which
+    // need not be on the copy furthest on for the rollout (a member back from an outage holds an
+    // old one).
     if let Some(reads) = &copy_reads {
-        let copies = members::as_copies(reads);
-        if let Ok(Some(engine)) = copies::engine_source(&copies) {
-            previous.auto_promotions = engine.auto_promotions.clone();
+        if let Some(promotions) = copies::engine_promotions(&members::as_copies(reads)) {
+            previous.auto_promotions = promotions;
         }
     }
     let now = Timestamp::now();
@@ -505,6 +507,11 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     if lost.as_ref().is_some_and(|l| !l.is_empty()) {
         requeue = requeue.min(AGREEMENT_RETRY);
     }
+    // Nothing wakes a pass for a copy left behind by the last write (no watch on the other
+    // members, and our own copy may be the one): look again at once.
+    if writer.copies_behind {
+        requeue = requeue.min(BEHIND_RETRY);
+    }
     Ok(Action::requeue(requeue))
 }
 
@@ -749,6 +756,11 @@ impl Writer<'_> {
         persisted: &mut ObserverSetStatus,
     ) -> Result<()> {
         if next != persisted || self.copies_behind {
+            let held = self
+                .status_versions
+                .values()
+                .filter(|v| v.is_some())
+                .count();
             self.copies
                 .write(
                     self.name,
@@ -758,7 +770,9 @@ impl Writer<'_> {
                 )
                 .await?;
             *persisted = next.clone();
-            self.copies_behind = false;
+            // Counted on a majority, but a copy that was read may have refused it (it moved in
+            // between: the engine writes there too): that copy is behind until the next pass.
+            self.copies_behind = self.status_versions.len() < held;
         }
         Ok(())
     }
