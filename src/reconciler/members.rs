@@ -58,6 +58,11 @@ pub fn apis(client: &Client, members: Option<&MemberClients>, namespace: &str) -
 /// (`super::reconcile`), so a returning member is asked again within about that.
 pub const ASK_AGAIN_AFTER: Duration = Duration::from_secs(4);
 
+/// The longest a set over members goes without a pass: nothing in the other members wakes one
+/// (no watch there), so this is how soon a member lost or back, or a change to its copy, is
+/// seen with nothing else in flight, instead of at the resync (5 min by default).
+pub const LOOK_EVERY: Duration = Duration::from_secs(10);
+
 /// Why a resting member was not asked.
 pub const RESTING: &str = "did not answer a moment ago; asked again within 4 s";
 

@@ -502,6 +502,9 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     .await;
     carried?;
     let mut requeue = decision.requeue_after(now).unwrap_or(ctx.resync);
+    if lost.is_some() {
+        requeue = requeue.min(members::LOOK_EVERY);
+    }
     // A member that answers again wakes nothing here (no watch on the other members): look
     // again soon while any is lost, so that it gets the current lists and a held rollout goes on.
     if lost.as_ref().is_some_and(|l| !l.is_empty()) {
