@@ -62,6 +62,29 @@ pub const ASK_AGAIN_AFTER: Duration = Duration::from_secs(4);
 /// (no watch there), so this is how soon a member lost or back, or a change to its copy, is
 /// seen with nothing else in flight, instead of at the resync (5 min by default).
 pub const LOOK_EVERY: Duration = Duration::from_secs(10);
+/// While a member is lost: a member that answers again wakes nothing here either, and it should
+/// get the current lists soon (a held rollout goes on then).
+pub const LOST_LOOK: Duration = Duration::from_secs(5);
+/// After a status write that an answering copy refused (it moved in between; our own copy may
+/// be the one): nothing else wakes a pass for it.
+pub const BEHIND_LOOK: Duration = Duration::from_secs(1);
+
+/// When the next pass of a set is due: `planned` (the rollout's next step, else the resync),
+/// and over members (`any_lost` is `Some`) no later than [`LOOK_EVERY`], [`LOST_LOOK`] while a
+/// member is lost, [`BEHIND_LOOK`] after a write a copy refused. Pure.
+pub fn next_pass(planned: Duration, any_lost: Option<bool>, copies_behind: bool) -> Duration {
+    let mut next = planned;
+    if let Some(any_lost) = any_lost {
+        next = next.min(LOOK_EVERY);
+        if any_lost {
+            next = next.min(LOST_LOOK);
+        }
+    }
+    if copies_behind {
+        next = next.min(BEHIND_LOOK);
+    }
+    next
+}
 
 /// Why a resting member was not asked.
 pub const RESTING: &str = "did not answer a moment ago; asked again within 4 s";
@@ -177,6 +200,23 @@ pub fn spec_agreed(spec: &ObserverSetSpec, reads: &[CopyRead]) -> Result<(), Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_over_members_is_looked_at_again_without_waiting_for_the_resync() {
+        let resync = Duration::from_secs(300);
+        // One cluster: the plan as it is.
+        assert_eq!(next_pass(resync, None, false), resync);
+        // Over members, every member answering: within LOOK_EVERY, so that a member lost
+        // while nothing else changes is seen (MC3 on the bed waited for the resync before).
+        assert_eq!(next_pass(resync, Some(false), false), LOOK_EVERY);
+        // A member lost: sooner, so that it gets the lists soon after it answers again.
+        assert_eq!(next_pass(resync, Some(true), false), LOST_LOOK);
+        // A copy left behind by the last write: at once.
+        assert_eq!(next_pass(resync, Some(false), true), BEHIND_LOOK);
+        // A rollout's own next step, sooner than all of these, stands.
+        let step = Duration::from_millis(20);
+        assert_eq!(next_pass(step, Some(true), true), step);
+    }
 
     fn copy(member: &str, observers: &[i32]) -> CopyRead {
         (

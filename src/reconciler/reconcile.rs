@@ -54,9 +54,7 @@ const INVALID_PODS_RETRY: Duration = Duration::from_secs(30);
 /// Retry while the members' copies do not agree, or a member is unreachable: no watch of the
 /// other members wakes the reconcile when the user applies the missing copies or a member
 /// answers again.
-const AGREEMENT_RETRY: Duration = Duration::from_secs(5);
-/// The next look at a set whose last status write left an answering copy behind.
-const BEHIND_RETRY: Duration = Duration::from_secs(1);
+const AGREEMENT_RETRY: Duration = members::LOST_LOOK;
 
 /// The entry point `Controller::run` calls.
 pub async fn reconcile(obj: Arc<ObserverSet>, ctx: Arc<Context>) -> Result<Action> {
@@ -501,20 +499,12 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     )
     .await;
     carried?;
-    let mut requeue = decision.requeue_after(now).unwrap_or(ctx.resync);
-    if lost.is_some() {
-        requeue = requeue.min(members::LOOK_EVERY);
-    }
-    // A member that answers again wakes nothing here (no watch on the other members): look
-    // again soon while any is lost, so that it gets the current lists and a held rollout goes on.
-    if lost.as_ref().is_some_and(|l| !l.is_empty()) {
-        requeue = requeue.min(AGREEMENT_RETRY);
-    }
-    // Nothing wakes a pass for a copy left behind by the last write (no watch on the other
-    // members, and our own copy may be the one): look again at once.
-    if writer.copies_behind {
-        requeue = requeue.min(BEHIND_RETRY);
-    }
+    let planned = decision.requeue_after(now).unwrap_or(ctx.resync);
+    let requeue = members::next_pass(
+        planned,
+        lost.as_ref().map(|l| !l.is_empty()),
+        writer.copies_behind,
+    );
     Ok(Action::requeue(requeue))
 }
 
