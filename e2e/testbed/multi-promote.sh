@@ -276,8 +276,10 @@ lists_left() { # the lists of every member but the lost one, one line
   done
   echo "$out"
 }
+# reachable_in_east: east's copy's MembersReachable, "<status> <message>".
+reachable_in_east() { copy_field east '.status.conditions[]? | select(.type=="MembersReachable") | .status + " " + .message'; }
 # lost_said MEMBER: east's copy says MEMBER is unreachable (MembersReachable False naming it).
-lost_said() { copy_field east '.status.conditions[]? | select(.type=="MembersReachable") | .status + " " + .message' | grep -q "^False .*$1"; }
+lost_said() { reachable_in_east | grep -q "^False .*$1"; }
 quiet_loss() { # MC MEMBER
   local mc="$1" m="$2" before now_lists auto samples=0 t
   said_ms=""
@@ -306,29 +308,31 @@ quiet_loss() { # MC MEMBER
     wait_for "$limit" "east's copy saying $m is unreachable (MembersReachable False)" lost_said "$m"
     said_ms=$(($(now_ms) - t_cut))
   fi
-  reach="$(copy_field east '.status.conditions[]? | select(.type=="MembersReachable") | .status + " " + .message')" ||
-    die "$mc: east's copy could not be read"
+  reach="$(reachable_in_east)" || die "$mc: east's copy could not be read"
   [[ "$reach" == "False "*"$m"* ]] || die "$mc: east's copy does not say $m is unreachable: MembersReachable $reach"
   t_resume="$(wait_ack 0 "$t_cut" 30 "$mc: writes with $m lost")"
+  # The longest pause in acknowledgements since the loss, and when it ended (gap, t_end).
+  local gap_line
+  gap_line="$(longest_gap "$SCENARIO_DIR/acked.log" "$t_cut")" || die "$mc: no acknowledgements"
+  read -r gap t_end <<<"$gap_line"
+}
+# returned MEMBER SECONDS: MEMBER back, and every copy Ready again within SECONDS.
+returned() {
+  return_member "$1"
+  wait_for "$2" "every copy Ready after $1 returned" settled
 }
 quiet_loss MC3 tie
-gap_line="$(longest_gap "$SCENARIO_DIR/acked.log" "$t_cut")" || die "MC3: no acknowledgements"
-read -r gap _ <<<"$gap_line"
 results+=("MC3 tie lost: no list changed and nothing promoted over $quiet_s s; longest pause in acknowledgements $gap ms; MembersReachable False in east's copy after $said_ms ms: $reach")
 log "${results[-1]}"
-return_member tie
-wait_for 120 "every copy Ready after tie returned" settled
+returned tie 120
 
 quiet_loss MC2 west
 says_gone() { local c; c="$(copy_field east '.status.conditions[]? | select(.type=="ObserversAvailable") | .status + " " + .message')" && [[ "$c" == False* && "$c" == *4* ]]; }
 wait_for 30 "ObserversAvailable False naming 4 in east's copy" says_gone
 why="$(copy_field east '.status.conditions[]? | select(.type=="ObserversAvailable") | .message')"
-gap_line="$(longest_gap "$SCENARIO_DIR/acked.log" "$t_cut")" || die "MC2: no acknowledgements"
-read -r gap t_end <<<"$gap_line"
 results+=("MC2 west lost: no list changed and nothing promoted over $quiet_s s; writes resumed $((t_end - t_cut)) ms after the loss (longest pause $gap ms); MembersReachable False in east's copy after $said_ms ms; ObserversAvailable: $why")
 log "${results[-1]}"
-return_member west
-wait_for 180 "every copy Ready after west returned" settled
+returned west 180
 accounted "MC2 and MC3"
 
 for line in "${results[@]}"; do echo "$line"; done

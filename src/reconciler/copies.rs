@@ -20,6 +20,8 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
 use crate::crd::{AutoPromotion, ObserverSetStatus, RolloutStep};
 
 /// One member's copy as read.
@@ -177,13 +179,7 @@ pub fn recover(copies: &[Copy]) -> Result<Recovered, CopiesError> {
 /// the mark it follows, so it is later unless the clocks disagree by more than the time between
 /// (the restore refuses a mark more than two minutes in its future).
 pub fn engine_source(copies: &[Copy]) -> Result<Option<&ObserverSetStatus>, CopiesError> {
-    let answered: Vec<Option<&ObserverSetStatus>> = copies
-        .iter()
-        .filter_map(|c| match &c.read {
-            Read::Answered { status, .. } => Some(status.as_ref()),
-            Read::Unanswered(_) => None,
-        })
-        .collect();
+    let answered = answered(copies);
     let needed = needed(copies.len());
     if answered.len() < needed {
         let unanswered: Vec<(String, String)> = copies
@@ -200,14 +196,29 @@ pub fn engine_source(copies: &[Copy]) -> Result<Option<&ObserverSetStatus>, Copi
             unanswered: describe(&unanswered),
         });
     }
-    let mark = |s: &ObserverSetStatus| s.engine_state.as_ref().map(|e| e.saved_at.0);
     let mut newest: Option<&ObserverSetStatus> = None;
     for status in answered.into_iter().flatten() {
-        if mark(status).is_some() && newest.is_none_or(|n| mark(status) > mark(n)) {
+        if saved_at(status).is_some() && newest.is_none_or(|n| saved_at(status) > saved_at(n)) {
             newest = Some(status);
         }
     }
     Ok(newest)
+}
+
+/// The statuses of the copies that answered, in member order (`None`: a copy without status).
+fn answered(copies: &[Copy]) -> Vec<Option<&ObserverSetStatus>> {
+    copies
+        .iter()
+        .filter_map(|c| match &c.read {
+            Read::Answered { status, .. } => Some(status.as_ref()),
+            Read::Unanswered(_) => None,
+        })
+        .collect()
+}
+
+/// When the engine saved the record `status` holds, if it holds one.
+fn saved_at(status: &ObserverSetStatus) -> Option<&MicroTime> {
+    status.engine_state.as_ref().map(|e| &e.saved_at)
 }
 
 /// The engine's promotions the reconciler acts on over members: those of the newest record
@@ -217,13 +228,7 @@ pub fn engine_source(copies: &[Copy]) -> Result<Option<&ObserverSetStatus>, Copi
 /// ids are on a majority yet: the rollout's resumed copy's stand until the engine writes again.
 /// Pure.
 pub fn engine_promotions(copies: &[Copy]) -> Option<Vec<AutoPromotion>> {
-    let answered: Vec<&ObserverSetStatus> = copies
-        .iter()
-        .filter_map(|c| match &c.read {
-            Read::Answered { status, .. } => status.as_ref(),
-            Read::Unanswered(_) => None,
-        })
-        .collect();
+    let answered: Vec<&ObserverSetStatus> = answered(copies).into_iter().flatten().collect();
     let ids = |s: &ObserverSetStatus| {
         let mut ids: Vec<i32> = s.auto_promotions.iter().map(|p| p.node_id).collect();
         ids.sort_unstable();
@@ -234,9 +239,8 @@ pub fn engine_promotions(copies: &[Copy]) -> Option<Vec<AutoPromotion>> {
         .copied()
         .filter(|s| s.engine_state.is_some())
         .collect();
-    let mark = |s: &ObserverSetStatus| s.engine_state.as_ref().map(|e| e.saved_at.0);
     // Newest first; among equal marks the first in member order (a stable sort).
-    records.sort_by_key(|r| std::cmp::Reverse(mark(r)));
+    records.sort_by_key(|r| std::cmp::Reverse(saved_at(r)));
     let needed = needed(copies.len());
     records
         .into_iter()

@@ -749,11 +749,9 @@ impl Writer<'_> {
         persisted: &mut ObserverSetStatus,
     ) -> Result<()> {
         if next != persisted || self.copies_behind {
-            let held = self
-                .status_versions
-                .values()
-                .filter(|v| v.is_some())
-                .count();
+            // The copies whose version we hold: a copy that refuses the write is dropped.
+            let held = |versions: &Versions| versions.values().filter(|v| v.is_some()).count();
+            let before = held(&self.status_versions);
             self.copies
                 .write(
                     self.name,
@@ -765,7 +763,7 @@ impl Writer<'_> {
             *persisted = next.clone();
             // Counted on a majority, but a copy that was read may have refused it (it moved in
             // between: the engine writes there too): that copy is behind until the next pass.
-            self.copies_behind = self.status_versions.len() < held;
+            self.copies_behind = held(&self.status_versions) < before;
         }
         Ok(())
     }
