@@ -4,9 +4,9 @@
 # chart, the operator's failure drills (the first phase on kafka and a second cluster kafka-2 side
 # by side) and the runbooks' commands; then the operator as a local process
 # with exactly the chart's permissions for the Rust integration tests (they kill and restart
-# it), with the Kafka failure suite S1-S10 on a second cluster beside them. Expects the bed up
-# (make test brings it up first). Prints each stage's duration. The three-member bed's drills
-# (e2e/testbed/multi-drills.sh) are run by name, not here: see docs/multi-cluster.md.
+# it), with the Kafka failure suite S1-S10 on a second cluster beside them; last, in place of
+# that bed, the three-member bed and its drills (e2e/testbed/multi-drills.sh). Expects the bed up
+# (make test brings it up first). Prints each stage's duration.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export KOO_TESTBED="$tb"
@@ -132,5 +132,8 @@ examples() {
 stage "Rust integration tests, S1-S10 beside them" rust_tests_and_kafka_suite
 stage "examples/kafka-two-observers/ and kafka-combined/ (after the tests that restart the operator)" examples
 [[ -z "$kv_pid" ]] || stage "kafka-versions (run beside the stages above)" kafka_versions_result
+# Last: the single-cluster bed goes down and the three-member bed comes up in its place (they
+# share the bed's address ranges), for the drills across member clusters (docs/multi-cluster.md).
+stage "multi-cluster bed: multi-reconcile.sh, multi-promote.sh (MC1, MC3, MC2)" bash e2e/testbed/multi-drills.sh 1
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"

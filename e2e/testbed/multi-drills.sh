@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The multi-cluster drills in one command, run by name (not in `make test` yet, about 11 minutes
-# with both beds' changes; docs/multi-cluster.md): the single-cluster bed
+# The multi-cluster drills in one command, the last stage of `make test` (e2e/integration.sh;
+# about 11 minutes with both beds' changes; docs/multi-cluster.md): the single-cluster bed
 # taken down (the two beds share the bed's address ranges), the three-member bed brought up
 # (`multi.sh up`), then its drills one after the other: multi-reconcile.sh (the lists across
 # members, tie and east lost, manual promotions) and multi-promote.sh (MC1: east lost whole with
-# the operator's leader, automatic promotion, every acknowledged record read back), and the
+# the operator's leader, automatic promotion, every acknowledged record read back; MC3 tie lost
+# and MC2 west lost: nothing promoted, the conditions say why), and the
 # multi bed taken down again. Each step's time is printed. Usage: multi-drills.sh [MC1_RUNS] (1).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
