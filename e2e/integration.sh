@@ -134,6 +134,6 @@ stage "examples/kafka-two-observers/ and kafka-combined/ (after the tests that r
 [[ -z "$kv_pid" ]] || stage "kafka-versions (run beside the stages above)" kafka_versions_result
 # Last: the single-cluster bed goes down and the three-member bed comes up in its place (they
 # share the bed's address ranges), for the drills across member clusters (docs/multi-cluster.md).
-stage "multi-cluster bed: multi-reconcile.sh, multi-promote.sh (MC1, MC3, MC2)" bash e2e/testbed/multi-drills.sh 1
+stage "multi-cluster bed: multi-reconcile.sh, multi-promote.sh (MC1, MC3, MC2, MC4)" bash e2e/testbed/multi-drills.sh 1
 echo "== integration stages"
 printf '%s\n' "${timings[@]}"

@@ -55,6 +55,10 @@ case "$member" in
         kcm_port=30257 scheduler_port=30259 service_octet=98 ;;
   *) echo "KOO_MEMBER '$member' is not a member of the bed (${MEMBERS[*]})" >&2; exit 1 ;;
 esac
+# member_gid MEMBER: the group the member's host processes run under (its operator replica,
+# e2e/testbed/multi-operators.sh): the host stands for every member's network, so `multi.sh cut`
+# tells a member's own connections from the others' by this group (iptables --gid-owner).
+member_gid() { case "$1" in east) echo 20001 ;; west) echo 20002 ;; tie) echo 20003 ;; *) return 1 ;; esac; }
 # member_dir MEMBER: that member's state directory (east's is the bed's own).
 member_dir() { if [[ "$1" == east ]]; then echo "$root/.testbed"; else echo "$root/.testbed/clusters/$1"; fi; }
 service_cidr="10.$service_octet.0.0/16"

@@ -25,10 +25,13 @@ kc() {
 port_of() { case "$1" in east) echo 8491 ;; west) echo 8492 ;; tie) echo 8493 ;; esac; }
 operator_log() { echo "$east_tb/logs/operator-$1.log"; }
 start_operator() {
-  local m="$1" dir port
+  local m="$1" dir port gid
   dir="$(member_dir "$m")"
   port="$(port_of "$m")"
-  RUST_LOG="${KOO_OPERATOR_LOG:-info}" "$bin" --log-format json run --kubeconfig "$dir/kubeconfig" --watch-namespaces "$kafka_ns" \
+  gid="$(member_gid "$m")" || die "no group for member $m"
+  # Under its member's group (lib.sh member_gid), so that `multi.sh cut` can cut its links.
+  RUST_LOG="${KOO_OPERATOR_LOG:-info}" setpriv --regid "$gid" --clear-groups \
+    "$bin" --log-format json run --kubeconfig "$dir/kubeconfig" --watch-namespaces "$kafka_ns" \
     --member "$m" --members "$members_csv" --lease-namespace "$kafka_ns" \
     --operator-namespace "$op_ns" --leader-identity "operator-$m" \
     --metrics-listen "127.0.0.1:$port" >>"$(operator_log "$m")" 2>&1 &

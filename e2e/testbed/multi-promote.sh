@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MC1-MC3 on the multi-cluster bed (docs/multi-cluster.md, "Drills"). MC1: the member `east` lost whole
+# MC1-MC4 on the multi-cluster bed (docs/multi-cluster.md, "Drills"). MC1: the member `east` lost whole
 # (its apiserver, node and every process SIGKILLed at once, its addresses dropped: `multi.sh
 # lose east`), the operator's leader with it, under policy UnderMinIsr. Per run:
 #   1. one operator per member as the chart runs them, east's started first so that it leads;
@@ -25,6 +25,11 @@
 #        once Kafka fences west's brokers, and east's copy says MembersReachable False naming
 #        west and ObserversAvailable False naming 4; each member returns and every copy is
 #        Ready with the lists 4 again.
+#   MC4: the link between east and west cut both ways (`multi.sh cut east west`: their nodes,
+#        pods, apiservers and operator replicas no longer reach each other; tie reaches both),
+#        the leader in east, the active controller outside west: for 30 s east alone leads, no
+#        list changes, nothing is promoted, writes go on, east's copy says MembersReachable
+#        False naming west; healed, every copy Ready with the lists 4.
 # Prints each run's timeline from the kill (ms): new leader, 4 promoted by the engine, first
 # list written, 4 in the ISR of every partition, writes resumed (the end of the longest gap
 # between acknowledgements), against the issue's bound (the brokers' session timeout, 6 s on
@@ -55,6 +60,7 @@ clean_up() {
   fi
   if [[ -n "${KOO_KEEP:-}" ]]; then log "KOO_KEEP: operators left running, nothing deleted (work dir $work)"; return; fi
   if [[ -n "$lost" ]]; then bash "$here/multi.sh" return "$lost" >/dev/null 2>&1 || true; fi
+  if [[ -n "${cut_open:-}" ]]; then bash "$here/multi.sh" heal east west >/dev/null 2>&1 || true; fi
   delete_sets
   members_clean_up
 }
@@ -126,6 +132,36 @@ longest_gap() {
 
 ip_of() { kc "$1" -n "$kafka_ns" get pod "$2" -o jsonpath='{.status.podIP}'; }
 
+# members_kubeconfig: one kubeconfig with a context per member named after it (namespace kafka),
+# as a user of the three clusters keeps one; written to $work/members.kubeconfig.
+members_kubeconfig() {
+  local m
+  for m in "${MEMBERS[@]}"; do
+    kc "$m" config view --raw --minify -o json >"$work/kubeconfig-view-$m.json" || return 1
+    jq --arg m "$m" '{cluster: (.clusters[0] | .name = $m), user: (.users[0] | .name = $m),
+      context: {name: $m, context: {cluster: $m, user: $m, namespace: "kafka"}}}' \
+      "$work/kubeconfig-view-$m.json" >"$work/kubeconfig-part-$m.json" || return 1
+  done
+  jq -s '{apiVersion: "v1", kind: "Config", clusters: map(.cluster), users: map(.user),
+    contexts: map(.context), "current-context": "east"}' "$work"/kubeconfig-part-*.json >"$work/members.kubeconfig"
+}
+plugin="${KOO_PLUGIN_BIN:-$CARGO_TARGET_DIR/release/kubectl-observer}"
+[[ -x "$plugin" ]] || die "no kubectl-observer binary at $plugin: make build"
+# members_seen GID WANT: `kubectl observer status --context east --context west --context tie -o
+# json` run under group GID (a member's host processes, lib.sh member_gid; 0 for root's, which
+# reaches every member) answers, per member, WANT ("east=true west=true tie=false": which
+# member's copy answered). Prints what it saw.
+members_seen() {
+  local rc=0 seen err
+  setpriv --regid "$1" --clear-groups "$plugin" --kubeconfig "$work/members.kubeconfig" -n "$kafka_ns" \
+    status --context east --context west --context tie -o json >"$work/members-seen.json" 2>"$work/members-seen.err" || rc=$?
+  err="$(<"$work/members-seen.err")"
+  seen="$(jq -r '.members | map(.context + "=" + (.answered | tostring)) | join(" ")' "$work/members-seen.json")" ||
+    die "kubectl observer status --context ... (group $1, exit $rc) printed no members view: $err"
+  [[ "$seen" == "$2" ]] || die "kubectl observer status --context ... (group $1) saw [$seen], expected [$2]"
+  echo "$seen"
+}
+
 # operators_up: one operator per member, east's first so that it takes the three Leases.
 operators_up() {
   # The previous run's operator logs stay with that run's files.
@@ -162,15 +198,15 @@ set_applied() {
   wait_for 120 "every copy Ready with the lists 4" settled
 }
 
-# topic_streaming NAME: the docs' layout (replicas 1,2,3,4 / 2,1,3,4 / 3,1,2,4, min ISR 2, 4 the
-# observer), the ISR sampler and an acks=all producer at 20 records/s, once every partition is
-# led with 4 outside the ISR and records are acknowledged. Sets `topic`. An earlier run's
-# topics go first: their partitions would trigger the policy too.
+# topic_streaming NAME [ASSIGNMENT]: the docs' layout (replicas 1,2,3,4 / 2,1,3,4 / 3,1,2,4, min
+# ISR 2, 4 the observer) or ASSIGNMENT, the ISR sampler and an acks=all producer at 20
+# records/s, once every partition is led with 4 outside the ISR and records are acknowledged.
+# Sets `topic`. An earlier run's topics go first: their partitions would trigger the policy too.
 topic_streaming() {
   "$tb/bin/kafka-topics" --bootstrap-server "$servers" --delete --if-exists --topic 'mc.*' >/dev/null 2>&1 || true
   topic="$1-$(date +%s)"
   "$tb/bin/kafka-topics" --bootstrap-server "$servers" --create --topic "$topic" \
-    --replica-assignment 1:2:3:4,2:1:3:4,3:1:2:4 --config min.insync.replicas=2 >/dev/null ||
+    --replica-assignment "${2:-1:2:3:4,2:1:3:4,3:1:2:4}" --config min.insync.replicas=2 >/dev/null ||
     die "cannot create topic $topic"
   start_isr_sampler "$topic"
   start_stream "$topic" 20
@@ -206,6 +242,7 @@ return_member() {
 }
 
 members_set_up
+members_kubeconfig || die "the members' kubeconfig could not be written"
 results=()
 for run in $(seq 1 "$runs"); do
   export SCENARIO_DIR="$DRILL_WORK/run-$run"
@@ -316,15 +353,31 @@ quiet_loss() { # MC MEMBER
   gap_line="$(longest_gap "$SCENARIO_DIR/acked.log" "$t_cut")" || die "$mc: no acknowledgements"
   read -r gap t_end <<<"$gap_line"
 }
+# reached_in_east MEMBER: east's copy's status.members entry of MEMBER, "<reachable> <message>".
+reached_in_east() { copy_field east ".status.members[]? | select(.name == \"$1\") | (.reachable | tostring) + \" \" + (.message // \"\")"; }
+# event_said REASON MEMBER: an Event of east's Kafka namespace with REASON naming member cluster
+# MEMBER (the leader publishes in its own member).
+event_said() {
+  local events
+  events="$(kc east -n "$kafka_ns" get events --field-selector "reason=$1" -o json)" || return 1
+  jq -e --arg m "member cluster $2 " '[.items[] | select((.message // "") | contains($m))] | length > 0' <<<"$events" >/dev/null
+}
 # returned MEMBER SECONDS: MEMBER back, and every copy Ready again within SECONDS.
 returned() {
   return_member "$1"
   wait_for "$2" "every copy Ready after $1 returned" settled
 }
 quiet_loss MC3 tie
-results+=("MC3 tie lost: no list changed and nothing promoted over $quiet_s s; longest pause in acknowledgements $gap ms; MembersReachable False in east's copy after $said_ms ms: $reach")
+seen="$(members_seen 0 "east=true west=true tie=false")"
+entry="$(reached_in_east tie)" || die "MC3: east's copy could not be read"
+[[ "$entry" == "false "?* ]] || die "MC3: east's copy's status.members says of tie [$entry], not unreachable with why"
+wait_for 10 "a Warning MemberUnreachable naming tie in east" event_said MemberUnreachable tie
+results+=("MC3 tie lost: no list changed and nothing promoted over $quiet_s s; longest pause in acknowledgements $gap ms; MembersReachable False in east's copy after $said_ms ms: $reach; status.members: tie $entry; Event MemberUnreachable; kubectl observer status --context x3: $seen")
 log "${results[-1]}"
 returned tie 120
+back_in_east() { local e; e="$(reached_in_east tie)" && [[ "$e" == "true "* ]]; }
+wait_for 30 "east's copy's status.members saying tie is reached again" back_in_east
+wait_for 10 "a MemberReturned Event naming tie in east" event_said MemberReturned tie
 
 quiet_loss MC2 west
 says_gone() { local c; c="$(copy_field east '.status.conditions[]? | select(.type=="ObserversAvailable") | .status + " " + .message')" && [[ "$c" == False* && "$c" == *4* ]]; }
@@ -334,6 +387,86 @@ results+=("MC2 west lost: no list changed and nothing promoted over $quiet_s s; 
 log "${results[-1]}"
 returned west 180
 accounted "MC2 and MC3"
+
+# MC4: the link between east and west cut both ways, tie reachable from both, the operator's
+# leader in east (it holds east's and tie's Leases: a majority). Kafka, with the active
+# controller in east or tie (moved off west first, its pod deleted: with it in west, east's
+# brokers are fenced and the case is east's loss, MC1), drops 3 from the ISR of east's partitions, fenced or
+# lagging; {1,2} keeps min ISR, so nothing is to be promoted. For QUIET_S seconds, sampled every
+# second: east alone leads (west's replica, with its own and tie's apiserver, never takes a
+# majority), no member's list changes, nothing is promoted; east's copy says MembersReachable
+# False naming west; writes are acknowledged with the link still cut; healed, every copy is
+# Ready with the lists 4 and every acknowledged record is read back.
+# active_controller: the KRaft quorum's leader id.
+active_controller() {
+  local boot out
+  local m ip
+  boot=""
+  for m in "${MEMBERS[@]}"; do
+    ip="$(ip_of "$m" "kafka-controller-$m-0")" || return 1
+    boot+="$ip:9093,"
+  done
+  out="$("$tb/bin/kafka-metadata-quorum" --bootstrap-controller "${boot%,}" describe --status 2>/dev/null)" || return 1
+  sed -n 's/^LeaderId:[[:space:]]*\([0-9]*\).*/\1/p' <<<"$out"
+}
+not_west_controller() { local id; id="$(active_controller)" && [[ -n "$id" && "$id" != 102 ]]; }
+export SCENARIO_DIR="$DRILL_WORK/cut"
+mkdir -p "$SCENARIO_DIR"
+if ! not_west_controller; then
+  log "MC4: the active controller is 102 (west): its pod deleted (a controlled shutdown resigns) so that 101 or 103 leads"
+  kc west -n "$kafka_ns" delete pod kafka-controller-west-0 --timeout=120s >/dev/null ||
+    die "MC4: kafka-controller-west-0 could not be deleted"
+  wait_for 120 "an active controller outside west" not_west_controller
+  west_controller_ready() {
+    local r
+    r="$(kc west -n "$kafka_ns" get pod kafka-controller-west-0 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" &&
+      [[ "$r" == True ]]
+  }
+  wait_for 180 "kafka-controller-west-0 Ready again" west_controller_ready
+  wait_for 180 "every copy Ready after the controller's restart" settled
+fi
+controller_before="$(active_controller)"
+topic_streaming mc4 1:2:3:4,2:1:3:4
+before="$(lists_left)"
+[[ "$before" != *unread* ]] || die "MC4: a list could not be read before the cut: $before"
+out="$(bash "$here/multi.sh" cut east west 2>&1)" || die "multi.sh cut east west failed: $out"
+[[ "$out" =~ at_ms=([0-9]+) ]] || die "multi.sh cut printed no time: $out"
+t_cut="${BASH_REMATCH[1]}"
+cut_open=1
+said_ms="" samples=0 t=$SECONDS
+while ((SECONDS - t < quiet_s)); do
+  found="$(leaders)"
+  [[ "$found" == east ]] || die "MC4: with the link cut, the leaders are [${found//$'\n'/ }], not east alone"
+  now_lists="$(lists_left)"
+  [[ "$now_lists" == "$before" ]] || die "MC4: a list changed with the link cut (no action is needed): before $before, now $now_lists"
+  for m in east tie; do
+    auto="$(auto_promoted_in "$m")" || die "MC4: $m's copy could not be read"
+    [[ -z "$auto" ]] || die "MC4: $m's copy shows autoPromotions [$auto] with the link cut (no promotion is needed)"
+  done
+  if [[ -z "$said_ms" ]] && lost_said west; then said_ms=$(($(now_ms) - t_cut)); fi
+  samples=$((samples + 1))
+  sleep 1
+done
+((samples >= quiet_s / 2)) || die "MC4: only $samples samples in $quiet_s s"
+[[ -n "$said_ms" ]] || { wait_for 20 "east's copy saying west is unreachable" lost_said west; said_ms=$(($(now_ms) - t_cut)); }
+# The plugin from either side of the cut: from west's side east does not answer, from east's
+# side west does not; tie answers both.
+gid_west="$(member_gid west)" || die "no group for west"
+gid_east="$(member_gid east)" || die "no group for east"
+seen_west="$(members_seen "$gid_west" "east=false west=true tie=true")"
+seen_east="$(members_seen "$gid_east" "east=true west=false tie=true")"
+t_now="$(now_ms)"
+wait_ack 0 "$t_now" 30 "MC4: writes to partition 0 with the link cut" >/dev/null
+wait_ack 1 "$t_now" 30 "MC4: writes to partition 1 with the link cut" >/dev/null
+gap_line="$(longest_gap "$SCENARIO_DIR/acked.log" "$t_cut")" || die "MC4: no acknowledgements"
+read -r gap t_end <<<"$gap_line"
+bash "$here/multi.sh" heal east west >/dev/null 2>&1 || die "multi.sh heal east west failed"
+cut_open=""
+t_heal="$(now_ms)"
+wait_for 120 "every copy Ready with the lists 4 after the link healed" settled
+results+=("MC4 link east-west cut (active controller $controller_before, leader east): east alone led and no list changed over $quiet_s s, nothing promoted; longest pause in acknowledgements $gap ms, ended $((t_end - t_cut)) ms after the cut; MembersReachable False naming west in east's copy after $said_ms ms; kubectl observer status --context x3 from west's side: $seen_west, from east's: $seen_east; healed, every copy Ready after $(($(now_ms) - t_heal)) ms")
+log "${results[-1]}"
+accounted "MC4"
 
 for line in "${results[@]}"; do echo "$line"; done
 log "PASS"

@@ -23,6 +23,11 @@
 #                       every packet to or from its apiserver address, node and pod subnet
 #                       dropped (timeouts, not refusals); ends with at_ms=<epoch ms> of the kill
 #   multi.sh return MEMBER  the drops removed, its control plane and node started again
+#   multi.sh cut A B    the link between members A and B cut both ways (a broken interconnect):
+#                       packets between their nodes and pods, to each other's apiserver, and
+#                       from either's host processes (run under its group, lib.sh member_gid)
+#                       to the other dropped; both stay up; ends with at_ms=<epoch ms>
+#   multi.sh heal A B   that cut's drops removed
 #   multi.sh kubectl MEMBER ARGS...   kubectl against MEMBER's apiserver
 #
 # The bed's single-cluster layout (up.sh) and this one share .testbed, the bridge and the
@@ -203,9 +208,9 @@ down() {
     on "$m" bash "$here/control-plane.sh" down "$@" || rc=1
   done
   ((rc == 0)) || die "a member did not come down cleanly (see above)"
-  while iptables -D INPUT -j "$lost_chain" 2>/dev/null; do :; done
-  while iptables -D FORWARD -j "$lost_chain" 2>/dev/null; do :; done
-  iptables -F "$lost_chain" 2>/dev/null && iptables -X "$lost_chain" 2>/dev/null
+  drop_chain "$lost_chain" INPUT FORWARD
+  drop_chain "$cut_chain" INPUT FORWARD
+  drop_chain "$cut_out_chain" OUTPUT
   rm -f "$marker"
 }
 
@@ -262,6 +267,76 @@ lose() {
     rm -f "$mtb/pids/$name.pid"
   done
   log "member $m lost: ${#pids[@]} processes SIGKILLed at once, its addresses dropped, at_ms=$at"
+}
+
+# The chains of cut links between members: KOO-MEMBER-CUT in INPUT and FORWARD (a member's node
+# and pods to the other's node, pods and apiserver), KOO-MEMBER-CUT-OUT in OUTPUT (the host
+# processes of a member, told apart by their group, lib.sh member_gid, to the other member).
+cut_chain=KOO-MEMBER-CUT cut_out_chain=KOO-MEMBER-CUT-OUT
+# member_addrs MEMBER: "<apiserver address> <apiserver port> <node address> <pod subnet>".
+member_addrs() {
+  local z
+  z="$(zone_of_member "$1")"
+  # shellcheck disable=SC2016 # expanded by the inner shell, after sourcing lib.sh
+  on "$1" bash -c 'source "$1" && ip="$(zone_ip "$2")" && cidr="$(zone_cidr "$2")" &&
+    echo "$api_ip $api_port $ip $cidr"' _ "$root/e2e/lib.sh" "$z"
+}
+# cut A B: the link between members A and B cut both ways, as a broken interconnect between two
+# regions: every packet between their nodes and pods, from either's nodes and pods to the
+# other's apiserver, and from either's host processes (its operator replica) to the other's
+# apiserver, node and pods dropped (timeouts, not refusals). Both stay up and reach the others.
+cut() {
+  local a="$1" b="$2" from to f_addrs t_addrs f_ip f_cidr t_api t_port t_ip t_cidr gid src dst tag at
+  [[ "$a" != "$b" ]] || die "cut: two different members"
+  tag="koo-cut-$a-$b"
+  iptables -N "$cut_chain" 2>/dev/null || true
+  iptables -N "$cut_out_chain" 2>/dev/null || true
+  iptables -C INPUT -j "$cut_chain" 2>/dev/null || iptables -I INPUT 1 -j "$cut_chain"
+  iptables -C FORWARD -j "$cut_chain" 2>/dev/null || iptables -I FORWARD 1 -j "$cut_chain"
+  iptables -C OUTPUT -j "$cut_out_chain" 2>/dev/null || iptables -I OUTPUT 1 -j "$cut_out_chain"
+  for from in "$a" "$b"; do
+    to="$a"
+    [[ "$from" != "$a" ]] || to="$b"
+    f_addrs="$(member_addrs "$from")" || die "cut: no addresses for $from"
+    t_addrs="$(member_addrs "$to")" || die "cut: no addresses for $to"
+    read -r _ _ f_ip f_cidr <<<"$f_addrs"
+    read -r t_api t_port t_ip t_cidr <<<"$t_addrs"
+    [[ -n "$f_cidr" && -n "$t_cidr" ]] || die "cut: no addresses for $from or $to"
+    gid="$(member_gid "$from")" || die "cut: no group for member $from"
+    for src in "$f_ip" "$f_cidr"; do
+      for dst in "$t_ip" "$t_cidr"; do
+        iptables -A "$cut_chain" -s "$src" -d "$dst" -m comment --comment "$tag" -j DROP
+      done
+      iptables -A "$cut_chain" -s "$src" -d "$t_api" -p tcp --dport "$t_port" -m comment --comment "$tag" -j DROP
+    done
+    iptables -A "$cut_out_chain" -m owner --gid-owner "$gid" -d "$t_api" -p tcp --dport "$t_port" \
+      -m comment --comment "$tag" -j DROP
+    for dst in "$t_ip" "$t_cidr"; do
+      iptables -A "$cut_out_chain" -m owner --gid-owner "$gid" -d "$dst" -m comment --comment "$tag" -j DROP
+    done
+  done
+  at="$(date +%s%3N)"
+  log "link $a-$b cut both ways at_ms=$at"
+}
+# heal A B: the rules of `cut A B` deleted (the other cuts kept).
+heal() {
+  local tag="koo-cut-$1-$2" chain n
+  for chain in "$cut_chain" "$cut_out_chain"; do
+    # shellcheck disable=SC2312 # a rule list that cannot be read has nothing to delete
+    while n="$(iptables -L "$chain" --line-numbers -n 2>/dev/null | awk -v c="$tag" '$0 ~ c {print $1; exit}')" &&
+        [[ -n "$n" ]]; do
+      iptables -D "$chain" "$n"
+    done
+  done
+  log "link $1-$2 healed"
+}
+# drop_chain CHAIN HOOK...: CHAIN unhooked, flushed and deleted.
+drop_chain() {
+  local chain="$1" hook
+  shift
+  for hook in "$@"; do while iptables -D "$hook" -j "$chain" 2>/dev/null; do :; done; done
+  iptables -F "$chain" 2>/dev/null && iptables -X "$chain" 2>/dev/null
+  return 0
 }
 
 return_member() {
@@ -326,6 +401,9 @@ case "${1:-}" in
   cost) cost "${2:-60}" ;;
   lose) [[ " ${MEMBERS[*]} " == *" ${2:-} "* ]] || die "usage: multi.sh lose MEMBER (${MEMBERS[*]})"; lose "$2" ;;
   return) [[ " ${MEMBERS[*]} " == *" ${2:-} "* ]] || die "usage: multi.sh return MEMBER (${MEMBERS[*]})"; return_member "$2" ;;
+  cut|heal) [[ " ${MEMBERS[*]} " == *" ${2:-} "* && " ${MEMBERS[*]} " == *" ${3:-} "* ]] ||
+      die "usage: multi.sh $1 MEMBER MEMBER (${MEMBERS[*]})"
+    if [[ "$1" == cut ]]; then cut "$2" "$3"; else heal "$2" "$3"; fi ;;
   kubectl) [[ -n "${2:-}" ]] || die "usage: multi.sh kubectl MEMBER ARGS..."; m="$2"; shift 2; kc "$m" "$@" ;;
-  *) die "usage: multi.sh up | down [--purge] | status | check | cost [SECONDS] | lose|return MEMBER | kubectl MEMBER ARGS..." ;;
+  *) die "usage: multi.sh up | down [--purge] | status | check | cost [SECONDS] | lose|return MEMBER | cut|heal MEMBER MEMBER | kubectl MEMBER ARGS..." ;;
 esac

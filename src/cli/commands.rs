@@ -347,6 +347,11 @@ fn print_status(
                 .as_ref()
                 .map(|s| s.roles.clone())
                 .unwrap_or_default(),
+        )
+        .with_members(
+            obs.status
+                .as_ref()
+                .map_or(&[][..], |s| s.members.as_slice()),
         );
     match args.output {
         Output::Table => print!("{}", render_summary(&summary, config.max_lag_messages)),

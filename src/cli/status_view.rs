@@ -10,7 +10,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::replica_table::ReplicaRole;
-use crate::crd::{HistoryEntry, RolesStatus};
+use crate::crd::{HistoryEntry, MemberReach, RolesStatus};
 use crate::promotion::{assess, BrokerId, ClusterSnapshot, Health, PartitionState};
 use crate::time_format;
 
@@ -158,6 +158,10 @@ pub struct StatusSummary {
     /// may still hold an older list.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub went_on_without: Vec<ExcusedLine>,
+    /// Over member clusters: each member as the operator's leader last saw it
+    /// (`status.members`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberReach>,
 }
 
 /// A pod a promotion's step went on without, and why.
@@ -188,6 +192,12 @@ impl StatusSummary {
                 })
             })
             .collect();
+        self
+    }
+
+    /// With each member cluster as the operator's leader last saw it (`status.members`).
+    pub fn with_members(mut self, members: &[MemberReach]) -> Self {
+        self.members = members.to_vec();
         self
     }
 
@@ -355,6 +365,7 @@ pub fn summarize(
         attention,
         history: None,
         went_on_without: Vec::new(),
+        members: Vec::new(),
     }
 }
 
@@ -417,11 +428,34 @@ fn render_history(history: &[HistoryEntry]) -> String {
 /// The summary as text: the broker table, the partitions needing attention, the history.
 pub fn render_summary(s: &StatusSummary, max_lag: i64) -> String {
     let mut out = render_state(s, max_lag);
+    out += &render_members(&s.members);
     out += &render_excused(&s.went_on_without);
     if let Some(h) = &s.history {
         out += &render_history(h);
     }
     out
+}
+
+fn render_members(members: &[MemberReach]) -> String {
+    if members.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = members
+        .iter()
+        .map(|m| {
+            vec![
+                m.name.clone(),
+                if m.reachable { "yes" } else { "NO" }.into(),
+                m.since.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                m.message.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    "
+member clusters, as the operator's leader last saw them (status.members):
+"
+    .to_string()
+        + &columns(&["MEMBER", "REACHED", "SINCE", "WHY"], &rows)
 }
 
 fn render_excused(lines: &[ExcusedLine]) -> String {

@@ -282,3 +282,42 @@ fn the_pods_a_step_went_on_without_are_named_with_why() {
         .get("wentOnWithout")
         .is_none());
 }
+
+#[test]
+fn each_member_cluster_is_shown_as_the_leader_last_saw_it() {
+    use crate::crd::MemberReach;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let s = snapshot(vec![partition("orders", 0, &[1, 2, 3, 4])]);
+    let at = Timestamp::from_second(1_796_000_000).unwrap();
+    let members = vec![
+        MemberReach {
+            name: "east".into(),
+            reachable: true,
+            since: Time(at),
+            message: None,
+        },
+        MemberReach {
+            name: "tie".into(),
+            reachable: false,
+            since: Time(at),
+            message: Some("connect timeout".into()),
+        },
+    ];
+    let v = summarize(&s, &roles(), &StatusFilter::default(), 20).with_members(&members);
+    let text = render_summary(&v, 10);
+    let tie = text
+        .lines()
+        .find(|l| l.starts_with("tie"))
+        .unwrap_or_else(|| panic!("no line for tie: {text}"));
+    assert!(
+        tie.contains("NO") && tie.contains("connect timeout"),
+        "{text}"
+    );
+    assert!(text.contains("status.members"), "{text}");
+    let json = serde_json::to_value(&v).unwrap();
+    assert_eq!(json["members"][1]["reachable"], false);
+    // A single-cluster install: no section, no field.
+    let v = summarize(&s, &roles(), &StatusFilter::default(), 20).with_members(&[]);
+    assert!(!render_summary(&v, 10).contains("member clusters"));
+    assert!(serde_json::to_value(&v).unwrap().get("members").is_none());
+}

@@ -31,7 +31,7 @@ pub use rollout::{AckMode, RolloutSpec};
 pub use spec::{DeletionPolicy, ObserverSet, ObserverSetSpec};
 pub use status::{
     AutoPromotion, BrokerEngineState, EngineActionKind, EngineState, ExcuseReason, ExcusedPod,
-    HistoryEntry, ObserverLag, ObserverSetStatus, PartitionCondition, PartitionEntry,
+    HistoryEntry, MemberReach, ObserverLag, ObserverSetStatus, PartitionCondition, PartitionEntry,
     PartitionsStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus, RolesStatus,
     RolloutKind, RolloutStatus, RolloutStep, TopicHighWatermarks,
 };

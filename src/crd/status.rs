@@ -72,6 +72,27 @@ pub struct ObserverSetStatus {
     /// bounded (written by the automation, on a change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<PartitionsStatus>,
+    /// Over member clusters only (docs/multi-cluster.md): each member, reachable or not and
+    /// since when, as the operator's leader last saw it (`kubectl observer status` shows it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub members: Vec<MemberReach>,
+}
+
+/// One member cluster in `status.members`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberReach {
+    /// The member's name, as the operator's `--members` gives it.
+    pub name: String,
+    /// Whether its copy of this ObserverSet, its pods and its ConfigMaps answered the leader's
+    /// latest pass.
+    pub reachable: bool,
+    /// When the leader first saw it so.
+    pub since: Time,
+    /// Why it was not reached, as first seen (absent while reachable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// One action in `status.history`.

@@ -46,6 +46,10 @@ pub mod reason {
     pub const CLEANED_UP: &str = "CleanedUp";
     /// A reconcile failed; the note has the error.
     pub const RECONCILE_FAILED: &str = "ReconcileFailed";
+    /// Over members: a member cluster's copy, pods or ConfigMaps did not answer the leader.
+    pub const MEMBER_UNREACHABLE: &str = "MemberUnreachable";
+    /// Over members: a member cluster not reached before answers again.
+    pub const MEMBER_RETURNED: &str = "MemberReturned";
 }
 
 /// The Event `action` of the reconciler (rollouts, drift, deletion).

@@ -14,6 +14,7 @@ mod backoff;
 mod conditions;
 pub mod conflict;
 pub mod copies;
+pub mod member_reach;
 pub mod members;
 mod observe;
 mod outcome;

@@ -60,6 +60,7 @@ pub fn status_after(
         history: previous.history.clone(),
         last_action: previous.last_action.clone(),
         partitions: previous.partitions.clone(),
+        members: previous.members.clone(),
     }
 }
 

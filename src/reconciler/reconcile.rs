@@ -22,6 +22,7 @@ use kube::{Resource, ResourceExt};
 use super::conditions;
 use super::conflict::{self, Conflict};
 use super::copies;
+use super::member_reach;
 use super::members::{self, MemberApis};
 use super::observe::{self, ObservedRole};
 use super::outcome;
@@ -326,10 +327,18 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     let lost = copy_reads
         .as_ref()
         .map(|reads| lost_members(reads, &observed));
+    // status.members and the Events of its changes, from this pass's reads.
+    let reach = lost.as_ref().zip(copy_reads.as_ref()).map(|(lost, reads)| {
+        let names: Vec<String> = reads.iter().map(|(m, _)| m.clone()).collect();
+        member_reach::reach(&previous.members, &names, lost, now)
+    });
     let members_condition = |next: &mut ObserverSetStatus, decision: &RolloutDecision| {
         if let Some(lost) = &lost {
             let value = conditions::members_reachable(lost, !decision.held_for.is_empty());
             conditions::set_condition(&mut next.conditions, &value, fresh.metadata.generation, now);
+        }
+        if let Some((entries, _)) = &reach {
+            next.members.clone_from(entries);
         }
     };
     let mut next = outcome::status_after(
@@ -488,12 +497,16 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     }
     // Events and metrics once the writes are done (they are not on the rollout's path), also
     // for the rounds carried out before a failed one.
+    let reach_changes = reach.map(|(_, changes)| changes).unwrap_or_default();
     report(
         ctx,
         &fresh,
         &namespace,
         &name,
-        &happenings,
+        Reported {
+            happenings: &happenings,
+            members: &reach_changes,
+        },
         basis,
         &persisted,
     )
@@ -904,17 +917,38 @@ fn with_history(next: &mut ObserverSetStatus, manual: Vec<crate::crd::HistoryEnt
     next.last_action = history::newest(&next.history);
 }
 
+/// What one pass has to report: the rollout's happenings and the member clusters' changes.
+struct Reported<'a> {
+    happenings: &'a [Happening],
+    members: &'a [member_reach::ReachChange],
+}
+
 async fn report(
     ctx: &Context,
     obj: &ObserverSet,
     namespace: &str,
     name: &str,
-    happenings: &[Happening],
+    reported: Reported<'_>,
     basis: Option<&observe::AckBasis>,
     status: &ObserverSetStatus,
 ) {
     let labels = ObserverSetLabels::new(namespace, name);
     let reference = obj.object_ref(&());
+    let happenings = reported.happenings;
+    for change in reported.members {
+        let set = format!("{namespace}/{name}");
+        if change.lost {
+            tracing::warn!(observerset = %set, member = %change.member, reason = reason::MEMBER_UNREACHABLE, "{}", change.text);
+            ctx.events
+                .warning(&reference, reason::MEMBER_UNREACHABLE, change.text.clone())
+                .await;
+        } else {
+            tracing::info!(observerset = %set, member = %change.member, reason = reason::MEMBER_RETURNED, "{}", change.text);
+            ctx.events
+                .normal(&reference, reason::MEMBER_RETURNED, change.text.clone())
+                .await;
+        }
+    }
     for happening in happenings {
         if let Happening::StepAcknowledged { role, took, .. } = happening {
             ctx.metrics.rollout_step_finished(role.as_str(), *took);
