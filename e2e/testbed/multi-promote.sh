@@ -241,6 +241,25 @@ return_member() {
   start_operator "$1"
 }
 
+# controllers_first MEMBER: in MEMBER's operator log, the first brokers' list written (revision
+# R) comes after the controllers' lists of revision R were written in west and tie and every
+# running controller pod acknowledged R: the order across members. Prints "revision R: ...".
+controllers_first() {
+  local file lines
+  file="$(operator_log "$1")"
+  lines="$(jq -r 'if .message == "observer list written" then "W \(.role) \(.member) \(.revision)"
+    elif .reason == "RoleAcknowledged" then "A \(.message)" else empty end' "$file")" || return 1
+  awk '
+    $1 == "W" && $2 == "broker" && r == "" { r = $4; ok = (c[r " west"] && c[r " tie"] && a[r]); exit }
+    $1 == "W" && $2 == "controller" { c[$4 " " $3] = 1 }
+    $1 == "A" && $0 ~ /every running controller pod acknowledged revision/ {
+      for (i = 1; i <= NF; i++) if ($i == "revision") a[$(i + 1)] = 1 }
+    END {
+      if (r == "") { print "no brokers list written"; exit 1 }
+      if (!ok) { printf "revision %s: brokers list written before the controllers of west (%d) and tie (%d) were written and acknowledged (%d)\n", r, c[r " west"], c[r " tie"], a[r]; exit 1 }
+      print "revision " r ": controllers of west and tie written and acknowledged before any brokers list"
+    }' <<<"$lines"
+}
 members_set_up
 members_kubeconfig || die "the members' kubeconfig could not be written"
 results=()
@@ -263,6 +282,8 @@ for run in $(seq 1 "$runs"); do
   [[ "$promoted" == 4 ]] || die "4 in the ISR, but west's copy shows autoPromotions [$promoted]"
   promoted_tie="$(auto_promoted_in tie)"
   [[ "$promoted_tie" == 4 ]] || die "tie's copy shows autoPromotions [$promoted_tie]: the engine's record is not on a majority"
+  order="$(controllers_first "$leader")" || die "run $run: controllers first across members: $order"
+  log "run $run: $order"
   t_lead="$(log_ms "$leader" '.message | startswith("acquired the leader Lease")' "$t_cut")"
   [[ -n "$t_lead" ]] || t_lead="$t_seen_lead"
   t_auto="$(log_ms "$leader" '.message | startswith("promoting observer 4")' "$t_cut")"
