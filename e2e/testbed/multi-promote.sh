@@ -268,10 +268,12 @@ for run in $(seq 1 "$runs"); do
   mkdir -p "$SCENARIO_DIR"
   operators_up
   set_applied
+  t_start="$(now_ms)"
   topic_streaming "mc1-$run"
 
   # east lost with the leader.
   lose_member east
+  never_sample "$SCENARIO_DIR/isr.log" "$t_start" "$t_cut" 'leads(4)' "run $run: 4 led a partition while an observer, before the loss"
   new_leader() { local l; l="$(leaders)"; [[ "$l" == west || "$l" == tie ]]; }
   wait_for 60 "west or tie leading" new_leader
   t_seen_lead="$(now_ms)"
@@ -305,6 +307,9 @@ for run in $(seq 1 "$runs"); do
   t_settled="$(now_ms)"
   log "run $run: east back, 4 demoted, every member's lists 4 after $((t_settled - t_back)) ms"
   wait_ack 0 "$t_settled" 60 "writes after the demotion" >/dev/null
+  sleep 2 # a few ISR samples after the demotion
+  t_now="$(now_ms)"
+  never_sample "$SCENARIO_DIR/isr.log" "$t_settled" "$t_now" 'leads(4)' "run $run: 4 led a partition after its demotion"
   accounted "run $run"
   delete_sets
   stop_operators

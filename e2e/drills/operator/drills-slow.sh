@@ -46,7 +46,11 @@ scenario_d19() {
   bash "$NODE_SH" partition c >&2 || fail "node.sh partition c failed"
   t_under="$(wait_sample "$SCENARIO_DIR/isr.log" "$t_cut" 'ok() && isr_min() == 1' 90 "$topic under min ISR")"
   t_held="$(wait_held_back_lagging "$burst" 60)"
-  lag_held="$(wait_lag "$t_under" "lag > $max_lag" 1 "4 still behind by more than $max_lag when the partition went under min ISR")"
+  # The first lag samples after the cut can come seconds late (the sampler's admin client may
+  # be waiting on the partitioned zone; the local .ci/run of 9d68b8e had none for 3 s after
+  # under min ISR): any sample from t_under on counts, since with the burst over the lag only
+  # shrinks, so a lag above maxLagMessages then was above it at t_under too.
+  lag_held="$(wait_lag "$t_under" "lag > $max_lag" 20 "4 still behind by more than $max_lag when the partition went under min ISR")"
   t_ctrl="$(wait_sample "$SCENARIO_DIR/cm.log" "$t_cut" 'lacks($2, 4)' 300 "the controllers' ConfigMap without 4 once 4 caught up")"
   ((t_held < t_ctrl)) || fail "the lists promoted 4 before any PromotionHeldBack Event said it lagged (held back seen at $t_held, promoted at $t_ctrl)"
   # At every sample from the cut to the controllers' write the lists still held 4, and 4 joined
