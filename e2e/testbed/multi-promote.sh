@@ -153,9 +153,10 @@ plugin="${KOO_PLUGIN_BIN:-$CARGO_TARGET_DIR/release/kubectl-observer}"
 # member's copy answered). Prints what it saw.
 members_seen() {
   local rc=0 seen err
-  setpriv --regid "$1" --clear-groups "$plugin" --kubeconfig "$work/members.kubeconfig" -n "$kafka_ns" \
+  KUBECONFIG="$work/members.kubeconfig" setpriv --regid "$1" --clear-groups "$plugin" -n "$kafka_ns" \
     status --context east --context west --context tie -o json >"$work/members-seen.json" 2>"$work/members-seen.err" || rc=$?
   err="$(<"$work/members-seen.err")"
+  [[ -s "$work/members-seen.json" ]] || die "kubectl observer status --context ... (group $1, exit $rc) printed nothing: $err"
   seen="$(jq -r '.members | map(.context + "=" + (.answered | tostring)) | join(" ")' "$work/members-seen.json")" ||
     die "kubectl observer status --context ... (group $1, exit $rc) printed no members view: $err"
   [[ "$seen" == "$2" ]] || die "kubectl observer status --context ... (group $1) saw [$seen], expected [$2]"
