@@ -18,7 +18,6 @@ pub const MESSAGE_MAX: usize = 240;
 /// `MEMBER_UNREACHABLE`, a Warning, or `MEMBER_RETURNED`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReachChange {
-    pub member: String,
     /// `true`: not reached; `false`: answers again.
     pub lost: bool,
     pub text: String,
@@ -50,7 +49,6 @@ pub fn reach(
         };
         match (why, before) {
             (Some(w), _) => changes.push(ReachChange {
-                member: name.clone(),
                 lost: true,
                 text: format!(
                     "member cluster {name} not reached: {}; nothing is written there until it answers",
@@ -58,7 +56,6 @@ pub fn reach(
                 ),
             }),
             (None, Some(b)) => changes.push(ReachChange {
-                member: name.clone(),
                 lost: false,
                 text: format!(
                     "member cluster {name} answers again (not reached since {}); its copy and lists are brought to the current state",

@@ -172,6 +172,23 @@ pub struct Note {
     pub text: String,
 }
 
+/// An Event for every change of a member cluster's reachability (`status.members`): Warning
+/// `MemberUnreachable` when lost, `MemberReturned` when it answers again.
+pub fn member_notes(changes: &[super::member_reach::ReachChange]) -> Vec<Note> {
+    changes
+        .iter()
+        .map(|c| Note {
+            warning: c.lost,
+            reason: if c.lost {
+                reason::MEMBER_UNREACHABLE
+            } else {
+                reason::MEMBER_RETURNED
+            },
+            text: c.text.clone(),
+        })
+        .collect()
+}
+
 /// An Event for every change of the effective set, step, timeout and restored drift. A step
 /// acknowledged in this pass says what the acknowledgement rests on (`basis`).
 pub fn notes(name: &str, happenings: &[Happening], basis: Option<&AckBasis>) -> Vec<Note> {

@@ -497,17 +497,17 @@ async fn apply(obj: &ObserverSet, ctx: &Context) -> Result<Action> {
     }
     // Events and metrics once the writes are done (they are not on the rollout's path), also
     // for the rounds carried out before a failed one.
-    let reach_changes = reach.map(|(_, changes)| changes).unwrap_or_default();
+    let mut notes = outcome::notes(&name, &happenings, basis);
+    if let Some((_, changes)) = &reach {
+        notes.extend(outcome::member_notes(changes));
+    }
     report(
         ctx,
         &fresh,
         &namespace,
         &name,
-        Reported {
-            happenings: &happenings,
-            members: &reach_changes,
-        },
-        basis,
+        &happenings,
+        notes,
         &persisted,
     )
     .await;
@@ -917,44 +917,25 @@ fn with_history(next: &mut ObserverSetStatus, manual: Vec<crate::crd::HistoryEnt
     next.last_action = history::newest(&next.history);
 }
 
-/// What one pass has to report: the rollout's happenings and the member clusters' changes.
-struct Reported<'a> {
-    happenings: &'a [Happening],
-    members: &'a [member_reach::ReachChange],
-}
-
+/// Events, logs and metrics of one pass: `notes` (the rollout's happenings', then the member
+/// clusters' changes) and the rollout's metrics.
 async fn report(
     ctx: &Context,
     obj: &ObserverSet,
     namespace: &str,
     name: &str,
-    reported: Reported<'_>,
-    basis: Option<&observe::AckBasis>,
+    happenings: &[Happening],
+    notes: Vec<outcome::Note>,
     status: &ObserverSetStatus,
 ) {
     let labels = ObserverSetLabels::new(namespace, name);
     let reference = obj.object_ref(&());
-    let happenings = reported.happenings;
-    for change in reported.members {
-        let set = format!("{namespace}/{name}");
-        if change.lost {
-            tracing::warn!(observerset = %set, member = %change.member, reason = reason::MEMBER_UNREACHABLE, "{}", change.text);
-            ctx.events
-                .warning(&reference, reason::MEMBER_UNREACHABLE, change.text.clone())
-                .await;
-        } else {
-            tracing::info!(observerset = %set, member = %change.member, reason = reason::MEMBER_RETURNED, "{}", change.text);
-            ctx.events
-                .normal(&reference, reason::MEMBER_RETURNED, change.text.clone())
-                .await;
-        }
-    }
     for happening in happenings {
         if let Happening::StepAcknowledged { role, took, .. } = happening {
             ctx.metrics.rollout_step_finished(role.as_str(), *took);
         }
     }
-    for note in outcome::notes(name, happenings, basis) {
+    for note in notes {
         if note.warning {
             tracing::warn!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
         } else {
