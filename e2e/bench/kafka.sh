@@ -58,16 +58,10 @@ owner="$(owning_observerset)"
 via="the ConfigMaps and a pod nudge (namespace $KAFKA_NS)"
 [[ -z "$owner" ]] || via="the ObserverSet $KAFKA_NS/$owner"
 
-# The brokers' StatefulSet: the kafka container's index and a setting of its environment.
+# The brokers' StatefulSet: the kafka container's index (its settings: lib.sh broker_env).
 kafka_container_index() {
   kubectl -n "$KAFKA_NS" get statefulset kafka-broker -o jsonpath='{range .spec.template.spec.containers[*]}{.name}{"\n"}{end}' |
     awk '$1 == "kafka" {print NR - 1; exit}'
-}
-broker_env() { # broker_env <name> <default>
-  local v
-  v="$(kubectl -n "$KAFKA_NS" get statefulset kafka-broker \
-    -o jsonpath="{.spec.template.spec.containers[?(@.name==\"kafka\")].env[?(@.name==\"$1\")].value}")"
-  echo "${v:-$2}"
 }
 observer_pod="$(node_pod "$OBSERVER")"
 # Written while the StatefulSet carries the bench's change: "<container index> <env length>" and

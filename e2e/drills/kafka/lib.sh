@@ -117,8 +117,13 @@ node_up() {
 node_pause() {
   local pid
   pid="$(bash "$KAFKA_SH" jvm-pid "$1")" || fail "no JVM for node $1"
-  echo "$pid" >> "$SCENARIO_DIR/paused"
-  kill -STOP "$pid" || fail "cannot SIGSTOP node $1 (pid $pid)"
+  pause_pid "$pid" "node $1"
+}
+# pause_pid <pid> <what>: SIGSTOP a JVM looked up before (a scenario whose next steps race a
+# timer resolves the pid first, outside the race); resume_paused continues it.
+pause_pid() {
+  echo "$1" >> "$SCENARIO_DIR/paused"
+  kill -STOP "$1" || fail "cannot SIGSTOP $2 (pid $1)"
 }
 resume_paused() {
   local pid
@@ -233,6 +238,12 @@ current_active_controller() {
 # atomic-writer layout: ..<timestamp>/observer.ids, ..data -> ..<timestamp>, observer.ids ->
 # ..data/observer.ids). Its pod's uid is in the path: a replaced pod has another one.
 obs_dir() { bash "$KAFKA_SH" observer-dir "$1" 2>/dev/null; }
+broker_env() { # broker_env <name> <default>: a setting of the brokers' kafka container
+  local v
+  v="$(kubectl -n "$KAFKA_NS" get statefulset kafka-broker \
+    -o jsonpath="{.spec.template.spec.containers[?(@.name==\"kafka\")].env[?(@.name==\"$1\")].value}")"
+  echo "${v:-$2}"
+}
 # shellcheck disable=SC2312 # obs_dir empty gives /observer.ids, which does not exist: the caller's read fails
 obs_file() { echo "$(obs_dir "$1")/observer.ids"; }
 

@@ -16,10 +16,14 @@ controllers_log_since() { # controllers_log_since <marks> <regex>
 write_projected() {
   local dir
   dir="$(obs_dir "$1")"
-  [[ -d "$dir/..data/" ]] || fail "node $1 has no projected observer-ids volume"
-  printf '%s' "$2" > "$dir/..data/.observer.ids.drill"
-  chmod 644 "$dir/..data/.observer.ids.drill"
-  mv -f "$dir/..data/.observer.ids.drill" "$dir/..data/observer.ids"
+  write_projected_in "$dir" "$2" "node $1"
+}
+# write_projected_in <volume dir> <content> <what>: the same, into a directory looked up before.
+write_projected_in() {
+  [[ -d "$1/..data/" ]] || fail "$3 has no projected observer-ids volume"
+  printf '%s' "$2" > "$1/..data/.observer.ids.drill"
+  chmod 644 "$1/..data/.observer.ids.drill"
+  mv -f "$1/..data/.observer.ids.drill" "$1/..data/observer.ids"
 }
 
 # S6: the lists disagree (brokers promoted, controllers not): the leader proposes the observer,
@@ -223,12 +227,17 @@ scenario_s9() {
 # before 4 leaves the ISR (its shrink by isr-expiration, or its fencing after the session
 # timeout): the check is an order of events, not a timing. Proof: a watch sample (every 100 ms)
 # taken after the last acknowledgement still shows 4 in the ISR (a paused observer cannot
-# rejoin, so it was in the ISR at the acknowledgement). An attempt where 4 left the ISR first
-# (isr-expiration runs every 5 s here) proves nothing either way and is repeated, at most 3 times.
+# rejoin, so it was in the ISR at the acknowledgement).
+# The leader's isr-expiration run shrinks a demoted observer out at once, so the window between
+# the demotion and that run is all the attempt has: every lookup (the observer's JVM, the
+# leader's volume and log) is made before it, and the demotion is written just after a run
+# (wait_after_isr_expiration). An attempt where 4 left the ISR first proves nothing either way
+# and is repeated, at most 3 times.
 scenario_s10() {
-  local t attempt mark out acked_at i proof producer
+  local t attempt mark out acked_at i proof producer pid dir lpath loff lag_ms written loaded
   t="$(new_topic s10)"
   echo "$t" >> "$SCENARIO_DIR/topics"
+  lag_ms="$(broker_env KAFKA_CFG_REPLICA_LAG_TIME_MAX_MS 30000)"
   # 1 leads (first in the list, so no preferred election moves it to the promoted 4).
   create_topic "$t" 1:2:3:4
   await "$t" 20000 leader=1 isr=1,2,3 >&2
@@ -242,29 +251,62 @@ scenario_s10() {
     producer=$!
     for ((i = 0; i < 300; i++)); do [[ -e "$SCENARIO_DIR/ready" ]] && break; sleep 0.1; done
     [[ -e "$SCENARIO_DIR/ready" ]] || fail "the producer did not get its warm-up record acknowledged within 30 s"
+    pid="$(bash "$KAFKA_SH" jvm-pid "$OBSERVER")" || fail "no JVM for node $OBSERVER"
+    dir="$(obs_dir 1)"
     mark="$(log_mark 1)"
-    node_pause "$OBSERVER"
-    write_projected 1 "$OBSERVER"
-    for ((i = 0; i < 100; i++)); do
-      log_since 1 "$mark" "observer ids .*after=\[$OBSERVER\]" >/dev/null && break
-      sleep 0.05
+    read -r lpath _ loff <<< "$mark"
+    [[ -f "$lpath" ]] || fail "the leader (1) has no container log"
+    wait_after_isr_expiration "$lpath" "$((lag_ms / 2))"
+    pause_pid "$pid" "node $OBSERVER"
+    write_projected_in "$dir" "$OBSERVER" "node 1"
+    written="$(now_ms)"
+    loaded=""
+    while [[ -z "$loaded" ]]; do
+      tail -c +"$((loff + 1))" "$lpath" > "$SCENARIO_DIR/leader.log"
+      grep -Eq "observer ids .*after=\[$OBSERVER\]" "$SCENARIO_DIR/leader.log" && loaded="$(now_ms)" && break
+      i="$(now_ms)"
+      ((i - written < 5000)) || fail "the leader (1) did not load [$OBSERVER] within 5 s of its file changing"
+      sleep 0.02
     done
-    ((i < 100)) || fail "the leader (1) did not load [$OBSERVER] within 5 s of its file changing"
     touch "$SCENARIO_DIR/go"
     # shellcheck disable=SC2312 # only the text of the failure being reported
     wait "$producer" || fail "acks=all records with the paused observer demoted on the leader: $(cat "$SCENARIO_DIR/produce.out")"
     out="$(cat "$SCENARIO_DIR/produce.out")"
     acked_at="${out##*acked_at=}" acked_at="${acked_at%% *}"
-    sleep 0.5
+    # The watch's next sample (a loaded machine can delay it well past its 100 ms period).
+    for ((i = 0; i < 100; i++)); do
+      awk -v t="$acked_at" '$1 >= t { found = 1 } END { exit !found }' "$WATCH_OUT" && break
+      sleep 0.1
+    done
     stop_watch
+    ((i < 100)) || fail "the watch wrote no sample within 10 s of the acknowledgement"
     proof="$(awk -v t="$acked_at" -v o="$OBSERVER" '$1 >= t && $0 ~ (" isr=([0-9]+,)*" o "[ ,]") { print; exit }' "$WATCH_OUT")"
     if [[ -n "$proof" ]]; then
-      log "S10: 20 acks=all records acknowledged at $acked_at while the paused $OBSERVER was in the ISR (attempt $attempt; sample after: $proof)"
+      log "S10: 20 acks=all records acknowledged at $acked_at, $((acked_at - written)) ms after the demotion was written ($((loaded - written)) ms to the leader's load), while the paused $OBSERVER was in the ISR (attempt $attempt; sample after: $proof)"
       return 0
     fi
-    log "S10: $OBSERVER left the ISR before the records were acknowledged at $acked_at (attempt $attempt): inconclusive, again"
+    log "S10: $OBSERVER left the ISR before the records were acknowledged at $acked_at, $((acked_at - written)) ms after the demotion was written (attempt $attempt): inconclusive, again"
     resume_paused
     write_projected 1 ""
   done
   fail "inconclusive 3 times: $OBSERVER left the ISR before acks=all records were acknowledged (without the HW gate that always happens)"
+}
+
+# wait_after_isr_expiration <leader log> <period ms>: sleeps until 150 ms after the leader's next
+# isr-expiration run. Kafka schedules that task at a fixed rate from the broker's start, so its
+# phase is the CRI timestamp of the last "Shrinking ISR" line in the log (any partition's run).
+# Without such a line it returns at once, and the attempt races an unknown phase.
+wait_after_isr_expiration() {
+  local line last now next
+  line="$(awk '/Shrinking ISR from/ { l = $0 } END { print l }' "$1")"
+  if [[ -z "$line" ]]; then
+    log "S10: no isr-expiration run in the leader's log yet: the demotion is written without waiting for one"
+    return 0
+  fi
+  last="$(date -d "${line%% *}" +%s%3N)" || fail "not a CRI timestamp: ${line%% *}"
+  now="$(now_ms)"
+  next=$((last + ((now - last) / $2 + 1) * $2 + 150))
+  log "S10: the demotion waits $((next - now)) ms, until 150 ms after the leader's next isr-expiration run (every $2 ms, the last at $last)"
+  next="$(awk -v d="$((next - now))" 'BEGIN { printf "%.3f", d / 1000 }')"
+  sleep "$next"
 }
