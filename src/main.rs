@@ -16,6 +16,7 @@ use kube::CustomResourceExt;
 use kafka_observer_operator::agent::{self, AgentArgs};
 use kafka_observer_operator::crd::{parse_duration, ObserverSet};
 use kafka_observer_operator::http::{self, HttpArgs, ProbeFlags};
+use kafka_observer_operator::k8s::events::Events;
 use kafka_observer_operator::k8s::members::{self, MemberArgs, MemberPlan};
 use kafka_observer_operator::k8s::scope::WatchScope;
 use kafka_observer_operator::leader::{self, LeaderArgs, LeaseMember};
@@ -159,7 +160,7 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
         campaign_stop.clone(),
     )?;
     // Timeouts on every call; every write through the leadership's fence.
-    let client = kafka_observer_operator::k8s::client::build(config, leadership.fence())
+    let client = kafka_observer_operator::k8s::client::build(config.clone(), leadership.fence())
         .context("building the Kubernetes client")?;
     // Each member's client through the same fence: no write to any member once it is closed.
     let member_clients = match &plan {
@@ -207,6 +208,26 @@ async fn operate(args: RunArgs) -> anyhow::Result<()> {
     );
     health.set_ready(true);
     tracing::info!(namespaces = %scope.describe(), pods = %scope.pods, "operator started");
+    // Over members, leading or not: this replica's view of the leadership in its own member's
+    // copies (status.localView, Events), through a client of its own that no fence closes.
+    if let (Some(plan), Some(sights), Some(identity)) =
+        (&plan, leadership.sights(), args.leader.campaign_identity())
+    {
+        let view_client = kafka_observer_operator::k8s::client::build(
+            config.clone(),
+            leader::Leadership::always().fence(),
+        )
+        .context("building the client of this replica's view")?;
+        let report = leader::view_report::ViewReport {
+            events: Events::new(view_client.clone(), Some(identity.clone()), metrics.clone()),
+            client: view_client,
+            scope: scope.clone(),
+            member: plan.local().to_string(),
+            identity,
+            hold: 2 * args.leader.lease_duration,
+        };
+        tokio::spawn(leader::view_report::run(report, sights, shutdown.clone()));
+    }
     // Leading or not: a replica that takes over must not wait on the cluster DNS.
     tokio::spawn(automation::standby::keep_names_resolved(
         client.clone(),

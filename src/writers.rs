@@ -26,6 +26,11 @@ pub const KAFKA_HEALTH: &str = "kafka-observer-operator-kafka-health";
 /// The automation's `ObserversAvailable` condition (`automation::observer_health`), likewise.
 pub const OBSERVER_HEALTH: &str = "kafka-observer-operator-observer-health";
 
+/// `status.localView` of the copy in a replica's own member (`leader::view_report`): written by
+/// a replica whether it leads or not, through a client no fence guards, so no other writer may
+/// share it.
+pub const LOCAL_VIEW: &str = "kafka-observer-operator-view";
+
 /// The server-side-apply body that sets `fields` as an ObserverSet's status (apiVersion and kind
 /// from the CRD type, so a new API version cannot leave one writer behind).
 pub fn status_body(fields: Value) -> Value {
@@ -67,5 +72,15 @@ mod tests {
             assert_ne!(m, OBSERVER_HEALTH);
         }
         assert_ne!(KAFKA_HEALTH, OBSERVER_HEALTH);
+        for m in [
+            OPERATOR,
+            ROLLOUT_STATUS,
+            EPOCH_CLAIM,
+            AUTOMATION_STATUS,
+            KAFKA_HEALTH,
+            OBSERVER_HEALTH,
+        ] {
+            assert_ne!(m, LOCAL_VIEW);
+        }
     }
 }

@@ -441,6 +441,22 @@ active_controller() {
   sed -n 's/^LeaderId:[[:space:]]*\([0-9]*\).*/\1/p' <<<"$out"
 }
 not_west_controller() { local id; id="$(active_controller)" && [[ -n "$id" && "$id" != 102 ]]; }
+# view_is MEMBER STANDING [LEADER]: MEMBER's copy holds its own replica's view (status.localView),
+# with that standing and leader.
+view_is() {
+  local got
+  got="$(copy_field "$1" '.status.localView // {} | "\(.replica // "-") \(.standing // "-") \(.leader // "")"')" || return 1
+  [[ "$got" == "operator-$1 $2 ${3:-}" ]]
+}
+# event_since MEMBER REASON SINCE_MS: an Event of REASON about the ObserverSet in MEMBER, last
+# seen at or after SINCE_MS (to the second).
+event_since() {
+  local since n
+  since="$(date -u -d "@$(($3 / 1000))" +%Y-%m-%dT%H:%M:%S)"
+  n="$(kc "$1" -n "$kafka_ns" get events --field-selector "reason=$2,involvedObject.name=kafka" -o json |
+    jq --arg since "$since" '[.items[] | [.series.lastObservedTime, .eventTime, .lastTimestamp, .metadata.creationTimestamp] | map(select(. != null) | .[0:19]) | max | select(. >= $since)] | length')" || return 1
+  ((n > 0))
+}
 export SCENARIO_DIR="$DRILL_WORK/cut"
 mkdir -p "$SCENARIO_DIR"
 if ! not_west_controller; then
@@ -483,11 +499,20 @@ done
 ((samples >= quiet_s / 2)) || die "MC4: only $samples samples in $quiet_s s"
 wait_for 10 "east still leading at the end of the cut's window" leads_east
 [[ -n "$said_ms" ]] || { wait_for 20 "east's copy saying west is unreachable" lost_said west; said_ms=$(($(now_ms) - t_cut)); }
+# The side without a majority says so, in its own member: west's replica, once no one has held a
+# majority of the Leases it reaches for two lease durations; the leader's view is that it leads.
+wait_for 20 "west's copy holding west's view: NoAuthority" view_is west NoAuthority
+wait_for 10 "a NoAuthority Event in west since the cut" event_since west NoAuthority "$t_cut"
+wait_for 10 "east's copy holding east's view: Leads" view_is east Leads
+why_none="$(copy_field west '.status.localView.message')"
 # The plugin from either side of the cut: from west's side east does not answer, from east's
 # side west does not; tie answers both.
 gid_west="$(member_gid west)" || die "no group for west"
 gid_east="$(member_gid east)" || die "no group for east"
 seen_west="$(members_seen "$gid_west" "east=false west=true tie=true")"
+view_west="$(jq -r '.members[] | select(.context == "west") | .view // "none"' "$work/members-seen.json")" ||
+  die "MC4: the plugin's members view has no west"
+[[ "$view_west" == "operator-west NoAuthority" ]] || die "MC4: the plugin from west's side shows west's operator as [$view_west], not [operator-west NoAuthority]"
 seen_east="$(members_seen "$gid_east" "east=true west=false tie=true")"
 t_now="$(now_ms)"
 wait_ack 0 "$t_now" 30 "MC4: writes to partition 0 with the link cut" >/dev/null
@@ -498,7 +523,9 @@ bash "$here/multi.sh" heal east west >/dev/null 2>&1 || die "multi.sh heal east 
 cut_open=""
 t_heal="$(now_ms)"
 wait_for 120 "every copy Ready with the lists 4 after the link healed" settled
-results+=("MC4 link east-west cut (active controller $controller_before, leader east): east alone led and no list changed over $quiet_s s, nothing promoted; longest pause in acknowledgements $gap ms, ended $((t_end - t_cut)) ms after the cut; MembersReachable False naming west in east's copy after $said_ms ms; kubectl observer status --context x3 from west's side: $seen_west, from east's: $seen_east; healed, every copy Ready after $(($(now_ms) - t_heal)) ms")
+wait_for 30 "west's copy holding west's view: it follows operator-east" view_is west FollowsLeader operator-east
+wait_for 10 "an AuthorityVisible Event in west since the heal" event_since west AuthorityVisible "$t_heal"
+results+=("MC4 link east-west cut (active controller $controller_before, leader east): east alone led and no list changed over $quiet_s s, nothing promoted; longest pause in acknowledgements $gap ms, ended $((t_end - t_cut)) ms after the cut; MembersReachable False naming west in east's copy after $said_ms ms; kubectl observer status --context x3 from west's side: $seen_west, from east's: $seen_east; west's copy and the plugin: $view_west ($why_none); healed, every copy Ready after $(($(now_ms) - t_heal)) ms")
 log "${results[-1]}"
 accounted "MC4"
 

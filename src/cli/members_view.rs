@@ -45,6 +45,10 @@ pub struct MemberLine {
     pub controllers: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brokers: Option<String>,
+    /// The copy's `status.localView`, short: "<replica> <standing> [<leader>]", the view of the
+    /// operator replica running in that member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub view: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -87,6 +91,7 @@ pub fn members_view(reads: &[MemberRead]) -> MembersView {
                     leader_epoch: 0,
                     controllers: None,
                     brokers: None,
+                    view: None,
                 },
                 Ok((status, _)) => {
                     let s = status.clone().unwrap_or_default();
@@ -102,6 +107,13 @@ pub fn members_view(reads: &[MemberRead]) -> MembersView {
                         leader_epoch: s.leader_epoch,
                         controllers: acknowledged(s.roles.controller.as_ref()),
                         brokers: acknowledged(s.roles.broker.as_ref()),
+                        view: s.local_view.as_ref().map(|v| {
+                            let mut text = format!("{} {}", v.replica, v.standing);
+                            if let Some(leader) = &v.leader {
+                                text.push_str(&format!(" {leader}"));
+                            }
+                            text
+                        }),
                     }
                 }
             }
@@ -194,6 +206,15 @@ pub fn render_members(view: &MembersView) -> String {
     }
     for f in failures {
         let _ = writeln!(out, "{f}");
+    }
+    // Each member's own operator replica: who it sees holding the Leases.
+    let views: Vec<String> = view
+        .members
+        .iter()
+        .filter_map(|m| m.view.as_ref().map(|v| format!("{}: {v}", m.context)))
+        .collect();
+    if !views.is_empty() {
+        let _ = writeln!(out, "operators' views: {}", views.join("; "));
     }
     match (&view.resume_from, &view.problem) {
         (Some(from), _) if view.behind.is_empty() => {

@@ -77,6 +77,45 @@ copies: a leader resumes from west; behind (overwritten by the leader's next wri
 }
 
 #[test]
+fn each_copy_shows_its_own_operators_view() {
+    let view_of = |replica: &str, standing: &str, leader: Option<&str>| crate::crd::LocalView {
+        replica: replica.into(),
+        member: replica.trim_start_matches("operator-").into(),
+        standing: standing.into(),
+        leader: leader.map(str::to_string),
+        leases: vec![],
+        message: String::new(),
+        since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
+        ),
+    };
+    let mut east = copy(3, 3, 7, 2, 0);
+    east.local_view = Some(view_of("operator-east", "Leads", None));
+    let mut west = east.clone();
+    west.local_view = Some(view_of("operator-west", "NoAuthority", None));
+    let mut tie = east.clone();
+    tie.local_view = Some(view_of(
+        "operator-tie",
+        "FollowsLeader",
+        Some("operator-east"),
+    ));
+    let view = members_view(&[
+        read("east", 5, Some(east)),
+        read("west", 6, Some(west)),
+        read("tie", 7, Some(tie)),
+    ]);
+    // The copies differ only in their views: none is behind.
+    assert!(view.behind.is_empty(), "{:?}", view.behind);
+    let text = render_members(&view);
+    assert!(
+        text.contains("operators' views: east: operator-east Leads; west: operator-west NoAuthority; tie: operator-tie FollowsLeader operator-east\n"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["members"][1]["view"], "operator-west NoAuthority");
+}
+
+#[test]
 fn a_minority_answering_resumes_nothing_and_says_so() {
     let view = members_view(&[
         lost("east", 2001),

@@ -31,9 +31,10 @@ pub use rollout::{AckMode, RolloutSpec};
 pub use spec::{DeletionPolicy, ObserverSet, ObserverSetSpec};
 pub use status::{
     AutoPromotion, BrokerEngineState, EngineActionKind, EngineState, ExcuseReason, ExcusedPod,
-    HistoryEntry, MemberReach, ObserverLag, ObserverSetStatus, PartitionCondition, PartitionEntry,
-    PartitionsStatus, Phase, PlanAction, PlanActionKind, PlanStatus, RoleStatus, RolesStatus,
-    RolloutKind, RolloutStatus, RolloutStep, TopicHighWatermarks,
+    HistoryEntry, LeaseView, LocalView, MemberReach, ObserverLag, ObserverSetStatus,
+    PartitionCondition, PartitionEntry, PartitionsStatus, Phase, PlanAction, PlanActionKind,
+    PlanStatus, RoleStatus, RolesStatus, RolloutKind, RolloutStatus, RolloutStep,
+    TopicHighWatermarks,
 };
 pub use topic_filter::CompiledTopicFilter;
 pub use validation::{

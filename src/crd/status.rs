@@ -77,6 +77,48 @@ pub struct ObserverSetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub members: Vec<MemberReach>,
+    /// Over member clusters only: what the operator replica running in this copy's member last
+    /// saw of the leadership (written on a change, under a field manager of its own, by a
+    /// replica whether it leads or not; docs/multi-cluster.md, "What the side without authority
+    /// says"). Each member's copy holds its own replica's view: the copies differ here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_view: Option<LocalView>,
+}
+
+/// `status.localView`: one operator replica's view of the leader Leases.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalView {
+    /// The replica's identity (its Lease holder name).
+    pub replica: String,
+    /// The member cluster it runs in.
+    pub member: String,
+    /// `Leads` (it holds a majority of the Leases), `FollowsLeader` (another replica holds a
+    /// majority of the Leases it reaches) or `NoAuthority` (no one does, for longer than two
+    /// lease durations: it acts on nothing and cannot see who may).
+    pub standing: String,
+    /// The holder of the majority, with `FollowsLeader`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Each member's Lease as the replica's last look found it, in `--members` order.
+    #[serde(default)]
+    pub leases: Vec<LeaseView>,
+    pub message: String,
+    /// When the replica's standing or the set of Leases it reaches last changed.
+    pub since: Time,
+}
+
+/// One Lease in `status.localView.leases`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseView {
+    pub member: String,
+    /// Its apiserver answered.
+    pub reached: bool,
+    /// Who holds it with a running term by the replica's clock; absent when free, lapsed or
+    /// not reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
 }
 
 /// One member cluster in `status.members`.

@@ -50,12 +50,19 @@ pub mod reason {
     pub const MEMBER_UNREACHABLE: &str = "MemberUnreachable";
     /// Over members: a member cluster not reached before answers again.
     pub const MEMBER_RETURNED: &str = "MemberReturned";
+    /// Over members: this member's operator replica sees no one holding a majority of the
+    /// Leases it reaches (`leader::view_report`).
+    pub const NO_AUTHORITY: &str = "NoAuthority";
+    /// Over members: after `NoAuthority`, a majority holder is in sight again.
+    pub const AUTHORITY_VISIBLE: &str = "AuthorityVisible";
 }
 
 /// The Event `action` of the reconciler (rollouts, drift, deletion).
 pub const RECONCILE: &str = "Reconcile";
 /// The Event `action` of the promotion automation.
 pub const AUTOMATE: &str = "Automate";
+/// The Events of a replica's view of the leadership (`leader::view_report`).
+pub const CAMPAIGN: &str = "Campaign";
 
 /// How long a (reason, note) keeps its recorder after its last use: the `Recorder`'s own series
 /// window, after which it would start a new Event anyway.

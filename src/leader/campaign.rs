@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::lease::{self, Seen, Step, Watching};
 use super::quorum::{self, Holding, Minority};
+use super::standing::LeaseSight;
 use super::{decide, Event, LeaderAction, LeaderRole, LeaseTiming};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -139,6 +140,8 @@ struct Member {
     /// The Lease as our last write left it: the holder renews on that version without a read.
     held: Option<Seen>,
     holding: Holding,
+    /// Who holds it with a running term as the last turn found (`super::standing`).
+    holder: Option<String>,
     /// The last answered holding and when it came (`quorum::as_known`).
     answered: (Holding, Instant),
     next_at: Instant,
@@ -152,17 +155,24 @@ impl Member {
         let started = Instant::now();
         let timing = self.target.timing;
         let done = turn(&self.target, &mut self.watching, &mut self.held, may_take).await;
-        let (holding, wait) = match done {
-            Ok(Turn::Holding) => (Holding::Held, timing.renew_every()),
-            Ok(Turn::Raced) => (Holding::Other, RACED_RETRY),
-            Ok(Turn::Waiting(expires_in)) => (Holding::Other, expires_in.min(timing.poll())),
+        let (holding, wait, holder) = match done {
+            Ok(Turn::Holding) => (
+                Holding::Held,
+                timing.renew_every(),
+                Some(self.target.identity.clone()),
+            ),
+            Ok(Turn::Raced) => (Holding::Other, RACED_RETRY, None),
+            Ok(Turn::Waiting(expires_in, holder)) => {
+                (Holding::Other, expires_in.min(timing.poll()), holder)
+            }
             Err(error) => {
                 tracing::warn!(%error, lease = %self.target.name, member = %self.target.member, "leader Lease call failed");
                 self.held = None;
-                (Holding::Unreachable, timing.poll())
+                (Holding::Unreachable, timing.poll(), None)
             }
         };
         self.holding = holding;
+        self.holder = holder;
         if holding != Holding::Unreachable {
             self.answered = (holding, Instant::now());
         }
@@ -176,6 +186,15 @@ impl Member {
             }
         }
         self.holding = Holding::Other;
+        self.holder = None;
+    }
+
+    fn sight(&self) -> LeaseSight {
+        LeaseSight {
+            member: self.target.member.clone(),
+            reached: self.holding != Holding::Unreachable,
+            holder: self.holder.clone(),
+        }
     }
 }
 
@@ -191,10 +210,11 @@ fn jitter(duration: Duration) -> Duration {
 
 /// Campaigns for every Lease of `targets` (one per member cluster; one in a single cluster)
 /// until `shutdown`, leading while a majority is held; then stops acting and releases what it
-/// holds.
+/// holds. After each round, what it saw of each Lease goes to `sights` (on a change).
 pub async fn run(
     targets: Vec<LeaseTarget>,
     sender: watch::Sender<bool>,
+    sights: watch::Sender<Vec<LeaseSight>>,
     metrics: Metrics,
     shutdown: Shutdown,
 ) {
@@ -215,6 +235,7 @@ pub async fn run(
             watching: None,
             held: None,
             holding: Holding::Other,
+            holder: None,
             // As if the last answer were a duration old: a Lease silent from the start does
             // not hold up the ones after it.
             answered: (Holding::Other, start.checked_sub(duration).unwrap_or(start)),
@@ -275,6 +296,12 @@ pub async fn run(
             LeaderAction::Nothing => {}
         }
         publish(role);
+        let looked: Vec<LeaseSight> = members.iter().map(Member::sight).collect();
+        sights.send_if_modified(|last| {
+            let changed = *last != looked;
+            *last = looked;
+            changed
+        });
         minority = quorum::minority(minority, &holdings, Instant::now());
         if quorum::release_due(minority, duration, patience, Instant::now()) {
             tracing::warn!(?holdings, "a minority of the leader Leases for too long: releasing it so another replica can gather a majority");
@@ -301,7 +328,8 @@ pub async fn run(
 enum Turn {
     Holding,
     Raced,
-    Waiting(Duration),
+    /// Read again after the wait; the Lease's holder with a running term, if another's.
+    Waiting(Duration, Option<String>),
 }
 
 /// One read-decide-write round; a take or create only when `may_take` (`quorum::may_take`),
@@ -330,9 +358,13 @@ async fn turn(
         Instant::now(),
     );
     let written = match step {
-        Step::Wait { expires_in } => return Ok(Turn::Waiting(expires_in)),
+        Step::Wait { expires_in } => {
+            let holder = current.and_then(|s| s.holder);
+            return Ok(Turn::Waiting(expires_in, holder));
+        }
+        // Free or lapsed: no one's term runs on it.
         Step::Create | Step::Take { .. } if !may_take => {
-            return Ok(Turn::Waiting(target.timing.poll()))
+            return Ok(Turn::Waiting(target.timing.poll(), None))
         }
         Step::Create => target.create().await?,
         Step::Renew { version } => target.write(&version, None).await?,

@@ -14,6 +14,8 @@ pub mod lease;
 pub mod quorum;
 #[cfg(test)]
 mod safety;
+pub mod standing;
+pub mod view_report;
 
 use std::future::Future;
 use std::time::Duration;
@@ -61,6 +63,16 @@ pub struct LeaderArgs {
 }
 
 /// `on`/`off` (and `true`/`false`, `yes`/`no`, `1`/`0`) for switches set from the chart's values.
+impl LeaderArgs {
+    /// The name this replica holds Leases under: `--leader-identity`, else $HOSTNAME.
+    pub fn campaign_identity(&self) -> Option<String> {
+        self.identity
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .filter(|id| !id.is_empty())
+    }
+}
+
 pub fn parse_switch(value: &str) -> Result<bool, String> {
     match value.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "1" => Ok(true),
@@ -186,6 +198,8 @@ pub fn decide(role: LeaderRole, event: Event) -> (LeaderRole, LeaderAction) {
 pub struct Leadership {
     receiver: watch::Receiver<bool>,
     fence: Fence,
+    /// What the campaign last saw of each Lease (`standing`); `None` without a campaign.
+    sights: Option<watch::Receiver<Vec<standing::LeaseSight>>>,
 }
 
 impl Leadership {
@@ -199,7 +213,17 @@ impl Leadership {
 
     fn new(receiver: watch::Receiver<bool>, term: Term) -> Self {
         let fence = Fence::new(receiver.clone(), term);
-        Self { receiver, fence }
+        Self {
+            receiver,
+            fence,
+            sights: None,
+        }
+    }
+
+    /// What the campaign saw of each Lease after its last round, on every change (for
+    /// `view_report`); `None` when no campaign runs.
+    pub fn sights(&self) -> Option<watch::Receiver<Vec<standing::LeaseSight>>> {
+        self.sights.clone()
     }
 
     /// The fence for the main client (`crate::k8s::client::build`).
@@ -239,12 +263,7 @@ pub fn campaign(
         return Ok(Leadership::always());
     }
     let timing = LeaseTiming::new(args.lease_duration, args.lease_grace)?;
-    let identity = args
-        .identity
-        .clone()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .filter(|id| !id.is_empty())
-        .ok_or(LeaderError::NoIdentity)?;
+    let identity = args.campaign_identity().ok_or(LeaderError::NoIdentity)?;
     campaign_over(
         members,
         &args.lease_name,
@@ -287,7 +306,12 @@ pub fn campaign_over(
 ) -> Result<Leadership, LeaderError> {
     let (sender, receiver) = watch::channel(false);
     let fence = Fence::over(receiver.clone(), vec![Term::Unproven; members.len()]);
-    let leadership = Leadership { receiver, fence };
+    let (sights_sender, sights) = watch::channel(Vec::new());
+    let leadership = Leadership {
+        receiver,
+        fence,
+        sights: Some(sights),
+    };
     let targets = members
         .into_iter()
         .enumerate()
@@ -312,7 +336,13 @@ pub fn campaign_over(
             })
         })
         .collect::<Result<Vec<_>, LeaderError>>()?;
-    tokio::spawn(campaign::run(targets, sender, metrics, shutdown));
+    tokio::spawn(campaign::run(
+        targets,
+        sender,
+        sights_sender,
+        metrics,
+        shutdown,
+    ));
     Ok(leadership)
 }
 

@@ -144,7 +144,7 @@ pub fn recover(copies: &[Copy]) -> Result<Recovered, CopiesError> {
     let behind = copies
         .iter()
         .filter(|c| match &c.read {
-            Read::Answered { status: s, .. } => s.as_ref() != status,
+            Read::Answered { status: s, .. } => replicated(s.as_ref()) != replicated(status),
             Read::Unanswered(_) => false,
         })
         .map(|c| c.member.clone())
@@ -167,6 +167,16 @@ pub fn recover(copies: &[Copy]) -> Result<Recovered, CopiesError> {
         versions,
         behind,
         unanswered,
+    })
+}
+
+/// What of a copy is replicated: all of it but `localView`, which each member's own operator
+/// replica writes in its own copy (`crate::leader::view_report`), so the copies differ there by
+/// design and no write of the leader makes them agree.
+fn replicated(status: Option<&ObserverSetStatus>) -> Option<ObserverSetStatus> {
+    status.map(|s| ObserverSetStatus {
+        local_view: None,
+        ..s.clone()
     })
 }
 

@@ -61,6 +61,8 @@ pub fn status_after(
         last_action: previous.last_action.clone(),
         partitions: previous.partitions.clone(),
         members: previous.members.clone(),
+        // Not sent (`status_patch`): each member's own replica writes it.
+        local_view: previous.local_view.clone(),
     }
 }
 

@@ -5,14 +5,17 @@
 use super::conditions::OWN_CONDITIONS;
 use crate::crd::ObserverSetStatus;
 
-/// Status fields the rollout's writer never sends: the promotion engine's, and `leaderEpoch`
-/// (the epoch claim's, `super::copies::claim`, under a field manager of its own).
-const FOREIGN_FIELDS: [&str; 5] = [
+/// Status fields the rollout's writer never sends: the promotion engine's, `leaderEpoch`
+/// (the epoch claim's, `super::copies::claim`, under a field manager of its own) and
+/// `localView` (each member's own replica's, `crate::leader::view_report`; a status resumed
+/// from another member's copy carries that member's).
+const FOREIGN_FIELDS: [&str; 6] = [
     "autoPromotions",
     "plan",
     "engineState",
     "partitions",
     "leaderEpoch",
+    "localView",
 ];
 
 /// The server-side-apply body for the reconciler's status fields: every field except

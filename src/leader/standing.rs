@@ -1,0 +1,324 @@
+//! What a replica can say about the leadership from where it stands, pure: from the campaign's
+//! last look at each member's Lease, whether it leads, sees a leader (one holder of a majority of
+//! the Leases it reaches) or sees no one with authority (the side of a partition without a
+//! majority: docs/multi-cluster.md, "What the side without authority says"). The shell
+//! (`super::view_report`) writes it to `status.localView` of its own member's copies and
+//! publishes an Event when it changes.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::quorum;
+use crate::crd::{LeaseView, LocalView};
+
+/// What the campaign's last turn on one Lease showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSight {
+    /// The member cluster the Lease is in.
+    pub member: String,
+    /// Its apiserver answered the last turn.
+    pub reached: bool,
+    /// Who holds it with a term still running by this replica's clock (this replica included);
+    /// `None` when free, lapsed or not reached.
+    pub holder: Option<String>,
+}
+
+/// Where this replica stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// It holds a majority of the Leases.
+    Leads,
+    /// Another replica holds a majority of the Leases, all of them among those reached here.
+    Follows { leader: String },
+    /// No one holds a majority of the Leases this replica reaches: it may not act and cannot see
+    /// who may.
+    NoAuthority,
+}
+
+impl Standing {
+    /// The name in `status.localView.standing`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Standing::Leads => "Leads",
+            Standing::Follows { .. } => "FollowsLeader",
+            Standing::NoAuthority => "NoAuthority",
+        }
+    }
+
+    fn leader(&self) -> Option<&str> {
+        match self {
+            Standing::Follows { leader } => Some(leader),
+            _ => None,
+        }
+    }
+}
+
+/// The standing `sights` (one per member's Lease, in `--members` order) show to `identity`.
+pub fn standing(identity: &str, sights: &[LeaseSight]) -> Standing {
+    let majority = quorum::majority(sights.len());
+    let holds = |who: &str| {
+        sights
+            .iter()
+            .filter(|s| s.reached && s.holder.as_deref() == Some(who))
+            .count()
+    };
+    if holds(identity) >= majority {
+        return Standing::Leads;
+    }
+    let holders: BTreeSet<&str> = sights
+        .iter()
+        .filter(|s| s.reached)
+        .filter_map(|s| s.holder.as_deref())
+        .collect();
+    holders
+        .into_iter()
+        .find(|h| holds(h) >= majority)
+        .map_or(Standing::NoAuthority, |leader| Standing::Follows {
+            leader: leader.to_string(),
+        })
+}
+
+/// The standing as reported: a change to [`Standing::NoAuthority`] counts only once it has lasted
+/// `hold` (a leader's hand-over passes through a moment when every Lease is lapsed or just
+/// taken, and is no partition); a change to a leader, this replica or another, counts at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reported {
+    pub standing: Standing,
+    /// Since when `NoAuthority` is seen without being reported yet.
+    pending: Option<Instant>,
+}
+
+impl Reported {
+    pub fn new(standing: Standing) -> Self {
+        Self {
+            standing,
+            pending: None,
+        }
+    }
+}
+
+/// Folds the standing seen at `now` into what is reported; `true` when the reported standing
+/// changed.
+pub fn settle(reported: &mut Reported, seen: Standing, hold: Duration, now: Instant) -> bool {
+    if seen == reported.standing {
+        reported.pending = None;
+        return false;
+    }
+    if seen == Standing::NoAuthority {
+        let since = *reported.pending.get_or_insert(now);
+        if now.saturating_duration_since(since) < hold {
+            return false;
+        }
+    }
+    reported.standing = seen;
+    reported.pending = None;
+    true
+}
+
+/// The members whose Lease this replica reached: with the standing, what `status.localView`
+/// is rewritten on (the holders of a minority's Leases change with every release and retake,
+/// and are no news).
+pub fn reached(sights: &[LeaseSight]) -> Vec<String> {
+    sights
+        .iter()
+        .filter(|s| s.reached)
+        .map(|s| s.member.clone())
+        .collect()
+}
+
+/// The sentence of the view: what this replica reaches and who holds what.
+pub fn message(member: &str, standing: &Standing, sights: &[LeaseSight]) -> String {
+    let reached = reached(sights);
+    let lost: Vec<&str> = sights
+        .iter()
+        .filter(|s| !s.reached)
+        .map(|s| s.member.as_str())
+        .collect();
+    let holders: Vec<String> = sights
+        .iter()
+        .filter(|s| s.reached)
+        .map(|s| match &s.holder {
+            Some(h) => format!("{} held by {h}", s.member),
+            None => format!("{} free", s.member),
+        })
+        .collect();
+    let mut text = format!(
+        "the operator in {member} reaches {} of {} Leases ({})",
+        reached.len(),
+        sights.len(),
+        holders.join(", ")
+    );
+    if !lost.is_empty() {
+        text.push_str(&format!("; no answer from {}", lost.join(", ")));
+    }
+    text.push_str(match standing {
+        Standing::Leads => ": it leads",
+        Standing::Follows { .. } => ": it follows the holder of the majority",
+        Standing::NoAuthority => {
+            ": no one holds a majority of the Leases it reaches, so it acts on nothing and cannot see who may"
+        }
+    });
+    text
+}
+
+/// `status.localView` for this replica's standing.
+pub fn local_view(
+    replica: &str,
+    member: &str,
+    standing: &Standing,
+    sights: &[LeaseSight],
+    since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> LocalView {
+    LocalView {
+        replica: replica.to_string(),
+        member: member.to_string(),
+        standing: standing.name().to_string(),
+        leader: standing.leader().map(str::to_string),
+        leases: sights
+            .iter()
+            .map(|s| LeaseView {
+                member: s.member.clone(),
+                reached: s.reached,
+                holder: s.holder.clone(),
+            })
+            .collect(),
+        message: message(member, standing, sights),
+        since,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sight(member: &str, reached: bool, holder: Option<&str>) -> LeaseSight {
+        LeaseSight {
+            member: member.into(),
+            reached,
+            holder: holder.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_majority_held_by_one_holder_is_a_leader_and_a_minority_is_no_authority() {
+        // MC4, the link east-west cut with the leader in east, as west sees it: its own Lease
+        // lapsed (or taken by itself), tie's still renewed by east: one of three each.
+        let west = [
+            sight("east", false, None),
+            sight("west", true, Some("op-west-0")),
+            sight("tie", true, Some("op-east-0")),
+        ];
+        assert_eq!(standing("op-west-0", &west), Standing::NoAuthority);
+        // MC3, tie lost, as west sees it: east's leader holds east and west.
+        let mc3 = [
+            sight("east", true, Some("op-east-0")),
+            sight("west", true, Some("op-east-0")),
+            sight("tie", false, None),
+        ];
+        assert_eq!(
+            standing("op-west-0", &mc3),
+            Standing::Follows {
+                leader: "op-east-0".into()
+            }
+        );
+        // The leader itself, one member lost.
+        assert_eq!(standing("op-east-0", &mc3), Standing::Leads);
+        // A Lease not reached never counts for anyone, whatever was last known of it.
+        let unreached = [
+            sight("east", false, Some("op-east-0")),
+            sight("west", true, Some("op-east-0")),
+            sight("tie", false, Some("op-east-0")),
+        ];
+        assert_eq!(standing("op-west-0", &unreached), Standing::NoAuthority);
+        // A single cluster: its one Lease is the majority.
+        assert_eq!(
+            standing("b", &[sight("", true, Some("a"))]),
+            Standing::Follows { leader: "a".into() }
+        );
+    }
+
+    #[test]
+    fn no_authority_is_reported_only_once_it_lasted_and_a_leader_at_once() {
+        let hold = Duration::from_secs(6);
+        let t0 = Instant::now();
+        let follows = Standing::Follows {
+            leader: "op-east-0".into(),
+        };
+        let mut reported = Reported::new(follows.clone());
+        // A hand-over: a moment without a majority, then the new leader.
+        assert!(!settle(&mut reported, Standing::NoAuthority, hold, t0));
+        assert!(!settle(
+            &mut reported,
+            Standing::NoAuthority,
+            hold,
+            t0 + Duration::from_secs(3)
+        ));
+        let new_leader = Standing::Follows {
+            leader: "op-tie-0".into(),
+        };
+        assert!(settle(
+            &mut reported,
+            new_leader.clone(),
+            hold,
+            t0 + Duration::from_secs(4)
+        ));
+        assert_eq!(reported.standing, new_leader);
+        // A partition: no majority for the whole hold, counted from its first sighting.
+        let t1 = t0 + Duration::from_secs(10);
+        assert!(!settle(&mut reported, Standing::NoAuthority, hold, t1));
+        assert!(!settle(
+            &mut reported,
+            Standing::NoAuthority,
+            hold,
+            t1 + Duration::from_secs(5)
+        ));
+        assert!(settle(
+            &mut reported,
+            Standing::NoAuthority,
+            hold,
+            t1 + hold
+        ));
+        assert_eq!(reported.standing, Standing::NoAuthority);
+        // Healed: the leader is back at once, and the pending clock starts afresh next time.
+        assert!(settle(&mut reported, follows, hold, t1 + hold * 2));
+        assert!(!settle(
+            &mut reported,
+            Standing::NoAuthority,
+            hold,
+            t1 + hold * 3
+        ));
+        assert!(!settle(
+            &mut reported,
+            Standing::NoAuthority,
+            hold,
+            t1 + hold * 3 + Duration::from_secs(5)
+        ));
+    }
+
+    #[test]
+    fn the_message_names_what_is_reached_and_who_holds_it() {
+        let west = [
+            sight("east", false, None),
+            sight("west", true, None),
+            sight("tie", true, Some("op-east-0")),
+        ];
+        let text = message("west", &Standing::NoAuthority, &west);
+        assert_eq!(
+            text,
+            "the operator in west reaches 2 of 3 Leases (west free, tie held by op-east-0); no answer from east: no one holds a majority of the Leases it reaches, so it acts on nothing and cannot see who may"
+        );
+        let view = local_view(
+            "op-west-0",
+            "west",
+            &Standing::NoAuthority,
+            &west,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
+            ),
+        );
+        assert_eq!(view.standing, "NoAuthority");
+        assert_eq!(view.leader, None);
+        assert_eq!(view.leases.len(), 3);
+        assert_eq!(reached(&west), vec!["west".to_string(), "tie".to_string()]);
+    }
+}
