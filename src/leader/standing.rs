@@ -8,6 +8,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::quorum;
 use crate::crd::{LeaseView, LocalView};
 
@@ -33,6 +35,8 @@ pub enum Standing {
     /// No one holds a majority of the Leases this replica reaches: it may not act and cannot see
     /// who may.
     NoAuthority,
+    /// Not known yet: only the state before the first reported standing (`fold`), never written.
+    Unknown,
 }
 
 impl Standing {
@@ -42,6 +46,7 @@ impl Standing {
             Standing::Leads => "Leads",
             Standing::Follows { .. } => "FollowsLeader",
             Standing::NoAuthority => "NoAuthority",
+            Standing::Unknown => "Unknown",
         }
     }
 
@@ -157,6 +162,7 @@ pub fn message(member: &str, standing: &Standing, sights: &[LeaseSight]) -> Stri
         Standing::NoAuthority => {
             ": no one holds a majority of the Leases it reaches, so it acts on nothing and cannot see who may"
         }
+        Standing::Unknown => "",
     });
     text
 }
@@ -167,7 +173,7 @@ pub fn local_view(
     member: &str,
     standing: &Standing,
     sights: &[LeaseSight],
-    since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    since: Time,
 ) -> LocalView {
     LocalView {
         replica: replica.to_string(),
@@ -185,6 +191,68 @@ pub fn local_view(
         message: message(member, standing, sights),
         since,
     }
+}
+
+/// The Event that goes with a new view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announce {
+    /// The standing became `NoAuthority` (a Warning).
+    NoAuthority,
+    /// It left `NoAuthority` (Normal).
+    AuthorityVisible,
+}
+
+/// The view as last decided, and its revision (one up on every change).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Current {
+    pub reported: Reported,
+    pub reached: Vec<String>,
+    pub view: LocalView,
+    pub revision: u64,
+    /// The Event that goes with this revision, for every copy it is written to.
+    pub event: Option<Announce>,
+}
+
+/// Folds the campaign's latest look (taken at `now`; `wall` stamps a new view's `since`) into
+/// `current`: a new revision when the reported standing or the reached members changed, and
+/// then the new state. Before the first known standing the state is revision 0, with nothing to
+/// write: a replica whose first looks show no majority (a start on the wrong side of a cut, or
+/// while no one leads yet) reports it only after `hold`, like any other.
+pub fn fold<'a>(
+    current: &'a mut Option<Current>,
+    identity: &str,
+    member: &str,
+    hold: Duration,
+    looked: &[LeaseSight],
+    now: Instant,
+    wall: Time,
+) -> Option<&'a Current> {
+    let seen = standing(identity, looked);
+    let reached = reached(looked);
+    let state = current.get_or_insert_with(|| Current {
+        reported: Reported::new(Standing::Unknown),
+        reached: reached.clone(),
+        view: local_view(identity, member, &Standing::Unknown, looked, wall.clone()),
+        revision: 0,
+        event: None,
+    });
+    let before = state.reported.standing.clone();
+    let standing_changed = settle(&mut state.reported, seen, hold, now);
+    let after = state.reported.standing.clone();
+    if after == Standing::Unknown || (!standing_changed && reached == state.reached) {
+        return None;
+    }
+    state.event = match (&before, &after) {
+        (b, Standing::NoAuthority) if *b != Standing::NoAuthority => Some(Announce::NoAuthority),
+        (Standing::NoAuthority, a) if *a != Standing::NoAuthority => {
+            Some(Announce::AuthorityVisible)
+        }
+        _ => None,
+    };
+    state.view = local_view(identity, member, &after, looked, wall);
+    state.reached = reached;
+    state.revision += 1;
+    Some(state)
 }
 
 #[cfg(test)]
@@ -293,6 +361,122 @@ mod tests {
             hold,
             t1 + hold * 3 + Duration::from_secs(5)
         ));
+    }
+
+    #[test]
+    fn a_view_is_revised_on_a_change_of_standing_or_reach_and_announced_to_and_from_no_authority() {
+        let hold = Duration::from_secs(8);
+        let t0 = Instant::now();
+        let wall = || Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap());
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let all = [
+            sight("east", true, Some("op-east-0")),
+            sight("west", true, Some("op-east-0")),
+            sight("tie", true, Some("op-east-0")),
+        ];
+        let cut = [
+            sight("east", false, None),
+            sight("west", true, Some("op-west-0")),
+            sight("tie", true, Some("op-east-0")),
+        ];
+        let mut current = None;
+        let mut fold_at = |looked: &[LeaseSight], s: u64| {
+            fold(
+                &mut current,
+                "op-west-0",
+                "west",
+                hold,
+                looked,
+                at(s),
+                wall(),
+            )
+            .map(|c| (c.revision, c.view.standing.clone(), c.event))
+        };
+        // The first known standing is revision 1, announced to no one.
+        assert_eq!(fold_at(&all, 0), Some((1, "FollowsLeader".into(), None)));
+        assert_eq!(fold_at(&all, 1), None, "nothing changed");
+        // The cut: east is no longer reached (a new revision at once), and no one holds a
+        // majority of what is reached (reported only after the hold, with a Warning).
+        assert_eq!(fold_at(&cut, 2), Some((2, "FollowsLeader".into(), None)));
+        assert_eq!(fold_at(&cut, 5), None);
+        assert_eq!(
+            fold_at(&cut, 10),
+            Some((3, "NoAuthority".into(), Some(Announce::NoAuthority)))
+        );
+        assert_eq!(fold_at(&cut, 11), None, "announced once");
+        // Healed: the leader is seen at once, announced.
+        assert_eq!(
+            fold_at(&all, 12),
+            Some((4, "FollowsLeader".into(), Some(Announce::AuthorityVisible)))
+        );
+    }
+
+    #[test]
+    fn a_replica_starting_without_a_majority_in_sight_reports_it_only_after_the_hold() {
+        let hold = Duration::from_secs(8);
+        let t0 = Instant::now();
+        let wall = Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap());
+        let nobody = [
+            sight("east", true, None),
+            sight("west", true, None),
+            sight("tie", true, None),
+        ];
+        let mut current = None;
+        assert!(fold(
+            &mut current,
+            "op-tie-0",
+            "tie",
+            hold,
+            &nobody,
+            t0,
+            wall.clone()
+        )
+        .is_none());
+        // It took the Leases within the hold: it leads, no Warning ever went out.
+        let mine = [
+            sight("east", true, Some("op-tie-0")),
+            sight("west", true, Some("op-tie-0")),
+            sight("tie", true, None),
+        ];
+        let c = fold(
+            &mut current,
+            "op-tie-0",
+            "tie",
+            hold,
+            &mine,
+            t0 + Duration::from_secs(5),
+            wall.clone(),
+        )
+        .cloned()
+        .expect("a revision");
+        assert_eq!(
+            (c.revision, c.view.standing.as_str(), c.event),
+            (1, "Leads", None)
+        );
+        // Another start that never sees a majority: NoAuthority once the hold passed.
+        let mut current = None;
+        assert!(fold(
+            &mut current,
+            "op-tie-0",
+            "tie",
+            hold,
+            &nobody,
+            t0,
+            wall.clone()
+        )
+        .is_none());
+        let c = fold(
+            &mut current,
+            "op-tie-0",
+            "tie",
+            hold,
+            &nobody,
+            t0 + hold,
+            wall,
+        )
+        .cloned()
+        .expect("a revision");
+        assert_eq!((c.revision, c.event), (1, Some(Announce::NoAuthority)));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::standing::{self, LeaseSight, Reported, Standing};
+use super::standing::{self, Announce, Current, LeaseSight};
 use crate::crd::{LocalView, ObserverSet};
 use crate::k8s::events::{reason, Events, CAMPAIGN};
 use crate::k8s::scope::WatchScope;
@@ -29,6 +29,8 @@ use crate::writers;
 /// How often the copies are listed again without a change of view: a set created since gets
 /// the view, a copy another replica of this member wrote over gets it back when ours is newer.
 const REPAIR_EVERY: Duration = Duration::from_secs(5);
+/// How often the standing is looked at without a new sight (a pending `NoAuthority`'s hold).
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// Who reports, and where.
 pub struct ViewReport {
@@ -44,16 +46,6 @@ pub struct ViewReport {
     pub events: Events,
 }
 
-/// The view as last decided, and its revision (one up on every change).
-struct Current {
-    reported: Reported,
-    reached: Vec<String>,
-    view: LocalView,
-    revision: u64,
-    /// The Event that goes with this revision, for every copy it is written to.
-    event: Option<(EventType, &'static str)>,
-}
-
 /// Runs until `shutdown`.
 pub async fn run(
     report: ViewReport,
@@ -63,69 +55,37 @@ pub async fn run(
     let mut current: Option<Current> = None;
     // Per copy (namespace/name): the revision last written there.
     let mut written: BTreeMap<String, u64> = BTreeMap::new();
+    let mut listed_at: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.wait() => return,
             changed = sights.changed() => if changed.is_err() { return },
-            _ = tokio::time::sleep(REPAIR_EVERY) => {}
+            // A standing pending its hold is looked at again without a new sight.
+            _ = tokio::time::sleep(LOOK_EVERY) => {}
         }
         let looked = sights.borrow_and_update().clone();
         if looked.is_empty() {
             continue;
         }
-        decide(&report, &mut current, &looked);
-        if let Some(current) = &current {
-            write_copies(&report, current, &mut written).await;
-        }
-    }
-}
-
-/// Folds the campaign's latest look into `current`: a new revision when the reported standing or
-/// the reached members changed.
-fn decide(report: &ViewReport, current: &mut Option<Current>, looked: &[LeaseSight]) {
-    let seen = standing::standing(&report.identity, looked);
-    let reached = standing::reached(looked);
-    let now = Instant::now();
-    let view = |standing: &Standing| {
-        standing::local_view(
+        let revised = standing::fold(
+            &mut current,
             &report.identity,
             &report.member,
-            standing,
-            looked,
+            report.hold,
+            &looked,
+            Instant::now(),
             Time(Timestamp::now()),
         )
-    };
-    let Some(state) = current else {
-        let event =
-            (seen == Standing::NoAuthority).then_some((EventType::Warning, reason::NO_AUTHORITY));
-        *current = Some(Current {
-            view: view(&seen),
-            reported: Reported::new(seen),
-            reached,
-            revision: 1,
-            event,
-        });
-        return;
-    };
-    let before = state.reported.standing.clone();
-    let standing_changed = standing::settle(&mut state.reported, seen, report.hold, now);
-    if !standing_changed && reached == state.reached {
-        return;
+        .inspect(|c| tracing::info!(standing = c.reported.standing.name(), view = %c.view.message, "this replica's view of the leadership changed"))
+        .is_some();
+        let repair_due = listed_at.is_none_or(|at| at.elapsed() >= REPAIR_EVERY);
+        if let Some(current) = current.as_ref().filter(|c| c.revision > 0) {
+            if revised || repair_due {
+                write_copies(&report, current, &mut written).await;
+                listed_at = Some(Instant::now());
+            }
+        }
     }
-    let after = state.reported.standing.clone();
-    state.event = match (&before, &after) {
-        (b, Standing::NoAuthority) if *b != Standing::NoAuthority => {
-            Some((EventType::Warning, reason::NO_AUTHORITY))
-        }
-        (Standing::NoAuthority, a) if *a != Standing::NoAuthority => {
-            Some((EventType::Normal, reason::AUTHORITY_VISIBLE))
-        }
-        _ => None,
-    };
-    state.view = view(&after);
-    state.reached = reached;
-    state.revision += 1;
-    tracing::info!(standing = after.name(), view = %state.view.message, "this replica's view of the leadership changed");
 }
 
 /// Writes the current view to every copy in this member that lacks it: where this revision was
@@ -158,7 +118,11 @@ async fn write_copies(report: &ViewReport, current: &Current, written: &mut BTre
                 continue;
             }
             written.insert(key, current.revision);
-            if let (Some((type_, reason)), true) = (current.event, new_here) {
+            if let (Some(event), true) = (current.event, new_here) {
+                let (type_, reason) = match event {
+                    Announce::NoAuthority => (EventType::Warning, reason::NO_AUTHORITY),
+                    Announce::AuthorityVisible => (EventType::Normal, reason::AUTHORITY_VISIBLE),
+                };
                 report
                     .events
                     .publish(
