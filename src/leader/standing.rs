@@ -415,68 +415,34 @@ mod tests {
     fn a_replica_starting_without_a_majority_in_sight_reports_it_only_after_the_hold() {
         let hold = Duration::from_secs(8);
         let t0 = Instant::now();
-        let wall = Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap());
+        let tie = |current: &mut Option<Current>, looked: &[LeaseSight], s: u64| {
+            let wall = Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap());
+            let at = t0 + Duration::from_secs(s);
+            fold(current, "op-tie-0", "tie", hold, looked, at, wall)
+                .map(|c| (c.revision, c.view.standing.clone(), c.event))
+        };
         let nobody = [
             sight("east", true, None),
             sight("west", true, None),
             sight("tie", true, None),
         ];
         let mut current = None;
-        assert!(fold(
-            &mut current,
-            "op-tie-0",
-            "tie",
-            hold,
-            &nobody,
-            t0,
-            wall.clone()
-        )
-        .is_none());
+        assert_eq!(tie(&mut current, &nobody, 0), None);
         // It took the Leases within the hold: it leads, no Warning ever went out.
         let mine = [
             sight("east", true, Some("op-tie-0")),
             sight("west", true, Some("op-tie-0")),
             sight("tie", true, None),
         ];
-        let c = fold(
-            &mut current,
-            "op-tie-0",
-            "tie",
-            hold,
-            &mine,
-            t0 + Duration::from_secs(5),
-            wall.clone(),
-        )
-        .cloned()
-        .expect("a revision");
-        assert_eq!(
-            (c.revision, c.view.standing.as_str(), c.event),
-            (1, "Leads", None)
-        );
+        assert_eq!(tie(&mut current, &mine, 5), Some((1, "Leads".into(), None)));
         // Another start that never sees a majority: NoAuthority once the hold passed.
         let mut current = None;
-        assert!(fold(
-            &mut current,
-            "op-tie-0",
-            "tie",
-            hold,
-            &nobody,
-            t0,
-            wall.clone()
-        )
-        .is_none());
-        let c = fold(
-            &mut current,
-            "op-tie-0",
-            "tie",
-            hold,
-            &nobody,
-            t0 + hold,
-            wall,
-        )
-        .cloned()
-        .expect("a revision");
-        assert_eq!((c.revision, c.event), (1, Some(Announce::NoAuthority)));
+        assert_eq!(tie(&mut current, &nobody, 0), None);
+        assert_eq!(tie(&mut current, &nobody, 7), None);
+        assert_eq!(
+            tie(&mut current, &nobody, 8),
+            Some((1, "NoAuthority".into(), Some(Announce::NoAuthority)))
+        );
     }
 
     #[test]
