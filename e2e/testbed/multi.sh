@@ -230,12 +230,11 @@ lost_chain=KOO-MEMBER-LOST
 # apiserver (address and port: east's address is also the host's on koo0), its node, its pods.
 # The member's table and zone addresses are lib.sh's, read as the member's scripts read them.
 lost_rules() {
-  local z
-  z="$(zone_of_member "$1")"
-  # shellcheck disable=SC2016 # expanded by the inner shell, after sourcing lib.sh
-  on "$1" bash -c 'source "$1" && ip="$(zone_ip "$2")" && cidr="$(zone_cidr "$2")" &&
-    printf "%s\n" "-d $api_ip -p tcp --dport $api_port" "-d $ip" "-s $ip" "-d $cidr" "-s $cidr"' \
-    _ "$root/e2e/lib.sh" "$z"
+  local addrs api port ip cidr
+  addrs="$(member_addrs "$1")" || return 1
+  read -r api port ip cidr <<<"$addrs"
+  [[ -n "$cidr" ]] || return 1
+  printf '%s\n' "-d $api -p tcp --dport $port" "-d $ip" "-s $ip" "-d $cidr" "-s $cidr"
 }
 
 lose() {
