@@ -386,11 +386,12 @@ quiet_loss() { # MC MEMBER
 }
 # reached_in_east MEMBER: east's copy's status.members entry of MEMBER, "<reachable> <message>".
 reached_in_east() { copy_field east ".status.members[]? | select(.name == \"$1\") | (.reachable | tostring) + \" \" + (.message // \"\")"; }
-# event_said REASON MEMBER: an Event of east's Kafka namespace with REASON naming member cluster
-# MEMBER (the leader publishes in its own member).
+# event_said REASON MEMBER [IN]: an Event of IN's (default east's) Kafka namespace with REASON
+# naming member cluster MEMBER (the leader publishes in its own member and sends a copy to every
+# other member's copy of the set).
 event_said() {
   local events
-  events="$(kc east -n "$kafka_ns" get events --field-selector "reason=$1" -o json)" || return 1
+  events="$(kc "${3:-east}" -n "$kafka_ns" get events --field-selector "reason=$1" -o json)" || return 1
   jq -e --arg m "member cluster $2 " '[.items[] | select((.message // "") | contains($m))] | length > 0' <<<"$events" >/dev/null
 }
 # returned MEMBER SECONDS: MEMBER back, and every copy Ready again within SECONDS.
@@ -403,12 +404,14 @@ seen="$(members_seen 0 "east=true west=true tie=false")"
 entry="$(reached_in_east tie)" || die "MC3: east's copy could not be read"
 [[ "$entry" == "false "?* ]] || die "MC3: east's copy's status.members says of tie [$entry], not unreachable with why"
 wait_for 10 "a Warning MemberUnreachable naming tie in east" event_said MemberUnreachable tie
-results+=("MC3 tie lost: no list changed and nothing promoted over $quiet_s s; longest pause in acknowledgements $gap ms; MembersReachable False in east's copy after $said_ms ms: $reach; status.members: tie $entry; Event MemberUnreachable; kubectl observer status --context x3: $seen")
+wait_for 10 "the same Event in west (a copy of the leader's Events goes to every member)" event_said MemberUnreachable tie west
+results+=("MC3 tie lost: no list changed and nothing promoted over $quiet_s s; longest pause in acknowledgements $gap ms; MembersReachable False in east's copy after $said_ms ms: $reach; status.members: tie $entry; Event MemberUnreachable in east and west; kubectl observer status --context x3: $seen")
 log "${results[-1]}"
 returned tie 120
 back_in_east() { local e; e="$(reached_in_east tie)" && [[ "$e" == "true "* ]]; }
 wait_for 30 "east's copy's status.members saying tie is reached again" back_in_east
 wait_for 10 "a MemberReturned Event naming tie in east" event_said MemberReturned tie
+wait_for 10 "the same Event in tie, the member that returned" event_said MemberReturned tie tie
 
 quiet_loss MC2 west
 says_gone() { local c; c="$(copy_field east '.status.conditions[]? | select(.type=="ObserversAvailable") | .status + " " + .message')" && [[ "$c" == False* && "$c" == *4* ]]; }

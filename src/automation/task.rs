@@ -29,7 +29,7 @@ use crate::crd::{
     validate_over, HistoryEntry, ObserverSet, ObserverSetStatus, PartitionsStatus, ValidatedKafka,
 };
 use crate::history;
-use crate::k8s::events::{Events, AUTOMATE};
+use crate::k8s::events::{Events, MemberEvents, AUTOMATE};
 use crate::k8s::fence::Fence;
 use crate::k8s::members::MemberClients;
 use crate::k8s::secrets;
@@ -137,6 +137,8 @@ pub(super) struct SetTask {
     /// the set is validated against, where the engine restores from and writes to
     /// (`super::replicate`).
     members: Option<MemberClients>,
+    /// The other members' copies of this task's Events (`MemberEvents`).
+    member_events: MemberEvents,
 }
 
 impl SetTask {
@@ -151,6 +153,7 @@ impl SetTask {
     ) -> Self {
         SetTask {
             fence,
+            member_events: MemberEvents::new(&events, members.as_ref()),
             members,
             liveness,
             key: (namespace.to_string(), name.to_string()),
@@ -982,6 +985,12 @@ impl SetTask {
     }
 
     async fn publish(&self, obs: &ObserverSet, type_: EventType, reason: &str, note: String) {
+        self.member_events.send(
+            &self.key.0,
+            &self.key.1,
+            AUTOMATE,
+            &[(type_, reason.to_string(), note.clone())],
+        );
         self.events
             .publish(&obs.object_ref(&()), type_, reason, AUTOMATE, note)
             .await

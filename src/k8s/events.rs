@@ -13,9 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::Api;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::Client;
+use kube::{Client, Resource};
 
+use crate::crd::ObserverSet;
+use crate::k8s::members::MemberClients;
 use crate::metrics::{Metrics, ObserverSetLabels};
 use crate::writers;
 
@@ -97,6 +100,10 @@ pub struct Events {
     client: Client,
     reporter: Reporter,
     metrics: Metrics,
+    /// Whether `kafka_observer_events_total` counts what this publisher sends: not for the
+    /// copies of an Event sent to the other member clusters ([`Events::copies_to`]), counted
+    /// once where the leader runs.
+    counted: bool,
     /// One recorder per (reason, note) published within [`RECORDER_TTL`], with its last use.
     recorders: Arc<Mutex<Recorders>>,
 }
@@ -110,6 +117,19 @@ impl Events {
                 instance,
             },
             metrics,
+            counted: true,
+            recorders: Arc::default(),
+        }
+    }
+
+    /// A publisher through `client` (another member cluster's) that sends the same Events
+    /// under the same reporter and counts none of them.
+    pub fn copies_to(&self, client: Client) -> Self {
+        Events {
+            client,
+            reporter: self.reporter.clone(),
+            metrics: self.metrics.clone(),
+            counted: false,
             recorders: Arc::default(),
         }
     }
@@ -162,13 +182,15 @@ impl Events {
         action: &str,
         note: String,
     ) {
-        self.metrics.event_published(
-            &ObserverSetLabels::new(
-                regarding.namespace.as_deref().unwrap_or_default(),
-                regarding.name.as_deref().unwrap_or_default(),
-            ),
-            reason,
-        );
+        if self.counted {
+            self.metrics.event_published(
+                &ObserverSetLabels::new(
+                    regarding.namespace.as_deref().unwrap_or_default(),
+                    regarding.name.as_deref().unwrap_or_default(),
+                ),
+                reason,
+            );
+        }
         let note = bounded_note(note);
         let recorder = self.recorder(reason, &note, Instant::now());
         let event = Event {
@@ -180,6 +202,78 @@ impl Events {
         };
         if let Err(e) = recorder.publish(&event, regarding).await {
             tracing::warn!(error = %e, reason, "could not publish event");
+        }
+    }
+}
+
+/// The other member clusters' Event publishers (each [`Events::copies_to`] its client): an
+/// Event about an ObserverSet goes to every member's copy of it too, so that each cluster's users
+/// see it in `kubectl describe` there. Empty in a single-cluster install.
+#[derive(Clone, Default)]
+pub struct MemberEvents {
+    members: Vec<(String, Client, Events)>,
+}
+
+impl MemberEvents {
+    /// One publisher per remote member of `members` (the local one has `events` itself).
+    pub fn new(events: &Events, members: Option<&MemberClients>) -> Self {
+        let Some(members) = members else {
+            return Self::default();
+        };
+        MemberEvents {
+            members: members
+                .clients
+                .iter()
+                .filter(|(member, _, granted)| granted.is_some() && *member != members.local)
+                .map(|(member, client, _)| {
+                    (
+                        member.clone(),
+                        client.clone(),
+                        events.copies_to(client.clone()),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Sends `notes` (type, reason, note) about the set `namespace/name` to each other member's
+    /// copy, in the background: best effort, as every Event (a member that does not answer holds
+    /// up nothing and misses them). Each copy is read first for its uid, which `kubectl
+    /// describe` matches Events on.
+    pub fn send(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: &'static str,
+        notes: &[(EventType, String, String)],
+    ) {
+        if notes.is_empty() {
+            return;
+        }
+        for (member, client, events) in &self.members {
+            let api: Api<ObserverSet> = Api::namespaced(client.clone(), namespace);
+            let (member, events, name, notes) = (
+                member.clone(),
+                events.clone(),
+                name.to_string(),
+                notes.to_vec(),
+            );
+            tokio::spawn(async move {
+                let copy = match api.get_opt(&name).await {
+                    Ok(Some(copy)) => copy,
+                    Ok(None) => return,
+                    Err(error) => {
+                        tracing::debug!(%error, member, "the member's copy was not read for its Events");
+                        return;
+                    }
+                };
+                let reference = copy.object_ref(&());
+                for (type_, reason, note) in notes {
+                    events
+                        .publish(&reference, type_, &reason, action, note)
+                        .await;
+                }
+            });
         }
     }
 }

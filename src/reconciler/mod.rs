@@ -41,7 +41,7 @@ pub use reconcile::reconcile;
 
 use crate::agent::AgentClient;
 use crate::crd::{ObserverSet, Role};
-use crate::k8s::events::{reason, Events};
+use crate::k8s::events::{reason, Events, MemberEvents};
 use crate::k8s::members::MemberClients;
 use crate::k8s::scope::WatchScope;
 use crate::k8s::Error;
@@ -80,6 +80,8 @@ pub struct Context {
     /// The member clusters (`--members`) and a client for each, none in a single-cluster
     /// install.
     pub members: Option<MemberClients>,
+    /// The other members' copies of every Event (`MemberEvents`).
+    pub member_events: MemberEvents,
     /// The pods last seen per (ObserverSet uid, member, role): an unreachable member's pods
     /// are assumed still running (docs/multi-cluster.md, "An unreachable member is not an
     /// empty member").
@@ -131,6 +133,7 @@ impl Context {
             liveness: KafkaLiveness::default(),
             nodes: Mutex::new(HashMap::new()),
             members: None,
+            member_events: MemberEvents::default(),
             member_pods: Mutex::default(),
             member_failures: Mutex::default(),
             failures: Mutex::default(),
@@ -159,6 +162,7 @@ impl Context {
 
     /// The member clusters of a multi-cluster install (`--members`), with their clients.
     pub fn with_members(mut self, members: Option<MemberClients>) -> Self {
+        self.member_events = MemberEvents::new(&self.events, members.as_ref());
         self.members = members;
         self
     }

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as Finalized};
 use kube::{Resource, ResourceExt};
 
@@ -33,7 +34,7 @@ use crate::crd::{validate_over, ObserverSet, ObserverSetStatus, Phase, Role};
 use crate::history::{self, SpecChange};
 use crate::k8s::config_map;
 use crate::k8s::dereference::node_readiness;
-use crate::k8s::events::reason;
+use crate::k8s::events::{reason, RECONCILE};
 use crate::k8s::finalizer::{clean_up, Cleanup, FINALIZER};
 use crate::k8s::members::MemberClients;
 use crate::k8s::status_copies::{StatusCopies, StatusCopy, Versions};
@@ -935,6 +936,18 @@ async fn report(
             ctx.metrics.rollout_step_finished(role.as_str(), *took);
         }
     }
+    let copies: Vec<(EventType, String, String)> = notes
+        .iter()
+        .map(|n| {
+            let type_ = if n.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            (type_, n.reason.to_string(), n.text.clone())
+        })
+        .collect();
+    ctx.member_events.send(namespace, name, RECONCILE, &copies);
     for note in notes {
         if note.warning {
             tracing::warn!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
