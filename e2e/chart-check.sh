@@ -189,6 +189,7 @@ fi
 lease_rule='coordination.k8s.io leases "kafka-observer-operator" get,patch'
 expected_remote_rbac='core configmaps - get,create,patch
 core pods - list,patch
+events.k8s.io events - create,patch
 kafkaobserver.io observersets - get
 kafkaobserver.io observersets/status - patch'
 roles_in() { # rendering namespace: the rules of the Roles in that namespace
@@ -234,9 +235,10 @@ if [[ -s "$work/multi-cluster.yaml" && -s "$work/defaults.yaml" ]]; then
   want="$(LC_ALL=C sort <<<"$lease_rule"$'\n'"$expected_remote_rbac")"
   [[ "$got" == "$want" ]] ||
     bad "multi-cluster: the Kafka namespace's Roles grant more or less than the Lease's get,patch and the reconciler's calls:"$'\n'"$(diff <(echo "$want") <(echo "$got") || true)"
-  # Named: extra verbs (watch, delete, update, ...) or resources (secrets, events, nodes, ...).
+  # Named: extra verbs (watch, delete, update, ...) or resources (secrets, core events, nodes,
+  # ...; events.k8s.io Events only to create and patch the leader's copies of its Events).
   extra="$(awk '{ n = split($4, v, ","); for (i = 1; i <= n; i++) if (v[i] ~ /^(watch|delete|deletecollection|update|escalate|bind|impersonate|\*)$/) print "verb " v[i] ": " $0
-      if ($2 ~ /^(secrets|events|nodes|namespaces|serviceaccounts|\*)$/ || $1 == "*") print "resource " $2 ": " $0 }' <<<"$got")"
+      if ($2 ~ /^(secrets|nodes|namespaces|serviceaccounts|\*)$/ || $1 == "*" || ($2 == "events" && $1 != "events.k8s.io")) print "resource " $2 ": " $0 }' <<<"$got")"
   [[ -z "$extra" ]] || bad "multi-cluster: the Kafka namespace's Roles grant what the remote identity must not have:"$'\n'"$extra"
   got="$(role_named "$m" "$fullname-member-reconcile")"
   want="$(LC_ALL=C sort <<<"$expected_remote_rbac")"

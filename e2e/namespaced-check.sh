@@ -11,8 +11,9 @@
 #      operator's labels) can;
 #   3. the multi-cluster remote identity (kafka-observer-remote, docs/multi-cluster.md): get and
 #      patch on its member's Lease; the reconciler's calls (observersets get, observersets/status
-#      patch, configmaps get/create/patch, pods list/patch) and nothing else: no Lease creation,
-#      no watch, no delete, no Secrets, Events or Nodes, nothing in another namespace; the
+#      patch, configmaps get/create/patch, pods list/patch), the copies of the leader's Events
+#      (events.k8s.io create/patch) and nothing else: no Lease creation, no watch, no delete, no
+#      Secrets, core Events or Nodes, nothing in another namespace; the
 #      policy limits its pod and ConfigMap writes as it limits the operator's.
 # Everything it creates (a namespace, a ClusterRole and its binding, the policy and its
 # binding) is deleted on exit. Touches no other namespace. Exit status: the number of failures.
@@ -181,7 +182,7 @@ done
 # What the reconciler calls in another member (templates/multi-cluster.yaml, Role
 # <release>-member-reconcile; docs/rbac.md "Multi-cluster").
 for verb_res in "get $sets" "patch $sets --subresource=status" "get configmaps" "create configmaps" \
-  "patch configmaps" "list pods" "patch pods"; do
+  "patch configmaps" "list pods" "patch pods" "create events.events.k8s.io" "patch events.events.k8s.io"; do
   # shellcheck disable=SC2086 # verb, resource (and flag) as separate words
   if [[ "$(remote_can $verb_res)" == yes ]]; then ok "remote can $verb_res"; else bad "remote cannot $verb_res (the chart should grant it)"; fi
 done
@@ -191,7 +192,7 @@ for verb_res in "create leases.coordination.k8s.io" "patch leases.coordination.k
   "watch pods" "delete pods" "get pods" "create pods" "update pods" \
   "list $sets" "watch $sets" "patch $sets" "update $sets" "delete $sets" \
   "get $sets --subresource=status" "update $sets --subresource=status" \
-  "create events.events.k8s.io" "patch events.events.k8s.io" "create events" "get nodes" "list nodes"; do
+  "create events" "list events.events.k8s.io" "delete events.events.k8s.io" "get nodes" "list nodes"; do
   # shellcheck disable=SC2086 # verb, resource (and flag) as separate words
   if [[ "$(remote_can $verb_res)" == no ]]; then ok "remote cannot $verb_res"; else bad "remote can $verb_res (must not be granted)"; fi
 done
