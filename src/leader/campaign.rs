@@ -168,7 +168,8 @@ impl Member {
             Err(error) => {
                 tracing::warn!(%error, lease = %self.target.name, member = %self.target.member, "leader Lease call failed");
                 self.held = None;
-                (Holding::Unreachable, timing.poll(), None)
+                // The last answered holder stays what this replica knows (`sight`).
+                (Holding::Unreachable, timing.poll(), self.holder.take())
             }
         };
         self.holding = holding;
@@ -189,11 +190,23 @@ impl Member {
         self.holder = None;
     }
 
-    fn sight(&self) -> LeaseSight {
+    /// What this replica knows of the Lease at `now`: as `quorum::as_known` reads it, one that
+    /// stopped answering less than a lease duration ago is still reached, with its last answered
+    /// holder (a slow answer of a live apiserver on a loaded machine is not a lost member, and
+    /// must not rewrite `status.localView` every second); never ourselves once our own renewal
+    /// failed.
+    fn sight(&self, now: Instant) -> LeaseSight {
+        let duration = self.target.timing.duration();
+        let unanswered = self.holding == Holding::Unreachable;
+        let reached = !unanswered || now.saturating_duration_since(self.answered.1) < duration;
+        let ours = self.holder.as_deref() == Some(self.target.identity.as_str());
         LeaseSight {
             member: self.target.member.clone(),
-            reached: self.holding != Holding::Unreachable,
-            holder: self.holder.clone(),
+            reached,
+            holder: self
+                .holder
+                .clone()
+                .filter(|_| reached && !(unanswered && ours)),
         }
     }
 }
@@ -296,7 +309,8 @@ pub async fn run(
             LeaderAction::Nothing => {}
         }
         publish(role);
-        let looked: Vec<LeaseSight> = members.iter().map(Member::sight).collect();
+        let now = Instant::now();
+        let looked: Vec<LeaseSight> = members.iter().map(|m| m.sight(now)).collect();
         sights.send_if_modified(|last| {
             let changed = *last != looked;
             *last = looked;

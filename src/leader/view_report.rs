@@ -19,7 +19,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::standing::{self, Announce, Current, LeaseSight};
+use super::standing::{self, Announce, Current, LeaseSight, Standing};
 use crate::crd::{LocalView, ObserverSet};
 use crate::k8s::events::{reason, Events, CAMPAIGN};
 use crate::k8s::scope::WatchScope;
@@ -107,6 +107,13 @@ async fn write_copies(report: &ViewReport, current: &Current, written: &mut BTre
             let key = format!("{}/{}", set.namespace().unwrap_or_default(), set.name_any());
             let stored = set.status.as_ref().and_then(|s| s.local_view.as_ref());
             let new_here = written.get(&key).is_none_or(|r| *r < current.revision);
+            // A rollout in flight there: its writes carry preconditions, and a view written in
+            // between would cost it a 409 and a pass; the view waits for the next pass after it
+            // (never "no one with authority", which no leader's rollout reaches anyway).
+            let rolling = set.status.as_ref().is_some_and(|s| s.rollout.is_some());
+            if rolling && current.reported.standing != Standing::NoAuthority {
+                continue;
+            }
             let ours_or_none = stored.is_none_or(|v| v.replica == report.identity);
             let differs = stored.is_none_or(|v| !same_view(v, &current.view));
             if !(differs && (new_here || ours_or_none)) {
