@@ -174,6 +174,16 @@ pub struct Note {
     pub text: String,
 }
 
+impl Note {
+    pub fn event_type(&self) -> kube::runtime::events::EventType {
+        if self.warning {
+            kube::runtime::events::EventType::Warning
+        } else {
+            kube::runtime::events::EventType::Normal
+        }
+    }
+}
+
 /// An Event for every change of a member cluster's reachability (`status.members`): Warning
 /// `MemberUnreachable` when lost, `MemberReturned` when it answers again.
 pub fn member_notes(changes: &[super::member_reach::ReachChange]) -> Vec<Note> {

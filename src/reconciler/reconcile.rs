@@ -938,14 +938,7 @@ async fn report(
     }
     let copies: Vec<(EventType, String, String)> = notes
         .iter()
-        .map(|n| {
-            let type_ = if n.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            (type_, n.reason.to_string(), n.text.clone())
-        })
+        .map(|n| (n.event_type(), n.reason.to_string(), n.text.clone()))
         .collect();
     ctx.member_events.send(namespace, name, RECONCILE, &copies);
     for note in notes {
@@ -954,11 +947,15 @@ async fn report(
         } else {
             tracing::info!(observerset = %format!("{namespace}/{name}"), reason = note.reason, "{}", note.text);
         }
-        if note.warning {
-            ctx.events.warning(&reference, note.reason, note.text).await;
-        } else {
-            ctx.events.normal(&reference, note.reason, note.text).await;
-        }
+        ctx.events
+            .publish(
+                &reference,
+                note.event_type(),
+                note.reason,
+                RECONCILE,
+                note.text,
+            )
+            .await;
     }
     ctx.metrics.set_observer_set_state(
         &labels,
