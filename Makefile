@@ -2,6 +2,11 @@
 SHELL := /bin/bash
 export KOO_CACHE ?= $(HOME)/.cache/kafka-observer-operator
 export CARGO_TARGET_DIR ?= $(KOO_CACHE)/target
+# Incremental release builds: every clone gives this crate's files new times, so cargo rebuilds it
+# whole (5 min 37 s here, lib and test harnesses at opt-level 3); incremental reuses the code of
+# what did not change (a session's diff rebuilt in 3 min 8 s, nothing changed 9 s). The target
+# directory's incremental state of other checkouts is pruned after 3 days (`build`).
+export CARGO_INCREMENTAL ?= 1
 export KOO_TESTBED ?= $(CURDIR)/.testbed
 CARGO ?= cargo
 
@@ -15,6 +20,7 @@ all: build
 # dev-dependencies' features (tokio's test-util, ...) for the binaries as well, so they are the
 # very artifacts `cargo test --release` uses and CI compiles the crate once instead of twice.
 build:
+	find "$(CARGO_TARGET_DIR)/release/incremental" -mindepth 1 -maxdepth 1 -mtime +3 -exec rm -rf {} + 2>/dev/null || true
 	$(CARGO) build --workspace --release --bins $(if $(KOO_BUILD_TESTS),--tests)
 
 ## The main job: local test bed, operator, example ObserverSet and a failure drill.

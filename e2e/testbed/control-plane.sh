@@ -153,16 +153,22 @@ up() {
   log "up in $((SECONDS - t0))s: $api (kubeconfig $tb/kubeconfig)"
 }
 
-# stop NAME: TERM the pid in NAME's pid file, KILL after 10 s; only if it is still that binary.
-# The apiserver's graceful shutdown outlasted 30 s in every teardown (it drains its watches and
-# in-flight requests): a bed going away has nobody left to drain for, so 10 s is enough.
-# shellcheck disable=SC2312 # exe_of only prints a path
-stop() { stop_pid "$tb/pids/$1.pid" "$(exe_of "$1")" "$1" 10; }
+# stop NAME: TERM the pid in NAME's pid file, KILL after 10 s (the apiserver: 2 s); only if it is
+# still that binary. The apiserver's graceful shutdown outlasted 30 s in every teardown (it drains
+# its watches and in-flight requests): a bed going away has nobody left to drain for.
+stop() {
+  local grace=10
+  [[ "$1" != kube-apiserver ]] || grace=2
+  # shellcheck disable=SC2312 # exe_of only prints a path
+  stop_pid "$tb/pids/$1.pid" "$(exe_of "$1")" "$1" "$grace"
+}
 
 down() {
   local purge=0
   case "${1:-}" in --purge) purge=1 ;; "") ;; *) die "unknown option '$1' (expected --purge)" ;; esac
-  for ((i = ${#procs[@]} - 1; i >= 0; i--)); do stop "${procs[i]}"; done
+  # The controller manager and the apiserver at once, then their store.
+  in_parallel stop kube-controller-manager kube-apiserver
+  stop etcd
   if ((purge)); then rm -rf "$tb/etcd"; log "etcd data purged"; fi
 }
 

@@ -199,14 +199,26 @@ EOF
   log "multi-cluster bed up in $((SECONDS - t0))s"
 }
 
+# member_down MEMBER [--purge]: its node, then its control plane.
+member_down() {
+  local m="$1" rc=0 dir
+  shift
+  dir="$(member_dir "$m")"
+  [[ "$m" == east || -d "$dir" ]] || return 0
+  on "$m" bash "$here/node.sh" down || rc=1
+  on "$m" bash "$here/control-plane.sh" down "$@" || rc=1
+  return "$rc"
+}
 down() {
-  local m mtb rc=0
-  for ((i = ${#MEMBERS[@]} - 1; i >= 0; i--)); do
-    m="${MEMBERS[i]}" mtb="$(member_dir "$m")"
-    [[ "$m" == east || -d "$mtb" ]] || continue
-    on "$m" bash "$here/node.sh" down || rc=1
-    on "$m" bash "$here/control-plane.sh" down "$@" || rc=1
+  local m rc=0 pids=() p
+  # The members other than east at once, then east (its node takes the bridge they hang on).
+  for m in "${MEMBERS[@]}"; do
+    [[ "$m" != east ]] || continue
+    member_down "$m" "$@" &
+    pids+=("$!")
   done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  member_down east "$@" || rc=1
   ((rc == 0)) || die "a member did not come down cleanly (see above)"
   drop_chain "$lost_chain" INPUT FORWARD
   drop_chain "$cut_chain" INPUT FORWARD

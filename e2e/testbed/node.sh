@@ -391,6 +391,15 @@ up() {
   kubectl delete node koo-node testbed-node --ignore-not-found >/dev/null
 
   network_up
+  # The host's own kube-proxy: the machine (drills, tests, a local operator) reaches ClusterIPs.
+  # East's only: two kube-proxies cannot share the host's chains (host tools reach the other
+  # members' pods by their IPs). Started first and waited for last: it has no Node object and
+  # waits 30 s for one before it proxies (kube-proxy 1.34, whatever its bindAddress), which
+  # took half of the nodes' bring-up while everything else waited behind it.
+  if [[ "$member" == east ]]; then
+    write_proxy_config "$tb/node/kube-proxy-host.yaml" koo-host "$node_ip"
+    start kube-proxy-host "" --config="$tb/node/kube-proxy-host.yaml"
+  fi
   for z in "${ZONES[@]}"; do zone_up "$z"; done
 
   start kube-scheduler "" --kubeconfig="$pki/kube-scheduler.kubeconfig" \
@@ -399,21 +408,15 @@ up() {
     --bind-address=127.0.0.1 --secure-port="$scheduler_port" --leader-elect=false --profiling=false
   wait_proc=kube-scheduler wait_for "$start_timeout" "healthy (:$scheduler_port/healthz)" scheduler_healthy
 
-  # The host's own kube-proxy: the machine (drills, tests, a local operator) reaches ClusterIPs.
-  # East's only: two kube-proxies cannot share the host's chains (host tools reach the other
-  # members' pods by their IPs).
-  if [[ "$member" == east ]]; then
-    write_proxy_config "$tb/node/kube-proxy-host.yaml" koo-host "$node_ip"
-    start kube-proxy-host "" --config="$tb/node/kube-proxy-host.yaml"
-    wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/livez)" proxy_healthy
-  fi
-
   for z in "${ZONES[@]}"; do
     wait_proc="kubelet-$z" wait_for "$start_timeout" "Ready (Node $Z_NODE)" node_ready "$z"
   done
 
   dns_apply
   wait_for "$start_timeout" "running CoreDNS (kube-system/coredns $dns_replicas replicas Ready)" dns_ready
+  if [[ "$member" == east ]]; then
+    wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/livez)" proxy_healthy
+  fi
   log "nodes ${node_names[*]} up in $((SECONDS - t0))s (host $node_ip, pods $cluster_cidr)"
 }
 
@@ -561,14 +564,15 @@ remove_kube_chains() {
   done
 }
 
+# stop_named NAME: the bed process NAME stopped (SIGTERM, SIGKILL after 20 s).
+# shellcheck disable=SC2312 # exe_of only prints a path
+stop_named() { stop_pid "$tb/pids/$1.pid" "$(exe_of "$1")" "$1" 20; }
+
 zone_down() {
   zone_vars "$1"
-  local z="$1" name exe crictl ns nd rr pid
+  local z="$1" exe crictl ns nd rr pid
   ns="$Z_NS" nd="$Z_DIR" rr="$Z_RUNC"
-  for name in "kube-proxy-$z" "kubelet-$z"; do
-    exe="$(exe_of "$name")"
-    stop_pid "$tb/pids/$name.pid" "$exe" "$name" 20
-  done
+  in_parallel stop_named "kube-proxy-$z" "kubelet-$z"
   # Through containerd while it runs, so its metadata (in the cache, kept across beds) holds no
   # pod of this bed; then runc for whatever is left (containerd already gone, a shim killed).
   if alive "containerd-$z"; then
@@ -593,16 +597,12 @@ zone_down() {
 }
 
 down() {
-  local z ns
-  local name exe
-  for name in kube-proxy-host kube-scheduler; do
-    exe="$(exe_of "$name")"
-    stop_pid "$tb/pids/$name.pid" "$exe" "$name" 20
-  done
+  local ns
+  in_parallel stop_named kube-proxy-host kube-scheduler
   if [[ "$member" != east ]]; then
     # Another member of the multi-cluster bed: its zones, its address on koo0 and its service
     # route; the bridge, the host's chains and sysctls are east's.
-    for z in "${ZONES[@]}"; do zone_down "$z"; done
+    in_parallel zone_down "${ZONES[@]}"
     ip addr del "$api_ip/24" dev "$bridge" 2>/dev/null || true
     ip route del "$service_cidr" dev "$bridge" 2>/dev/null || true
     rm -f "$tb/node/sysctl.saved"
@@ -613,8 +613,8 @@ down() {
     "$k8s_bin/kube-proxy" --cleanup >> "$tb/logs/kube-proxy-host.log" 2>&1 || true
   fi
   remove_kube_chains
-  # Every zone with anything left of it: a namespace, a pid file or a run dir.
-  for z in "${ZONES[@]}"; do zone_down "$z"; done
+  # Every zone with anything left of it: a namespace, a pid file or a run dir; the zones at once.
+  in_parallel zone_down "${ZONES[@]}"
   # A bed of the one-node layout (koo-node, before the zones) may still be up: its leftovers too.
   [[ -d /run/koo-node/runc ]] && kill_containers /run/koo-node/runc
   for m in $(mounts_under /run/koo-node); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
