@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The multi-cluster drills in one command, the last stage of `make test` (e2e/integration.sh;
-# about 11 minutes with both beds' changes; docs/multi-cluster.md): the single-cluster bed
+# about 9 minutes with both beds' changes; docs/multi-cluster.md): the single-cluster bed
 # taken down (the two beds share the bed's address ranges), the three-member bed brought up
 # (`multi.sh up`), then its drills one after the other: multi-reconcile.sh (the lists across
 # members, tie and east lost, manual promotions) and multi-promote.sh (MC1: east lost whole with

@@ -187,7 +187,10 @@ subjects:
 EOF
   done
   log "control planes up in $((SECONDS - t0))s"
-  for m in "${MEMBERS[@]}"; do on "$m" bash "$here/node.sh" up; done
+  # East's host kube-proxy waits 30 s for a Node it never has (node.sh): the other members'
+  # nodes come up meanwhile.
+  for m in "${MEMBERS[@]}"; do KOO_HOST_PROXY_WAIT=later on "$m" bash "$here/node.sh" up; done
+  on east bash "$here/node.sh" proxy-wait
   log "nodes and DNS up in $((SECONDS - t0))s"
   # The host tools (kafka-metadata-quorum, ...) in .testbed/bin.
   bash "$here/kafka.sh" wrappers

@@ -10,6 +10,8 @@
 #                             calls it before the apiserver binds that address)
 #   node.sh up                network-up, every zone's node, scheduler, host kube-proxy, DNS;
 #                             waits until every Node is Ready and CoreDNS answers
+#   node.sh proxy-wait        waits for the host's kube-proxy (up waits for it itself, unless
+#                             KOO_HOST_PROXY_WAIT=later)
 #   node.sh down              stops every component of every zone, kills every container (even
 #                             with containerd gone), unmounts, removes the namespaces, veths,
 #                             routes, iptables chains, the bridge; restores the sysctls it changed
@@ -333,6 +335,7 @@ scheduler_healthy() { local h; h="$(curl -sk "https://127.0.0.1:$scheduler_port/
 # /livez, not /healthz: the host's kube-proxy has no Node object, and /healthz also reports the
 # node's eligibility as a load-balancer target (503 without one).
 proxy_healthy() { curl -sf http://127.0.0.1:10256/livez >/dev/null; }
+proxy_wait() { wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/livez)" proxy_healthy; }
 zone_proxy_healthy() { in_zone "$1" curl -sf http://127.0.0.1:10256/healthz >/dev/null; }
 
 # --- cluster DNS -----------------------------------------------------------------------------
@@ -414,9 +417,9 @@ up() {
 
   dns_apply
   wait_for "$start_timeout" "running CoreDNS (kube-system/coredns $dns_replicas replicas Ready)" dns_ready
-  if [[ "$member" == east ]]; then
-    wait_proc=kube-proxy-host wait_for "$start_timeout" "healthy (:10256/livez)" proxy_healthy
-  fi
+  # KOO_HOST_PROXY_WAIT=later (multi.sh): the caller waits (`node.sh proxy-wait`) once it has
+  # other members' nodes to bring up meanwhile.
+  [[ "$member" != east || "${KOO_HOST_PROXY_WAIT:-}" == later ]] || proxy_wait
   log "nodes ${node_names[*]} up in $((SECONDS - t0))s (host $node_ip, pods $cluster_cidr)"
 }
 
@@ -664,6 +667,7 @@ zone_arg() { [[ -n "${1:-}" ]] || die "usage: node.sh $2 ZONE"; zone_index "$1" 
 case "${1:-}" in
   network-up) network_up ;;
   up) up ;;
+  proxy-wait) proxy_wait ;;
   down) down ;;
   status) status ;;
   partition) zone_arg "${2:-}" partition; partition "$2" ;;
