@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::automation::engine_state::to_micro;
 use crate::crd::{EngineActionKind, HistoryEntry, NodeId};
+use crate::time_format::to_micro;
 
 /// Entries kept: the newest 20 of both writers together. Until the other writer trims its own
 /// entries on its next write, the status may briefly hold up to twice as many.

@@ -7,8 +7,16 @@
 
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Serialize, Serializer};
+
+/// `t` as a Kubernetes `MicroTime`, truncated to microseconds: what the apiserver keeps of one, so
+/// a value written and read back compares equal. Truncating keeps it in range, so the fallback
+/// is never taken.
+pub fn to_micro(t: Timestamp) -> MicroTime {
+    MicroTime(Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t))
+}
 
 /// Digits of the fraction of a second to show: 0, 3, 6 or 9.
 fn fraction_digits(t: Timestamp) -> usize {

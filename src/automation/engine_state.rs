@@ -19,7 +19,7 @@ use crate::crd::{BrokerEngineState, EngineState, TopicHighWatermarks};
 use crate::promotion::{
     BrokerId, ClusterSnapshot, LastAction, PolicyConfig, PolicyHistory, TopicPartition,
 };
-use crate::time_format::Text;
+use crate::time_format::{to_micro, Text};
 
 /// Upper bound of `status.engineState` as JSON. The apiserver refuses objects over ~1.5 MiB
 /// (etcd's request limit); this leaves half of it to the rest of the ObserverSet.
@@ -67,12 +67,6 @@ pub enum EngineStateError {
         "status.engineState.highWatermarks of topic {topic}: {detail}; this topic's high watermarks are ignored until the next scan (do not edit status.engineState by hand)"
     )]
     Corrupt { topic: String, detail: String },
-}
-
-pub fn to_micro(t: Timestamp) -> MicroTime {
-    // Microseconds: what the apiserver keeps of a MicroTime. Truncating a timestamp keeps it in
-    // range, so the fallback is never taken.
-    MicroTime(Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t))
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {

@@ -10,9 +10,9 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::jiff::SignedDuration;
 
-use super::engine_state::to_micro;
 use crate::crd::{ObserverLag, PartitionCondition, PartitionEntry, PartitionsStatus};
 use crate::promotion::{assess, BrokerId, ClusterSnapshot, Health, PartitionState, PolicyConfig};
+use crate::time_format::to_micro;
 
 /// Entries listed at most; the rest are counted in `omittedPartitions`.
 pub const MAX_ENTRIES: usize = 50;
