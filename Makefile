@@ -67,10 +67,12 @@ clippy:
 
 # --release: the bed tests build in release too, so a cold run compiles the dependencies once.
 # The examples (the benchmarks) are not built here: clippy checks them, `make bench` builds them.
-# First, in about a second: images/recipes/'s build-time class path check against stand-in layouts.
+# First, in about a second: images/recipes/'s build-time class path check against stand-in layouts;
+# then the drills' accounting and e2e/lib.sh's in_parallel (the teardowns) tested without the bed.
 unit:
 	bash images/recipes/observer-patch-check-test.sh
 	bash e2e/drills/operator/accounting-selftest.sh
+	bash e2e/lib-selftest.sh
 	KOO_TESTBED=off $(CARGO) test --workspace --release --lib --bins --tests
 	$(CARGO) test --workspace --release --doc
 
