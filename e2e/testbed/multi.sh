@@ -202,26 +202,23 @@ EOF
   log "multi-cluster bed up in $((SECONDS - t0))s"
 }
 
-# member_down MEMBER [--purge]: its node, then its control plane.
+# member_down MEMBER: its node, then its control plane (with down's options, `down_args`).
+down_args=()
 member_down() {
   local m="$1" rc=0 dir
-  shift
   dir="$(member_dir "$m")"
   [[ "$m" == east || -d "$dir" ]] || return 0
   on "$m" bash "$here/node.sh" down || rc=1
-  on "$m" bash "$here/control-plane.sh" down "$@" || rc=1
+  on "$m" bash "$here/control-plane.sh" down "${down_args[@]}" || rc=1
   return "$rc"
 }
 down() {
-  local m rc=0 pids=() p
+  local m rc=0 others=()
+  down_args=("$@")
   # The members other than east at once, then east (its node takes the bridge they hang on).
-  for m in "${MEMBERS[@]}"; do
-    [[ "$m" != east ]] || continue
-    member_down "$m" "$@" &
-    pids+=("$!")
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  member_down east "$@" || rc=1
+  for m in "${MEMBERS[@]}"; do [[ "$m" == east ]] || others+=("$m"); done
+  in_parallel member_down "${others[@]}" || rc=1
+  member_down east || rc=1
   ((rc == 0)) || die "a member did not come down cleanly (see above)"
   drop_chain "$lost_chain" INPUT FORWARD
   drop_chain "$cut_chain" INPUT FORWARD
